@@ -1,0 +1,115 @@
+// Microbenchmarks of the CPU compression core on a ResNet-50-sized gradient
+// (25,557,032 floats): Count-Sketch insert, estimate + heavy-hitter top-k,
+// exact top-k, sketch merge, and memcpy of the same bytes as the yardstick.
+//
+// Run: bazel run -c opt //bench:compression_bench -- --benchmark_out=out.json
+// bench/cpu_vs_torch.sh runs it beside the PyTorch reference in one go.
+// Single-threaded, like the reference. Figures: docs/BENCHMARKS.md.
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "common/count_sketch.h"
+#include "common/model_profiles.h"
+#include "common/topk.h"
+
+namespace sketchfuse {
+namespace {
+
+constexpr uint32_t kRows = 5;
+constexpr uint32_t kCols = 500000;  // FetchSGD's default width
+
+size_t Dim() { return static_cast<size_t>(ResNet50Profile().TotalElements()); }
+
+// A heavy-tailed gradient (Student-t, 3 degrees of freedom), fixed seed.
+const std::vector<float>& Gradient() {
+  static const std::vector<float>* grad = [] {
+    auto* g = new std::vector<float>(Dim());
+    std::mt19937 rng(42);
+    std::student_t_distribution<float> t(3.0f);
+    for (float& v : *g) v = t(rng);
+    return g;
+  }();
+  return *grad;
+}
+
+void SetBytes(benchmark::State& state, double bytes_per_iteration) {
+  state.SetBytesProcessed(static_cast<int64_t>(bytes_per_iteration * state.iterations()));
+}
+
+void BM_SketchInsert(benchmark::State& state) {
+  const std::vector<float>& g = Gradient();
+  CountSketch sketch = *CountSketch::Create({kRows, kCols, 1});
+  for (auto _ : state) {
+    sketch.Clear();
+    benchmark::DoNotOptimize(sketch.Insert(g));
+  }
+  SetBytes(state, g.size() * sizeof(float));
+}
+BENCHMARK(BM_SketchInsert)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_SketchEstimateTopK(benchmark::State& state) {
+  const std::vector<float>& g = Gradient();
+  CountSketch sketch = *CountSketch::Create({kRows, kCols, 1});
+  (void)sketch.Insert(g);
+  const uint64_t k = g.size() / 1000;
+  for (auto _ : state) {
+    SparseEntries hh = sketch.view().HeavyHitters(g.size(), k);
+    benchmark::DoNotOptimize(hh.indices.data());
+  }
+  SetBytes(state, g.size() * sizeof(float));
+}
+BENCHMARK(BM_SketchEstimateTopK)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_TopK(benchmark::State& state) {
+  const std::vector<float>& g = Gradient();
+  const uint64_t k = g.size() / 1000;
+  for (auto _ : state) {
+    std::vector<uint32_t> idx = TopKIndices(g, k);
+    benchmark::DoNotOptimize(idx.data());
+  }
+  SetBytes(state, g.size() * sizeof(float));
+}
+BENCHMARK(BM_TopK)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_SketchMerge(benchmark::State& state) {
+  CountSketch a = *CountSketch::Create({kRows, kCols, 1});
+  CountSketch b = *CountSketch::Create({kRows, kCols, 1});
+  (void)b.Insert(Gradient());
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(a.Merge(b));
+  }
+  // Bytes moved: read both tables, write one.
+  SetBytes(state, 3.0 * kRows * kCols * sizeof(float));
+}
+BENCHMARK(BM_SketchMerge)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// memcpy of one sketch table: the bandwidth the merge is compared with.
+void BM_MemcpySketchTable(benchmark::State& state) {
+  std::vector<float> src(kRows * kCols, 1.0f), dst(kRows * kCols);
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), src.size() * sizeof(float));
+    benchmark::ClobberMemory();
+  }
+  // Bytes moved: read one, write one.
+  SetBytes(state, 2.0 * src.size() * sizeof(float));
+}
+BENCHMARK(BM_MemcpySketchTable)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// memcpy of the whole gradient (the figure PyTorch's reference also prints).
+void BM_MemcpyGradient(benchmark::State& state) {
+  const std::vector<float>& g = Gradient();
+  std::vector<float> dst(g.size());
+  for (auto _ : state) {
+    std::memcpy(dst.data(), g.data(), g.size() * sizeof(float));
+    benchmark::ClobberMemory();
+  }
+  SetBytes(state, 2.0 * g.size() * sizeof(float));
+}
+BENCHMARK(BM_MemcpyGradient)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace sketchfuse
+
+BENCHMARK_MAIN();
