@@ -1,0 +1,75 @@
+// The compressor interface: one gradient group in, one payload out, and the
+// decode of an aggregate back into an update.
+//
+// Compressors are created by name through CompressorRegistry
+// (common/compressor_registry.h). A worker owns one compressor per fusion
+// group (decorators such as error feedback keep per-group state); a server uses
+// one to decode aggregates. Every worker of a job must use the same spec so
+// that payload shapes (derived from the group size) agree.
+//
+// NOTE: not thread-safe; give each thread its own instance.
+#ifndef SKETCHFUSE_COMMON_COMPRESSOR_H_
+#define SKETCHFUSE_COMMON_COMPRESSOR_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/payload.h"
+
+namespace sketchfuse {
+
+// What an encode may need besides the gradient.
+struct EncodeContext {
+  // Training step: seeds step-dependent choices (random-k indices, samples),
+  // identically on every worker.
+  uint64_t step = 0;
+  // The group's parameter values, same length as the gradient; needed by
+  // importance-weighted selection, ignored by the others.
+  absl::Span<const float> params;
+};
+
+class Compressor {
+ public:
+  virtual ~Compressor() = default;
+
+  // The canonical spec this instance was created from, e.g.
+  // "count_sketch:density=0.001,rows=5,seed=1,width=10"; decorators wrap it.
+  virtual std::string spec() const = 0;
+
+  // Kind of the payloads Encode produces.
+  virtual PayloadKind payload_kind() const = 0;
+
+  // True when payloads of different workers are summable: the merge of
+  // Encode(x) and Encode(y) equals Encode(x + y) up to float rounding.
+  virtual bool linear() const = 0;
+
+  // Encodes a gradient group. The group must have 1 to 2^32 - 1 elements
+  // (INVALID_ARGUMENT otherwise) and finite values (the caller checks, see
+  // FirstNonFinite).
+  virtual absl::StatusOr<Payload> Encode(absl::Span<const float> grad,
+                                         const EncodeContext& context) = 0;
+
+  // Decodes an aggregate (one payload or the MergeInto of many) into the
+  // update to apply. INVALID_ARGUMENT if the payload is not of this
+  // compressor's kind.
+  virtual absl::StatusOr<Update> Decode(const Payload& aggregate) const = 0;
+
+  // Tells the compressor which coordinates of its last encoded input were
+  // applied, so stateful decorators can clear them. Stateless compressors
+  // accept and ignore it.
+  virtual absl::Status OnApplied(const Update& update) { return absl::OkStatus(); }
+};
+
+// Number of coordinates to select from a group of `dim` elements: k when it is
+// set (> 0), else max(1, round(density * dim)); never above dim.
+uint64_t SelectionSize(uint64_t dim, double density, uint64_t k);
+
+// INVALID_ARGUMENT unless 1 <= n < 2^32.
+absl::Status CheckGroupSize(uint64_t n);
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_COMMON_COMPRESSOR_H_

@@ -1,0 +1,175 @@
+// Every built-in compressor on random gradients of many sizes: payload
+// validity, what each selects against a direct computation, linearity where
+// claimed, and refusal of bad input.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "common/compressor_registry.h"
+#include "common/topk.h"
+#include "gtest/gtest.h"
+
+namespace sketchfuse {
+namespace {
+
+std::vector<float> HeavyTailed(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::student_t_distribution<float> t(2.5f);
+  std::vector<float> x(n);
+  for (float& v : x) v = t(rng);
+  return x;
+}
+
+std::unique_ptr<Compressor> Make(absl::string_view spec) {
+  absl::StatusOr<std::unique_ptr<Compressor>> c = CompressorRegistry::Default().Create(spec);
+  EXPECT_TRUE(c.ok()) << spec << ": " << c.status();
+  return *std::move(c);
+}
+
+class EveryCompressorTest
+    : public ::testing::TestWithParam<std::tuple<std::string, size_t>> {};
+
+TEST_P(EveryCompressorTest, EncodesValidPayloadsAndDecodesThem) {
+  const auto& [spec, n] = GetParam();
+  std::unique_ptr<Compressor> c = Make(spec);
+  const std::vector<float> g = HeavyTailed(n, static_cast<uint32_t>(n));
+  const std::vector<float> w = HeavyTailed(n, static_cast<uint32_t>(n + 1));
+  EncodeContext context{3, w};
+  absl::StatusOr<Payload> p = c->Encode(g, context);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->kind, c->payload_kind());
+  EXPECT_EQ(p->dim, n);
+  ASSERT_TRUE(ValidatePayload(*p).ok()) << ValidatePayload(*p);
+  absl::StatusOr<Update> u = c->Decode(*p);
+  ASSERT_TRUE(u.ok()) << u.status();
+  EXPECT_EQ(u->dim, n);
+  if (!u->dense) {
+    EXPECT_TRUE(std::is_sorted(u->indices.begin(), u->indices.end()));
+    EXPECT_EQ(u->indices.size(), u->values.size());
+    EXPECT_GE(u->indices.size(), 1u);
+  }
+  // Encoding is deterministic for the same step.
+  absl::StatusOr<Payload> again = c->Encode(g, context);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->indices, p->indices);
+  EXPECT_EQ(again->values, p->values);
+}
+
+TEST_P(EveryCompressorTest, RefusesEmptyGroups) {
+  std::unique_ptr<Compressor> c = Make(std::get<0>(GetParam()));
+  EXPECT_EQ(c->Encode({}, EncodeContext{}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Specs, EveryCompressorTest,
+    ::testing::Combine(::testing::Values("dense", "topk:density=0.01", "randomk:density=0.01",
+                                         "threshold:density=0.01", "importance:density=0.01",
+                                         "count_sketch:density=0.01"),
+                       ::testing::Values(1, 2, 999, 10007, 300001)));
+
+TEST(TopKCompressorTest, SelectsTheExactTopK) {
+  const std::vector<float> g = HeavyTailed(100000, 1);
+  absl::StatusOr<Payload> p = Make("topk:k=100")->Encode(g, {});
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->indices, TopKIndicesReference(g, 100));
+  for (size_t i = 0; i < p->indices.size(); ++i) EXPECT_EQ(p->values[i], g[p->indices[i]]);
+}
+
+TEST(RandomKCompressorTest, WorkersAgreeOnIndicesSoPayloadsAreLinear) {
+  std::unique_ptr<Compressor> a = Make("randomk:k=500,seed=9"), b = Make("randomk:k=500,seed=9");
+  const std::vector<float> x = HeavyTailed(50000, 2), y = HeavyTailed(50000, 3);
+  std::vector<float> sum(x.size());
+  for (size_t i = 0; i < x.size(); ++i) sum[i] = x[i] + y[i];
+  Payload px = *a->Encode(x, {7, {}}), py = *b->Encode(y, {7, {}}), ps = *a->Encode(sum, {7, {}});
+  EXPECT_TRUE(a->linear());
+  EXPECT_EQ(px.indices.size(), 500u);
+  EXPECT_EQ(std::set<uint32_t>(px.indices.begin(), px.indices.end()).size(), 500u);
+  EXPECT_EQ(px.indices, py.indices);
+  ASSERT_TRUE(MergeInto(py, &px).ok());
+  EXPECT_EQ(px.indices, ps.indices);
+  for (size_t i = 0; i < px.values.size(); ++i) EXPECT_FLOAT_EQ(px.values[i], ps.values[i]);
+  // Another step draws other indices.
+  EXPECT_NE(a->Encode(x, {8, {}})->indices, a->Encode(x, {7, {}})->indices);
+}
+
+TEST(ThresholdCompressorTest, SendsAboutKOfTheLargest) {
+  const std::vector<float> g = HeavyTailed(1000000, 4);
+  Payload p = *Make("threshold:k=1000,sample=0.01")->Encode(g, {});
+  EXPECT_GT(p.indices.size(), 500u);
+  EXPECT_LE(p.indices.size(), 2000u);
+  // Everything sent is at least as large as everything not sent.
+  float min_sent = INFINITY;
+  for (float v : p.values) min_sent = std::min(min_sent, std::abs(v));
+  std::set<uint32_t> sent(p.indices.begin(), p.indices.end());
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (!sent.count(i)) ASSERT_LE(std::abs(g[i]), min_sent);
+  }
+}
+
+TEST(ImportanceCompressorTest, RanksByGradientOverParameter) {
+  // Equal gradients; the smallest parameters make the most important entries.
+  std::vector<float> g(1000, 1.0f), w(1000);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 1.0f + static_cast<float>((i * 7919) % 1000);
+  Payload p = *Make("importance:k=5")->Encode(g, {0, w});
+  std::vector<uint32_t> expected;
+  for (uint32_t i = 0; i < 1000; ++i) if (w[i] <= 5.0f) expected.push_back(i);
+  EXPECT_EQ(p.indices, expected);
+  absl::Status missing = Make("importance:k=5")->Encode(g, {}).status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(missing.message().find("parameter values"), std::string::npos);
+}
+
+TEST(CountSketchCompressorTest, AggregateOfWorkersDecodesTheGlobalHeavyHitters) {
+  // Four workers each hold noise plus a share of 50 planted coordinates; the
+  // merged sketch's decode finds all 50 with values near their sums.
+  const size_t n = 200000;
+  std::mt19937 rng(5);
+  std::vector<uint32_t> planted;
+  while (planted.size() < 50) {
+    const uint32_t i = rng() % n;
+    if (std::find(planted.begin(), planted.end(), i) == planted.end()) planted.push_back(i);
+  }
+  std::sort(planted.begin(), planted.end());
+  std::unique_ptr<Compressor> c = Make("count_sketch:k=100,width=20,seed=3");
+  Payload aggregate;
+  std::vector<double> noise_sum(n, 0.0);
+  for (int w = 0; w < 4; ++w) {
+    std::vector<float> g = HeavyTailed(n, 100 + w);
+    for (float& v : g) v *= 0.01f;
+    for (size_t i = 0; i < n; ++i) noise_sum[i] += g[i];
+    for (uint32_t i : planted) g[i] += 2.5f;
+    Payload p = *c->Encode(g, {});
+    if (w == 0) aggregate = std::move(p);
+    else ASSERT_TRUE(MergeInto(p, &aggregate).ok());
+  }
+  Update u = *c->Decode(aggregate);
+  ASSERT_EQ(u.indices.size(), 100u);
+  // One row's error has standard deviation ||noise|| / sqrt(cols); the median
+  // of 5 rows stays within 3 of them except with tiny probability.
+  double noise_norm = 0;
+  for (double v : noise_sum) noise_norm += v * v;
+  const double tolerance = 3 * std::sqrt(noise_norm / aggregate.sketch.cols);
+  for (uint32_t i : planted) {
+    auto it = std::lower_bound(u.indices.begin(), u.indices.end(), i);
+    ASSERT_TRUE(it != u.indices.end() && *it == i) << "missed " << i;
+    EXPECT_NEAR(u.values[it - u.indices.begin()], 10.0f, tolerance);
+  }
+}
+
+TEST(CountSketchCompressorTest, RefusesForeignPayloads) {
+  std::unique_ptr<Compressor> c = Make("count_sketch:k=10");
+  Payload p = *Make("count_sketch:k=10,seed=99")->Encode(HeavyTailed(1000, 1), {});
+  absl::Status s = c->Decode(p).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("does not match"), std::string::npos) << s;
+  Payload sparse = *Make("topk:k=10")->Encode(HeavyTailed(1000, 1), {});
+  EXPECT_EQ(c->Decode(sparse).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Make("dense")->Decode(sparse).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Make("topk")->Decode(p).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace sketchfuse

@@ -1,0 +1,114 @@
+#include "common/error_feedback.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace sketchfuse {
+namespace {
+
+// Sizes `state` on first use; afterwards the group size must not change.
+absl::Status PrepareState(absl::string_view what, size_t n, std::vector<float>* state) {
+  if (state->empty()) {
+    state->assign(n, 0.0f);
+    return absl::OkStatus();
+  }
+  if (state->size() != n) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, " holds ", state->size(), " elements; this group has ", n));
+  }
+  return absl::OkStatus();
+}
+
+void ZeroApplied(const Update& update, std::vector<float>* state) {
+  if (update.dense) {
+    std::fill(state->begin(), state->end(), 0.0f);
+    return;
+  }
+  for (uint32_t i : update.indices) (*state)[i] = 0.0f;
+}
+
+}  // namespace
+
+absl::Status ValidateUpdate(const Update& update, uint64_t dim) {
+  if (update.dim != dim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("update is for a group of ", update.dim, " elements, not ", dim));
+  }
+  if (update.dense) {
+    if (update.values.size() != dim || !update.indices.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dense update must carry ", dim, " values and no indices; has ", update.values.size(),
+          " values and ", update.indices.size(), " indices"));
+    }
+    return absl::OkStatus();
+  }
+  if (update.values.size() != update.indices.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("sparse update has ", update.indices.size(),
+                                                   " indices but ", update.values.size(),
+                                                   " values"));
+  }
+  for (size_t i = 0; i < update.indices.size(); ++i) {
+    if (update.indices[i] >= dim || (i > 0 && update.indices[i] <= update.indices[i - 1])) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "update indices[", i, "] = ", update.indices[i],
+          " is out of range or not ascending for a group of ", dim));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Payload> ErrorFeedback::Encode(absl::Span<const float> grad,
+                                              const EncodeContext& context) {
+  absl::Status ready = PrepareState("error-feedback residual", grad.size(), &residual_);
+  if (!ready.ok()) return ready;
+  float* __restrict e = residual_.data();
+  const float* __restrict g = grad.data();
+  for (size_t i = 0; i < grad.size(); ++i) e[i] += g[i];
+  return inner_->Encode(residual_, context);
+}
+
+absl::Status ErrorFeedback::OnApplied(const Update& update) {
+  absl::Status valid = ValidateUpdate(update, residual_.size());
+  if (!valid.ok()) return valid;
+  ZeroApplied(update, &residual_);
+  return inner_->OnApplied(update);
+}
+
+std::string Momentum::spec() const {
+  return absl::StrCat("momentum(", momentum_, ", ", inner_->spec(), ")");
+}
+
+absl::StatusOr<Payload> Momentum::Encode(absl::Span<const float> grad,
+                                         const EncodeContext& context) {
+  absl::Status ready = PrepareState("momentum", grad.size(), &velocity_);
+  if (!ready.ok()) return ready;
+  float* __restrict u = velocity_.data();
+  const float* __restrict g = grad.data();
+  const float m = momentum_;
+  for (size_t i = 0; i < grad.size(); ++i) u[i] = m * u[i] + g[i];
+  return inner_->Encode(velocity_, context);
+}
+
+absl::Status Momentum::OnApplied(const Update& update) {
+  absl::Status valid = ValidateUpdate(update, velocity_.size());
+  if (!valid.ok()) return valid;
+  ZeroApplied(update, &velocity_);
+  return inner_->OnApplied(update);
+}
+
+std::unique_ptr<Compressor> WithErrorFeedback(std::unique_ptr<Compressor> inner) {
+  return std::make_unique<ErrorFeedback>(std::move(inner));
+}
+
+absl::StatusOr<std::unique_ptr<Compressor>> WithMomentum(std::unique_ptr<Compressor> inner,
+                                                         double momentum) {
+  if (!(momentum >= 0.0 && momentum < 1.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("momentum must be in [0, 1); got ", momentum));
+  }
+  return std::unique_ptr<Compressor>(
+      std::make_unique<Momentum>(std::move(inner), static_cast<float>(momentum)));
+}
+
+}  // namespace sketchfuse

@@ -1,0 +1,100 @@
+// Error feedback and momentum as decorators over any compressor.
+//
+// ErrorFeedback keeps a residual e per group: Encode(g) adds g to e and
+// encodes e; OnApplied(update) zeroes e at the applied coordinates (all of
+// them for a dense update). So the residual keeps exactly what was not
+// applied: at every point, (sum of the values released by OnApplied) + e ==
+// (sum of every gradient encoded), up to float rounding. For a one-round
+// sketch the update carries estimates of the global sum, while the worker
+// releases its own residual values at those coordinates (Sketched-SGD).
+//
+// Momentum keeps u per group: Encode(g) sets u = m * u + g and encodes u;
+// OnApplied zeroes u at the applied coordinates (momentum factor masking, as in
+// DGC and Sketched-SGD). Compose as WithMomentum(WithErrorFeedback(c), m):
+// u = m u + g; e += u; encode e.
+//
+// Residual state changes only in Encode and OnApplied: a step whose update is
+// never applied (a failed round) leaves nothing lost, and re-encoding after a
+// failure must use the same step's gradient only once (the worker's job).
+//
+// NOTE: not thread-safe; one instance per fusion group.
+#ifndef SKETCHFUSE_COMMON_ERROR_FEEDBACK_H_
+#define SKETCHFUSE_COMMON_ERROR_FEEDBACK_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/compressor.h"
+
+namespace sketchfuse {
+
+class ErrorFeedback final : public Compressor {
+ public:
+  explicit ErrorFeedback(std::unique_ptr<Compressor> inner) : inner_(std::move(inner)) {}
+
+  std::string spec() const override { return "ef(" + inner_->spec() + ")"; }
+  PayloadKind payload_kind() const override { return inner_->payload_kind(); }
+  bool linear() const override { return inner_->linear(); }
+
+  // e += grad, then encodes e. FAILED_PRECONDITION if the group size changed.
+  absl::StatusOr<Payload> Encode(absl::Span<const float> grad,
+                                 const EncodeContext& context) override;
+  absl::StatusOr<Update> Decode(const Payload& aggregate) const override {
+    return inner_->Decode(aggregate);
+  }
+  // Zeroes e at the update's coordinates. INVALID_ARGUMENT (and e unchanged)
+  // if the update does not fit the group.
+  absl::Status OnApplied(const Update& update) override;
+
+  // The current residual (empty before the first Encode).
+  absl::Span<const float> residual() const { return residual_; }
+
+ private:
+  std::unique_ptr<Compressor> inner_;
+  std::vector<float> residual_;
+};
+
+class Momentum final : public Compressor {
+ public:
+  // momentum in [0, 1).
+  Momentum(std::unique_ptr<Compressor> inner, float momentum)
+      : inner_(std::move(inner)), momentum_(momentum) {}
+
+  std::string spec() const override;
+  PayloadKind payload_kind() const override { return inner_->payload_kind(); }
+  bool linear() const override { return inner_->linear(); }
+
+  // u = momentum * u + grad, then encodes u.
+  absl::StatusOr<Payload> Encode(absl::Span<const float> grad,
+                                 const EncodeContext& context) override;
+  absl::StatusOr<Update> Decode(const Payload& aggregate) const override {
+    return inner_->Decode(aggregate);
+  }
+  // Zeroes u at the update's coordinates, then informs the inner compressor.
+  absl::Status OnApplied(const Update& update) override;
+
+  absl::Span<const float> velocity() const { return velocity_; }
+
+ private:
+  std::unique_ptr<Compressor> inner_;
+  float momentum_;
+  std::vector<float> velocity_;
+};
+
+// Decorates `inner` with error feedback.
+std::unique_ptr<Compressor> WithErrorFeedback(std::unique_ptr<Compressor> inner);
+
+// Decorates `inner` with momentum; INVALID_ARGUMENT unless 0 <= momentum < 1.
+absl::StatusOr<std::unique_ptr<Compressor>> WithMomentum(std::unique_ptr<Compressor> inner,
+                                                         double momentum);
+
+// OK if `update` fits a group of `dim` elements (dense with dim values, or
+// sparse with ascending in-range indices and one value each).
+absl::Status ValidateUpdate(const Update& update, uint64_t dim);
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_COMMON_ERROR_FEEDBACK_H_
