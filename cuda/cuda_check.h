@@ -1,0 +1,45 @@
+// One checking macro for every CUDA runtime call.
+//
+//   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(...), "copying the gradient");
+//
+// On failure it clears the (non-sticky) error state with cudaGetLastError and
+// returns an absl::Status naming the call, the CUDA error and the context.
+// Out-of-memory maps to RESOURCE_EXHAUSTED, a missing device to UNAVAILABLE,
+// bad arguments to INVALID_ARGUMENT, anything else to INTERNAL.
+#ifndef SKETCHFUSE_CUDA_CUDA_CHECK_H_
+#define SKETCHFUSE_CUDA_CUDA_CHECK_H_
+
+#include <cuda_runtime_api.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace sketchfuse {
+
+inline absl::Status CudaErrorToStatus(cudaError_t error, absl::string_view call,
+                                      absl::string_view context) {
+  if (error == cudaSuccess) return absl::OkStatus();
+  (void)cudaGetLastError();
+  const std::string message = absl::StrCat(context, ": ", call, " failed: ",
+                                           cudaGetErrorName(error), " (",
+                                           cudaGetErrorString(error), ")");
+  switch (error) {
+    case cudaErrorMemoryAllocation: return absl::ResourceExhaustedError(message);
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver: return absl::UnavailableError(message);
+    case cudaErrorInvalidValue:
+    case cudaErrorInvalidDevicePointer: return absl::InvalidArgumentError(message);
+    default: return absl::InternalError(message);
+  }
+}
+
+}  // namespace sketchfuse
+
+#define CUDA_RETURN_IF_ERROR(call, context)                                       \
+  do {                                                                            \
+    ::absl::Status sf_cuda_status_ = ::sketchfuse::CudaErrorToStatus((call), #call, (context)); \
+    if (!sf_cuda_status_.ok()) return sf_cuda_status_;                            \
+  } while (false)
+
+#endif  // SKETCHFUSE_CUDA_CUDA_CHECK_H_

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package SketchFuse needs, and only those missing.
+# Idempotent: a second run installs nothing. Runs apt-get as root, or through
+# sudo when not root. Says what it installs.
+#
+#   scripts/setup.sh            build and test dependencies
+#   scripts/setup.sh --bench    also what the benchmarks compare against
+#                               (Debian's PyTorch, gnuplot for plots)
+set -euo pipefail
+
+# Build: Bazel (offline, with the rule sets its source package ships), the
+# compiler, and the system libraries of third_party/BUILD.
+BUILD_PACKAGES=(
+  bazel-bootstrap bazel-bootstrap-source g++ git
+  libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc grpc-proto
+  libgtest-dev libgmock-dev googletest libbenchmark-dev
+  libgloo-dev prometheus-cpp-dev
+)
+# Benchmarks: the PyTorch reference (for /usr/bin/python3.11) and plots.
+BENCH_PACKAGES=(python3-torch gnuplot-nox)
+
+want=("${BUILD_PACKAGES[@]}")
+for arg in "$@"; do
+  case "$arg" in
+    --bench) want+=("${BENCH_PACKAGES[@]}") ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown option '$arg' (accepted: --bench)" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for pkg in "${want[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#want[@]} required Debian packages are installed."
+  exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+  SUDO=()
+elif command -v sudo >/dev/null 2>&1; then
+  SUDO=(sudo)
+else
+  echo "setup: missing packages (${missing[*]}) and neither root nor sudo is available." >&2
+  exit 1
+fi
+
+echo "setup: installing ${#missing[@]} Debian package(s): ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${SUDO[@]}" apt-get update -qq
+"${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+echo "setup: done."

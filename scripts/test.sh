@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The README's test command: installs what is missing, builds everything, runs
+# every test, and prints one closing line "tests: N passed, N failed, N skipped".
+# Extra arguments go to `bazel test` (e.g. --config=asan).
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+bash scripts/setup.sh || exit 1
+
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+bash scripts/bazel.sh test //... --test_summary=short "$@" 2>&1 \
+  | grep --line-buffered -v -E 'linux-sandbox(-pid1)?\.cc' | tee "$log"
+status=${PIPESTATUS[0]}
+
+# Count test cases: for each test target in the summary, its GoogleTest log
+# says how many cases passed, failed and skipped (GPU tests skip on machines
+# without a GPU). A target that failed without a log counts as one failure.
+passed=0; failed=0; skipped=0
+while read -r target result; do
+  pkg="${target#//}"; pkg="${pkg%%:*}"; name="${target##*:}"
+  testlog="bazel-testlogs/$pkg/$name/test.log"
+  if [ -f "$testlog" ] && grep -q '^\[==========\] .* ran\.' "$testlog"; then
+    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\?\.$/\1/p' "$testlog" | tail -1)
+    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) tests\?, listed below:$/\1/p' "$testlog" | tail -1)
+    s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) tests\?, listed below:$/\1/p' "$testlog" | tail -1)
+    passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0})); skipped=$((skipped + ${s:-0}))
+    if [ "$result" != PASSED ] && [ -z "$f" ]; then failed=$((failed + 1)); fi
+  elif [ "$result" = PASSED ]; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+  fi
+done < <(sed -n -E 's#^(//[^ ]+) +(\(cached\) )?(PASSED|FAILED|TIMEOUT|NO STATUS|FAILED TO BUILD).*#\1 \3#p' "$log" | sed 's/NO STATUS/NO_STATUS/; s/FAILED TO BUILD/FAILED_TO_BUILD/')
+if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then
+  echo "test.sh: bazel exited with status $status before reporting results" >&2
+  failed=1
+fi
+echo "tests: $passed passed, $failed failed, $skipped skipped"
+exit "$status"
