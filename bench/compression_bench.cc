@@ -5,7 +5,13 @@
 // Run: bazel run -c opt //bench:compression_bench -- --benchmark_out=out.json
 // bench/cpu_vs_torch.sh runs it beside the PyTorch reference in one go.
 // Single-threaded, like the reference. Figures: docs/BENCHMARKS.md.
+// Extra flags (before Google Benchmark's own): --sf_dim=N (vector length,
+// default the ResNet-50 parameter count) and --sf_cols=N (sketch columns,
+// default 500,000).
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <random>
 #include <vector>
 
@@ -18,9 +24,13 @@ namespace sketchfuse {
 namespace {
 
 constexpr uint32_t kRows = 5;
-constexpr uint32_t kCols = 500000;  // FetchSGD's default width
+uint32_t kCols = 500000;  // FetchSGD's default width; --sf_cols
+size_t dim_override = 0;  // --sf_dim
 
-size_t Dim() { return static_cast<size_t>(ResNet50Profile().TotalElements()); }
+size_t Dim() {
+  return dim_override > 0 ? dim_override
+                          : static_cast<size_t>(ResNet50Profile().TotalElements());
+}
 
 // A heavy-tailed gradient (Student-t, 3 degrees of freedom), fixed seed.
 const std::vector<float>& Gradient() {
@@ -112,4 +122,34 @@ BENCHMARK(BM_MemcpyGradient)->Unit(benchmark::kMillisecond)->UseRealTime();
 }  // namespace
 }  // namespace sketchfuse
 
-BENCHMARK_MAIN();
+// Takes --sf_dim and --sf_cols out of argv; the rest goes to Google Benchmark.
+int main(int argc, char** argv) {
+  std::vector<char*> rest;
+  for (int i = 0; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value_of = [&arg](const std::string& flag) -> long long {
+      const std::string text = arg.substr(flag.size());
+      char* end = nullptr;
+      const long long v = std::strtoll(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0' || v <= 0 || v > 0xFFFFFFFFll) {
+        std::fprintf(stderr, "error: %s needs a positive integer below 2^32, got '%s'\n",
+                     flag.c_str(), text.c_str());
+        std::exit(2);
+      }
+      return v;
+    };
+    if (arg.rfind("--sf_dim=", 0) == 0) {
+      sketchfuse::dim_override = static_cast<size_t>(value_of("--sf_dim="));
+    } else if (arg.rfind("--sf_cols=", 0) == 0) {
+      sketchfuse::kCols = static_cast<uint32_t>(value_of("--sf_cols="));
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  int rest_argc = static_cast<int>(rest.size());
+  benchmark::Initialize(&rest_argc, rest.data());
+  if (benchmark::ReportUnrecognizedArguments(rest_argc, rest.data())) return 2;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
