@@ -31,20 +31,32 @@
 
 namespace sketchfuse {
 
-class ErrorFeedback final : public Compressor {
+// Base of the decorators: forwards kind, linearity and decode to the wrapped
+// compressor, which it owns.
+class CompressorDecorator : public Compressor {
  public:
-  explicit ErrorFeedback(std::unique_ptr<Compressor> inner) : inner_(std::move(inner)) {}
-
-  std::string spec() const override { return "ef(" + inner_->spec() + ")"; }
   PayloadKind payload_kind() const override { return inner_->payload_kind(); }
   bool linear() const override { return inner_->linear(); }
+  absl::StatusOr<Update> Decode(const Payload& aggregate) const override {
+    return inner_->Decode(aggregate);
+  }
+
+ protected:
+  explicit CompressorDecorator(std::unique_ptr<Compressor> inner) : inner_(std::move(inner)) {}
+
+  std::unique_ptr<Compressor> inner_;
+};
+
+class ErrorFeedback final : public CompressorDecorator {
+ public:
+  explicit ErrorFeedback(std::unique_ptr<Compressor> inner)
+      : CompressorDecorator(std::move(inner)) {}
+
+  std::string spec() const override { return "ef(" + inner_->spec() + ")"; }
 
   // e += grad, then encodes e. FAILED_PRECONDITION if the group size changed.
   absl::StatusOr<Payload> Encode(absl::Span<const float> grad,
                                  const EncodeContext& context) override;
-  absl::StatusOr<Update> Decode(const Payload& aggregate) const override {
-    return inner_->Decode(aggregate);
-  }
   // Zeroes e at the update's coordinates. INVALID_ARGUMENT (and e unchanged)
   // if the update does not fit the group.
   absl::Status OnApplied(const Update& update) override;
@@ -53,33 +65,26 @@ class ErrorFeedback final : public Compressor {
   absl::Span<const float> residual() const { return residual_; }
 
  private:
-  std::unique_ptr<Compressor> inner_;
   std::vector<float> residual_;
 };
 
-class Momentum final : public Compressor {
+class Momentum final : public CompressorDecorator {
  public:
   // momentum in [0, 1).
   Momentum(std::unique_ptr<Compressor> inner, float momentum)
-      : inner_(std::move(inner)), momentum_(momentum) {}
+      : CompressorDecorator(std::move(inner)), momentum_(momentum) {}
 
   std::string spec() const override;
-  PayloadKind payload_kind() const override { return inner_->payload_kind(); }
-  bool linear() const override { return inner_->linear(); }
 
   // u = momentum * u + grad, then encodes u.
   absl::StatusOr<Payload> Encode(absl::Span<const float> grad,
                                  const EncodeContext& context) override;
-  absl::StatusOr<Update> Decode(const Payload& aggregate) const override {
-    return inner_->Decode(aggregate);
-  }
   // Zeroes u at the update's coordinates, then informs the inner compressor.
   absl::Status OnApplied(const Update& update) override;
 
   absl::Span<const float> velocity() const { return velocity_; }
 
  private:
-  std::unique_ptr<Compressor> inner_;
   float momentum_;
   std::vector<float> velocity_;
 };

@@ -52,5 +52,5 @@ fi
 echo "setup: installing ${#missing[@]} Debian package(s): ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 "${SUDO[@]}" apt-get update -qq
-"${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+"${SUDO[@]}" apt-get install -y -q "${missing[@]}"
 echo "setup: done."
