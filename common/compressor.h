@@ -57,10 +57,24 @@ class Compressor {
   // compressor's kind.
   virtual absl::StatusOr<Update> Decode(const Payload& aggregate) const = 0;
 
+  // OK if `payload` could have come from this compressor's Encode of a group
+  // of payload.dim elements: the kind, and for sketches the shape. A server
+  // calls it on every push. Assumes ValidatePayload(payload) is OK.
+  virtual absl::Status CheckPayload(const Payload& payload) const {
+    if (payload.kind != payload_kind()) {
+      return absl::InvalidArgumentError(PayloadKindMismatch(payload.kind));
+    }
+    return absl::OkStatus();
+  }
+
   // Tells the compressor which coordinates of its last encoded input were
   // applied, so stateful decorators can clear them. Stateless compressors
   // accept and ignore it.
   virtual absl::Status OnApplied(const Update& update) { return absl::OkStatus(); }
+
+ protected:
+  // "<spec> takes <kind> payloads, not <got>".
+  std::string PayloadKindMismatch(PayloadKind got) const;
 };
 
 // Number of coordinates to select from a group of `dim` elements: k when it is

@@ -40,6 +40,9 @@ class CompressorDecorator : public Compressor {
   absl::StatusOr<Update> Decode(const Payload& aggregate) const override {
     return inner_->Decode(aggregate);
   }
+  absl::Status CheckPayload(const Payload& payload) const override {
+    return inner_->CheckPayload(payload);
+  }
 
  protected:
   explicit CompressorDecorator(std::unique_ptr<Compressor> inner) : inner_(std::move(inner)) {}

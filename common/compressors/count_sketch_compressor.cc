@@ -53,18 +53,22 @@ class CountSketchCompressor final : public Compressor {
     return p;
   }
 
+  absl::Status CheckPayload(const Payload& payload) const override {
+    if (payload.kind != PayloadKind::kSketch) {
+      return absl::InvalidArgumentError(PayloadKindMismatch(payload.kind));
+    }
+    if (payload.sketch != ShapeFor(payload.dim) ||
+        payload.values.size() != payload.sketch.num_cells()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sketch payload of shape ", payload.sketch.rows, "x", payload.sketch.cols, " seed ",
+          payload.sketch.seed, " does not match ", spec(), " for dim ", payload.dim));
+    }
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<Update> Decode(const Payload& aggregate) const override {
-    if (aggregate.kind != PayloadKind::kSketch) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "count_sketch decodes sketch payloads, not ", PayloadKindName(aggregate.kind)));
-    }
-    if (aggregate.sketch != ShapeFor(aggregate.dim) ||
-        aggregate.values.size() != aggregate.sketch.num_cells()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sketch payload of shape ", aggregate.sketch.rows, "x", aggregate.sketch.cols,
-          " seed ", aggregate.sketch.seed, " does not match ", spec(), " for dim ",
-          aggregate.dim));
-    }
+    absl::Status fits = CheckPayload(aggregate);
+    if (!fits.ok()) return fits;
     SparseEntries hh = SketchView(aggregate.sketch, aggregate.values.data())
                            .HeavyHitters(aggregate.dim, selection_.For(aggregate.dim));
     Update update;

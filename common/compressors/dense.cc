@@ -23,10 +23,8 @@ class DenseCompressor final : public Compressor {
   }
 
   absl::StatusOr<Update> Decode(const Payload& aggregate) const override {
-    if (aggregate.kind != PayloadKind::kDense) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "dense decodes dense payloads, not ", PayloadKindName(aggregate.kind)));
-    }
+    absl::Status fits = CheckPayload(aggregate);
+    if (!fits.ok()) return fits;
     Update update;
     update.dense = true;
     update.dim = aggregate.dim;

@@ -52,11 +52,14 @@ Payload GatherSparse(absl::Span<const float> grad, std::vector<uint32_t> indices
   return p;
 }
 
+std::string Compressor::PayloadKindMismatch(PayloadKind got) const {
+  return absl::StrCat(spec(), " takes ", PayloadKindName(payload_kind()), " payloads, not ",
+                      PayloadKindName(got));
+}
+
 absl::StatusOr<Update> SparseCompressor::Decode(const Payload& aggregate) const {
-  if (aggregate.kind != PayloadKind::kSparse) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        spec(), " decodes sparse payloads, not ", PayloadKindName(aggregate.kind)));
-  }
+  absl::Status fits = CheckPayload(aggregate);
+  if (!fits.ok()) return fits;
   Update update;
   update.dim = aggregate.dim;
   update.indices = aggregate.indices;

@@ -1,0 +1,262 @@
+#include "server/aggregation_core.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/compressor_registry.h"
+#include "common/topk.h"
+
+namespace sketchfuse {
+namespace {
+
+std::string RoundName(const std::string& job, uint32_t group, uint64_t step) {
+  return absl::StrCat("round (job '", job, "', step ", step, ", group ", group, ")");
+}
+
+// Keeps the `k` largest-magnitude entries of a sparse update.
+void Reselect(uint64_t k, Update* update) {
+  if (update->dense || update->indices.size() <= k) return;
+  const std::vector<uint32_t> keep = TopKIndices(update->values, k);  // ascending positions
+  std::vector<uint32_t> indices(keep.size());
+  std::vector<float> values(keep.size());
+  for (size_t j = 0; j < keep.size(); ++j) {
+    indices[j] = update->indices[keep[j]];
+    values[j] = update->values[keep[j]];
+  }
+  update->indices = std::move(indices);
+  update->values = std::move(values);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<AggregationCore>> AggregationCore::Create(
+    AggregationConfig config) {
+  if (config.job.empty()) return absl::InvalidArgumentError("aggregation config: job is empty");
+  if (config.world_size == 0) {
+    return absl::InvalidArgumentError("aggregation config: world_size must be at least 1");
+  }
+  if (config.groups.empty()) {
+    return absl::InvalidArgumentError("aggregation config: the shard owns no groups");
+  }
+  if (config.round_deadline <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("aggregation config: round_deadline must be positive");
+  }
+  std::unique_ptr<AggregationCore> core(new AggregationCore(config));
+  for (const GroupSpec& spec : core->config_.groups) {
+    if (core->groups_.count(spec.group)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("aggregation config: group ", spec.group, " is listed twice"));
+    }
+    absl::Status size = CheckGroupSize(spec.dim);
+    if (!size.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("aggregation config: group ", spec.group, ": ", size.message()));
+    }
+    absl::StatusOr<std::unique_ptr<Compressor>> decoder =
+        CompressorRegistry::Default().Create(spec.compressor);
+    if (!decoder.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("aggregation config: group ", spec.group,
+                                                     ": ", decoder.status().message()));
+    }
+    auto group = std::make_unique<Group>();
+    group->spec = spec;
+    group->decoder = *std::move(decoder);
+    core->groups_.emplace(spec.group, std::move(group));
+  }
+  return core;
+}
+
+absl::Status AggregationCore::ValidatePush(const RoundKey& key, uint32_t worker,
+                                           const Payload& payload, Group** group) const {
+  if (key.job != config_.job) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("this shard serves job '", config_.job, "', not '", key.job, "'"));
+  }
+  auto it = groups_.find(key.group);
+  if (it == groups_.end()) {
+    std::vector<uint32_t> owned;
+    for (const auto& [id, g] : groups_) owned.push_back(id);
+    return absl::NotFoundError(absl::StrCat("group ", key.group,
+                                            " is not served by this shard (it serves groups ",
+                                            absl::StrJoin(owned, ", "), ")"));
+  }
+  if (worker >= config_.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker ", worker, " is out of range for a job of ", config_.world_size, " workers"));
+  }
+  absl::Status valid = ValidatePayload(payload);
+  if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat("payload: ", valid.message()));
+  const GroupSpec& spec = it->second->spec;
+  if (payload.dim != spec.dim) {
+    return absl::InvalidArgumentError(absl::StrCat("payload dim ", payload.dim, " does not match group ",
+                                                   spec.group, " of ", spec.dim, " elements"));
+  }
+  {
+    std::lock_guard<std::mutex> lock(it->second->decode_mu);
+    absl::Status fits = it->second->decoder->CheckPayload(payload);
+    if (!fits.ok()) return absl::InvalidArgumentError(absl::StrCat("payload: ", fits.message()));
+  }
+  *group = it->second.get();
+  return absl::OkStatus();
+}
+
+void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload, absl::Time now,
+                           PushCallback done) {
+  Group* group = nullptr;
+  absl::Status valid = ValidatePush(key, worker, payload, &group);
+  if (!valid.ok()) {
+    done(valid);
+    return;
+  }
+  const RoundId id{key.group, key.step};
+  const uint64_t payload_bytes = payload.WireBytes();
+  absl::StatusOr<RoundResult> immediate = absl::UnknownError("unset");
+  bool answer_now = false;
+  bool complete = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.pushes;
+    auto open = rounds_.find(id);
+    if (open == rounds_.end()) {
+      // Not open: finished (answer again), too old to answer, or new.
+      const auto& finished = finished_[key.group];
+      for (const auto& [step, result] : finished) {
+        if (step == key.step) {
+          immediate = result;
+          answer_now = true;
+        }
+      }
+      if (!answer_now && !finished.empty() && key.step < finished.front().first) {
+        immediate = absl::FailedPreconditionError(absl::StrCat(
+            RoundName(key.job, key.group, key.step), " finished long ago; its answer is no longer kept"));
+        answer_now = true;
+      }
+      if (!answer_now) {
+        Round round;
+        round.deadline = now + config_.round_deadline;
+        round.arrived.assign(config_.world_size, false);
+        open = rounds_.emplace(id, std::move(round)).first;
+        ++stats_.rounds_open;
+      }
+    }
+    if (!answer_now) {
+      Round& round = open->second;
+      if (!round.arrived[worker]) {
+        if (round.count > 0) {
+          absl::Status merged = MergeInto(payload, &round.aggregate);
+          if (!merged.ok()) {
+            immediate = absl::InvalidArgumentError(absl::StrCat("payload: ", merged.message()));
+            answer_now = true;
+          }
+        } else {
+          round.aggregate = std::move(payload);
+        }
+        if (!answer_now) {
+          round.arrived[worker] = true;
+          ++round.count;
+          stats_.bytes_in += payload_bytes;
+        }
+      }
+      // A repeated push of the same worker just waits for the answer.
+      if (!answer_now) {
+        round.waiting.push_back(std::move(done));
+        if (round.count == config_.world_size && !round.decoding) {
+          round.decoding = true;
+          complete = true;
+        }
+      }
+    }
+  }
+  if (answer_now) {
+    done(std::move(immediate));
+    return;
+  }
+  if (complete) Complete(*group, id);
+}
+
+void AggregationCore::Complete(Group& group, const RoundId& id) {
+  Payload aggregate;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    aggregate = std::move(rounds_.at(id).aggregate);
+  }
+  absl::StatusOr<Update> update;
+  {
+    std::lock_guard<std::mutex> lock(group.decode_mu);
+    update = group.decoder->Decode(aggregate);
+  }
+  if (update.ok() && group.spec.reselect_top_k > 0) Reselect(group.spec.reselect_top_k, &*update);
+
+  absl::StatusOr<RoundResult> result =
+      update.ok() ? absl::StatusOr<RoundResult>(RoundResult{
+                        std::make_shared<const Update>(*std::move(update)), config_.world_size})
+                  : absl::StatusOr<RoundResult>(update.status());
+  std::vector<PushCallback> waiting;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto node = rounds_.extract(id);
+    waiting = std::move(node.mapped().waiting);
+    --stats_.rounds_open;
+    if (result.ok()) {
+      ++stats_.rounds_completed;
+      auto& finished = finished_[id.first];
+      finished.emplace_back(id.second, *result);
+      while (finished.size() > std::max<size_t>(1, config_.finished_rounds_kept)) {
+        finished.pop_front();
+      }
+    } else {
+      ++stats_.rounds_failed;
+    }
+  }
+  for (PushCallback& done : waiting) done(result);
+}
+
+int AggregationCore::FailRounds(
+    const std::function<absl::Status(const RoundId&, const Round&)>& why) {
+  std::vector<std::pair<std::vector<PushCallback>, absl::Status>> failed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = rounds_.begin(); it != rounds_.end();) {
+      absl::Status status = it->second.decoding ? absl::OkStatus() : why(it->first, it->second);
+      if (status.ok()) {
+        ++it;
+        continue;
+      }
+      failed.emplace_back(std::move(it->second.waiting), std::move(status));
+      it = rounds_.erase(it);
+      --stats_.rounds_open;
+      ++stats_.rounds_failed;
+    }
+  }
+  for (auto& [waiting, status] : failed) {
+    for (PushCallback& done : waiting) done(status);
+  }
+  return static_cast<int>(failed.size());
+}
+
+int AggregationCore::ExpireRounds(absl::Time now) {
+  return FailRounds([&](const RoundId& id, const Round& round) {
+    if (now < round.deadline) return absl::OkStatus();
+    std::vector<uint32_t> missing;
+    for (uint32_t w = 0; w < round.arrived.size(); ++w) {
+      if (!round.arrived[w]) missing.push_back(w);
+    }
+    return absl::DeadlineExceededError(absl::StrCat(
+        RoundName(config_.job, id.first, id.second), " did not complete within ",
+        absl::FormatDuration(config_.round_deadline), ": missing workers ",
+        absl::StrJoin(missing, ", "), " of ", config_.world_size));
+  });
+}
+
+int AggregationCore::FailAllRounds(const absl::Status& status) {
+  return FailRounds([&](const RoundId&, const Round&) { return status; });
+}
+
+AggregationCore::Stats AggregationCore::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace sketchfuse

@@ -1,0 +1,148 @@
+// The aggregation core of a server shard: plain C++, no gRPC types.
+//
+// For each round (job, step, group) it collects one payload from each of the
+// job's W workers, merges them (a sum for linear payloads, a union for sparse
+// ones), decodes the aggregate with the group's compressor once every worker
+// has pushed, and answers every waiting push with the same update.
+//
+// Promises:
+//   - Every push's callback runs exactly once, never with the core's lock held:
+//     with the round's result, or with an error status.
+//   - Requests are validated before they touch state. A bad request (wrong
+//     job, a group this shard does not own, worker id out of range, a payload
+//     that is malformed or does not fit the group) is refused with a status
+//     that names the problem, and changes nothing.
+//   - Pushes are idempotent per (round, worker). A repeated push while the
+//     round is open waits for the same result and is not added twice. A push
+//     for a round that already finished gets the kept answer again; the last
+//     `finished_rounds_kept` answers of each group are kept.
+//   - A round that does not complete within `round_deadline` of its first push
+//     fails with DEADLINE_EXCEEDED naming the missing workers (ExpireRounds).
+//     Its memory is freed, and a later push of the same round starts it afresh,
+//     so workers may re-push an unfinished round.
+//   - Memory of finished rounds is freed; only their answers are kept.
+//
+// NOTE: thread-safe. Decoding runs outside the lock, so rounds of different
+// groups aggregate and decode concurrently. Locks are std::mutex: Debian's
+// Abseil is not built for ThreadSanitizer, which then cannot see absl::Mutex.
+#ifndef SKETCHFUSE_SERVER_AGGREGATION_CORE_H_
+#define SKETCHFUSE_SERVER_AGGREGATION_CORE_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/compressor.h"
+#include "common/payload.h"
+
+namespace sketchfuse {
+
+// A fused group this shard aggregates.
+struct GroupSpec {
+  uint32_t group = 0;
+  uint64_t dim = 0;
+  // Compressor spec shared by the job's workers (compressor_registry.h).
+  std::string compressor;
+  // When > 0, the decoded update keeps only its this-many largest-magnitude
+  // entries (BytePS-style Top-k PS re-selection of a sparse union).
+  uint64_t reselect_top_k = 0;
+};
+
+struct AggregationConfig {
+  std::string job;
+  uint32_t world_size = 0;
+  std::vector<GroupSpec> groups;
+  absl::Duration round_deadline = absl::Seconds(30);
+  // Finished answers kept per group for late or repeated pushes.
+  size_t finished_rounds_kept = 4;
+};
+
+struct RoundKey {
+  std::string job;
+  uint64_t step = 0;
+  uint32_t group = 0;
+};
+
+struct RoundResult {
+  std::shared_ptr<const Update> update;
+  uint32_t contributors = 0;
+};
+
+using PushCallback = std::function<void(absl::StatusOr<RoundResult>)>;
+
+class AggregationCore {
+ public:
+  // INVALID_ARGUMENT for an empty job, no workers, no groups, a repeated group,
+  // a group of 0 or 2^32+ elements, an unknown compressor or a non-positive
+  // deadline.
+  static absl::StatusOr<std::unique_ptr<AggregationCore>> Create(AggregationConfig config);
+
+  // Adds `worker`'s payload to the round; `done` runs as described in the
+  // file comment. `now` starts the round's deadline on its first push.
+  void Push(const RoundKey& key, uint32_t worker, Payload payload, absl::Time now,
+            PushCallback done);
+
+  // Fails every open round whose deadline passed by `now`; returns how many.
+  int ExpireRounds(absl::Time now);
+
+  // Fails every open round with `status` (shutdown); returns how many.
+  int FailAllRounds(const absl::Status& status);
+
+  struct Stats {
+    uint64_t pushes = 0;
+    uint64_t rounds_completed = 0;
+    uint64_t rounds_failed = 0;
+    uint64_t rounds_open = 0;
+    uint64_t bytes_in = 0;
+  };
+  Stats stats() const;
+
+  const AggregationConfig& config() const { return config_; }
+
+ private:
+  struct Group {
+    GroupSpec spec;
+    std::mutex decode_mu;
+    std::unique_ptr<Compressor> decoder ABSL_PT_GUARDED_BY(decode_mu);
+  };
+  struct Round {
+    absl::Time deadline;
+    std::vector<bool> arrived;
+    uint32_t count = 0;
+    Payload aggregate;
+    std::vector<PushCallback> waiting;
+    bool decoding = false;
+  };
+  using RoundId = std::pair<uint32_t, uint64_t>;  // (group, step)
+
+  explicit AggregationCore(AggregationConfig config) : config_(std::move(config)) {}
+
+  // Checks a request against the configuration; no state is read.
+  absl::Status ValidatePush(const RoundKey& key, uint32_t worker, const Payload& payload,
+                            Group** group) const;
+  // Decodes a complete round and answers its waiting pushes.
+  void Complete(Group& group, const RoundId& id);
+  int FailRounds(const std::function<absl::Status(const RoundId&, const Round&)>& why);
+
+  const AggregationConfig config_;
+  std::map<uint32_t, std::unique_ptr<Group>> groups_;  // immutable after Create
+
+  mutable std::mutex mu_;
+  std::map<RoundId, Round> rounds_ ABSL_GUARDED_BY(mu_);
+  // Answers of each group's finished steps, oldest first.
+  std::map<uint32_t, std::deque<std::pair<uint64_t, RoundResult>>> finished_ ABSL_GUARDED_BY(mu_);
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_SERVER_AGGREGATION_CORE_H_

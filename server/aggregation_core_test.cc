@@ -1,0 +1,296 @@
+// The aggregation core without any socket: sums against direct computation,
+// sketch decode against the CPU decode of the summed sketch, idempotency,
+// cached answers, deadlines naming missing workers, refusal of bad requests
+// with state unchanged, Top-k PS re-selection, and many threads at once.
+#include "server/aggregation_core.h"
+
+#include <atomic>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include <mutex>
+#include "common/compressor_registry.h"
+#include "gtest/gtest.h"
+
+namespace sketchfuse {
+namespace {
+
+const absl::Time kT0 = absl::FromUnixSeconds(1000000);
+
+std::vector<float> Random(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(n);
+  for (float& v : x) v = normal(rng);
+  return x;
+}
+
+Payload Encode(absl::string_view spec, const std::vector<float>& g) {
+  return *(*CompressorRegistry::Default().Create(spec))->Encode(g, {});
+}
+
+// Records what a push's callback received.
+struct Answer {
+  std::mutex mu;
+  bool called = false;
+  int calls = 0;
+  absl::StatusOr<RoundResult> result = absl::UnknownError("not called");
+
+  PushCallback Callback() {
+    return [this](absl::StatusOr<RoundResult> r) {
+      std::lock_guard<std::mutex> lock(mu);
+      called = true;
+      ++calls;
+      result = std::move(r);
+    };
+  }
+};
+
+std::unique_ptr<AggregationCore> MakeCore(uint32_t workers, std::vector<GroupSpec> groups,
+                                          absl::Duration deadline = absl::Seconds(10)) {
+  AggregationConfig config;
+  config.job = "job";
+  config.world_size = workers;
+  config.groups = std::move(groups);
+  config.round_deadline = deadline;
+  config.finished_rounds_kept = 2;
+  absl::StatusOr<std::unique_ptr<AggregationCore>> core = AggregationCore::Create(config);
+  EXPECT_TRUE(core.ok()) << core.status();
+  return *std::move(core);
+}
+
+TEST(AggregationCoreTest, DenseRoundAnswersEveryWorkerWithTheSum) {
+  const size_t n = 1000;
+  auto core = MakeCore(4, {{0, n, "dense"}});
+  std::vector<float> expected(n, 0.0f);
+  Answer answers[4];
+  for (uint32_t w = 0; w < 4; ++w) {
+    const std::vector<float> g = Random(n, w);
+    for (size_t i = 0; i < n; ++i) expected[i] += g[i];
+    core->Push({"job", 7, 0}, w, Encode("dense", g), kT0, answers[w].Callback());
+    EXPECT_EQ(answers[w].called, w == 3) << "worker " << w;
+  }
+  for (Answer& a : answers) {
+    ASSERT_TRUE(a.result.ok()) << a.result.status();
+    EXPECT_TRUE(a.result->update->dense);
+    EXPECT_EQ(a.result->update->values, expected);  // same additions, same order
+    EXPECT_EQ(a.result->contributors, 4u);
+    EXPECT_EQ(a.result->update, answers[0].result->update);  // one shared answer
+  }
+  const AggregationCore::Stats stats = core->stats();
+  EXPECT_EQ(stats.rounds_completed, 1u);
+  EXPECT_EQ(stats.rounds_open, 0u);
+  EXPECT_EQ(stats.bytes_in, 4u * n * 4);
+}
+
+TEST(AggregationCoreTest, SketchRoundDecodesTheSummedSketch) {
+  const size_t n = 50000;
+  const std::string spec = "count_sketch:k=100,seed=5";
+  auto core = MakeCore(3, {{2, n, spec}});
+  auto reference = *CompressorRegistry::Default().Create(spec);
+  Payload summed;
+  Answer answers[3];
+  for (uint32_t w = 0; w < 3; ++w) {
+    Payload p = Encode(spec, Random(n, 10 + w));
+    if (w == 0) summed = p;
+    else ASSERT_TRUE(MergeInto(p, &summed).ok());
+    core->Push({"job", 1, 2}, w, std::move(p), kT0, answers[w].Callback());
+  }
+  const Update expected = *reference->Decode(summed);
+  ASSERT_TRUE(answers[2].result.ok()) << answers[2].result.status();
+  EXPECT_EQ(answers[2].result->update->indices, expected.indices);
+  EXPECT_EQ(answers[2].result->update->values, expected.values);
+}
+
+TEST(AggregationCoreTest, RepeatedPushIsNotAddedTwiceAndLatePushGetsTheKeptAnswer) {
+  auto core = MakeCore(2, {{0, 4, "dense"}});
+  Answer first, repeat, other, late;
+  core->Push({"job", 3, 0}, 0, Encode("dense", {1, 1, 1, 1}), kT0, first.Callback());
+  core->Push({"job", 3, 0}, 0, Encode("dense", {1, 1, 1, 1}), kT0, repeat.Callback());
+  EXPECT_FALSE(repeat.called);
+  core->Push({"job", 3, 0}, 1, Encode("dense", {2, 2, 2, 2}), kT0, other.Callback());
+  for (Answer* a : {&first, &repeat, &other}) {
+    ASSERT_TRUE(a->result.ok());
+    EXPECT_EQ(a->result->update->values, (std::vector<float>{3, 3, 3, 3}));
+    EXPECT_EQ(a->calls, 1);
+  }
+  core->Push({"job", 3, 0}, 1, Encode("dense", {9, 9, 9, 9}), kT0, late.Callback());
+  ASSERT_TRUE(late.called);
+  ASSERT_TRUE(late.result.ok());
+  EXPECT_EQ(late.result->update, first.result->update);
+  EXPECT_EQ(core->stats().rounds_completed, 1u);
+}
+
+TEST(AggregationCoreTest, AnswersOfOldStepsAreDroppedAndSaySo) {
+  auto core = MakeCore(1, {{0, 2, "dense"}});
+  for (uint64_t step = 0; step < 4; ++step) {
+    Answer a;
+    core->Push({"job", step, 0}, 0, Encode("dense", {1, 2}), kT0, a.Callback());
+    ASSERT_TRUE(a.result.ok());
+  }
+  Answer old, kept;
+  core->Push({"job", 0, 0}, 0, Encode("dense", {1, 2}), kT0, old.Callback());
+  EXPECT_EQ(old.result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(old.result.status().message().find("step 0"), std::string::npos);
+  core->Push({"job", 3, 0}, 0, Encode("dense", {1, 2}), kT0, kept.Callback());
+  EXPECT_TRUE(kept.result.ok());
+}
+
+TEST(AggregationCoreTest, DeadlineFailsTheRoundNamingMissingWorkersThenARePushCompletes) {
+  auto core = MakeCore(3, {{0, 2, "dense"}}, absl::Seconds(5));
+  Answer a0, a1;
+  core->Push({"job", 9, 0}, 0, Encode("dense", {1, 1}), kT0, a0.Callback());
+  core->Push({"job", 9, 0}, 2, Encode("dense", {1, 1}), kT0, a1.Callback());
+  EXPECT_EQ(core->ExpireRounds(kT0 + absl::Seconds(4)), 0);
+  EXPECT_FALSE(a0.called);
+  EXPECT_EQ(core->ExpireRounds(kT0 + absl::Seconds(5)), 1);
+  for (Answer* a : {&a0, &a1}) {
+    EXPECT_EQ(a->result.status().code(), absl::StatusCode::kDeadlineExceeded);
+    EXPECT_NE(a->result.status().message().find("missing workers 1 of 3"), std::string::npos)
+        << a->result.status();
+  }
+  AggregationCore::Stats stats = core->stats();
+  EXPECT_EQ(stats.rounds_failed, 1u);
+  EXPECT_EQ(stats.rounds_open, 0u);
+  // Workers re-push the unfinished round: it starts afresh and completes once.
+  Answer b[3];
+  for (uint32_t w = 0; w < 3; ++w) {
+    core->Push({"job", 9, 0}, w, Encode("dense", {1, 2}), kT0 + absl::Seconds(6), b[w].Callback());
+  }
+  ASSERT_TRUE(b[0].result.ok());
+  EXPECT_EQ(b[0].result->update->values, (std::vector<float>{3, 6}));
+}
+
+TEST(AggregationCoreTest, BadRequestsAreRefusedByNameAndChangeNothing) {
+  const std::string sketch = "count_sketch:k=10";
+  auto core = MakeCore(2, {{0, 100, "dense"}, {4, 1000, sketch}});
+  auto expect = [&](RoundKey key, uint32_t worker, Payload p, absl::StatusCode code,
+                    absl::string_view needle) {
+    Answer a;
+    core->Push(key, worker, std::move(p), kT0, a.Callback());
+    ASSERT_TRUE(a.called);
+    EXPECT_EQ(a.result.status().code(), code) << a.result.status();
+    EXPECT_NE(a.result.status().message().find(needle), std::string::npos) << a.result.status();
+  };
+  const Payload good = Encode("dense", Random(100, 1));
+  expect({"other", 0, 0}, 0, good, absl::StatusCode::kFailedPrecondition, "serves job 'job'");
+  expect({"job", 0, 3}, 0, good, absl::StatusCode::kNotFound, "serves groups 0, 4");
+  expect({"job", 0, 0}, 2, good, absl::StatusCode::kInvalidArgument, "worker 2 is out of range");
+  Payload wrong_dim = Encode("dense", Random(99, 1));
+  expect({"job", 0, 0}, 0, wrong_dim, absl::StatusCode::kInvalidArgument, "dim 99");
+  Payload short_values = good;
+  short_values.values.pop_back();
+  expect({"job", 0, 0}, 0, short_values, absl::StatusCode::kInvalidArgument, "99 values");
+  Payload sparse = Encode("topk:k=5", Random(100, 1));
+  expect({"job", 0, 0}, 0, sparse, absl::StatusCode::kInvalidArgument, "takes dense payloads");
+  Payload unsorted = Encode("topk:k=5", Random(1000, 1));
+  std::swap(unsorted.indices[0], unsorted.indices[1]);
+  expect({"job", 0, 4}, 0, unsorted, absl::StatusCode::kInvalidArgument, "not above");
+  Payload foreign = Encode("count_sketch:k=10,seed=2", Random(1000, 1));
+  expect({"job", 0, 4}, 0, foreign, absl::StatusCode::kInvalidArgument, "does not match");
+
+  // Nothing above touched state: a good round completes with the exact sum.
+  EXPECT_EQ(core->stats().pushes, 0u);
+  EXPECT_EQ(core->stats().rounds_open, 0u);
+  Answer a, b;
+  core->Push({"job", 0, 0}, 0, good, kT0, a.Callback());
+  core->Push({"job", 0, 0}, 1, good, kT0, b.Callback());
+  ASSERT_TRUE(b.result.ok());
+  for (size_t i = 0; i < 100; ++i) EXPECT_EQ(b.result->update->values[i], 2 * good.values[i]);
+}
+
+TEST(AggregationCoreTest, TopKPsReselectsTheTopKOfTheUnion) {
+  auto core = MakeCore(3, {{0, 5000, "topk:k=50", 50}});
+  Payload sum;
+  Answer answers[3];
+  for (uint32_t w = 0; w < 3; ++w) {
+    Payload p = Encode("topk:k=50", Random(5000, 40 + w));
+    if (w == 0) sum = p;
+    else ASSERT_TRUE(MergeInto(p, &sum).ok());
+    core->Push({"job", 0, 0}, w, std::move(p), kT0, answers[w].Callback());
+  }
+  ASSERT_TRUE(answers[0].result.ok());
+  const Update& u = *answers[0].result->update;
+  ASSERT_EQ(u.indices.size(), 50u);
+  // Every kept magnitude is at least every dropped one.
+  float min_kept = INFINITY;
+  for (float v : u.values) min_kept = std::min(min_kept, std::abs(v));
+  for (size_t j = 0; j < sum.indices.size(); ++j) {
+    if (!std::binary_search(u.indices.begin(), u.indices.end(), sum.indices[j])) {
+      EXPECT_LE(std::abs(sum.values[j]), min_kept);
+    }
+  }
+}
+
+TEST(AggregationCoreTest, ManyWorkerThreadsManyGroupsAndSteps) {
+  constexpr uint32_t kWorkers = 4, kGroups = 3, kSteps = 40;
+  std::vector<GroupSpec> groups;
+  for (uint32_t g = 0; g < kGroups; ++g) groups.push_back({g, 64, "dense"});
+  auto core = MakeCore(kWorkers, groups);
+  std::atomic<int> ok{0}, bad{0};
+  std::vector<std::thread> threads;
+  for (uint32_t w = 0; w < kWorkers; ++w) {
+    threads.emplace_back([&, w] {
+      for (uint64_t step = 0; step < kSteps; ++step) {
+        for (uint32_t g = 0; g < kGroups; ++g) {
+          // Worker w contributes w + 1 everywhere: the sum is 1 + 2 + 3 + 4.
+          std::vector<float> v(64, static_cast<float>(w + 1));
+          core->Push({"job", step, g}, w, Encode("dense", v), kT0,
+                     [&](absl::StatusOr<RoundResult> r) {
+                       if (r.ok() && r->update->values == std::vector<float>(64, 10.0f)) ++ok;
+                       else ++bad;
+                     });
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(ok.load(), static_cast<int>(kWorkers * kGroups * kSteps));
+  const AggregationCore::Stats stats = core->stats();
+  EXPECT_EQ(stats.rounds_completed, kGroups * kSteps);
+  EXPECT_EQ(stats.rounds_open, 0u);
+}
+
+TEST(AggregationCoreTest, ShutdownFailsOpenRounds) {
+  auto core = MakeCore(2, {{0, 2, "dense"}});
+  Answer a;
+  core->Push({"job", 0, 0}, 0, Encode("dense", {1, 1}), kT0, a.Callback());
+  EXPECT_EQ(core->FailAllRounds(absl::UnavailableError("server shutting down")), 1);
+  EXPECT_EQ(a.result.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(AggregationCoreTest, RefusesBadConfigurations) {
+  AggregationConfig config;
+  config.job = "job";
+  config.world_size = 2;
+  config.groups = {{0, 10, "dense"}};
+  EXPECT_TRUE(AggregationCore::Create(config).ok());
+  auto refused = [](AggregationConfig c, absl::string_view needle) {
+    absl::Status s = AggregationCore::Create(c).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find(needle), std::string::npos) << s;
+  };
+  AggregationConfig c = config;
+  c.job = "";
+  refused(c, "job is empty");
+  c = config;
+  c.world_size = 0;
+  refused(c, "world_size");
+  c = config;
+  c.groups.push_back({0, 10, "dense"});
+  refused(c, "listed twice");
+  c = config;
+  c.groups = {{0, 0, "dense"}};
+  refused(c, "group 0");
+  c = config;
+  c.groups = {{0, 10, "sketchy"}};
+  refused(c, "unknown compressor 'sketchy'");
+  c = config;
+  c.round_deadline = absl::ZeroDuration();
+  refused(c, "round_deadline");
+}
+
+}  // namespace
+}  // namespace sketchfuse
