@@ -1,0 +1,25 @@
+// Conversion between the wire messages of proto/payload.proto and the plain
+// C++ types of common/payload.h. Incoming messages are validated on the way in
+// (ValidatePayload), so nothing malformed reaches aggregation.
+#ifndef SKETCHFUSE_PROTO_PAYLOAD_CONVERT_H_
+#define SKETCHFUSE_PROTO_PAYLOAD_CONVERT_H_
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/payload.h"
+#include "proto/payload.pb.h"
+
+namespace sketchfuse {
+
+// INVALID_ARGUMENT naming the problem for an unspecified kind or a payload
+// that breaks its kind's invariants.
+absl::StatusOr<Payload> PayloadFromProto(const v1::Payload& message);
+void PayloadToProto(const Payload& payload, v1::Payload* message);
+
+// INVALID_ARGUMENT for an update that does not fit its own dim.
+absl::StatusOr<Update> UpdateFromProto(const v1::Update& message);
+void UpdateToProto(const Update& update, v1::Update* message);
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_PROTO_PAYLOAD_CONVERT_H_

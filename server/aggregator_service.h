@@ -1,0 +1,71 @@
+// The gRPC front of an aggregation shard: converts v1.Aggregator requests to
+// plain types, checks the bearer token, and hands pushes to AggregationCore.
+// It holds no aggregation logic of its own.
+#ifndef SKETCHFUSE_SERVER_AGGREGATOR_SERVICE_H_
+#define SKETCHFUSE_SERVER_AGGREGATOR_SERVICE_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/aggregator.grpc.pb.h"
+#include "server/aggregation_core.h"
+
+namespace sketchfuse {
+
+// absl and gRPC share the canonical status codes.
+grpc::Status ToGrpcStatus(const absl::Status& status);
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+// The metadata key and value prefix of the bearer token.
+inline constexpr char kAuthorizationKey[] = "authorization";
+inline constexpr char kBearerPrefix[] = "Bearer ";
+
+// OK when `token` is empty (authentication off) or the call carries
+// "authorization: Bearer <token>"; UNAUTHENTICATED otherwise. The comparison
+// takes the same time wherever the first difference is.
+absl::Status CheckBearerToken(const grpc::CallbackServerContext& context,
+                              const std::string& token);
+
+class AggregatorService final : public v1::Aggregator::CallbackService {
+ public:
+  // `core` must outlive the service. An empty token turns authentication off.
+  AggregatorService(AggregationCore* core, std::string bearer_token)
+      : core_(core), bearer_token_(std::move(bearer_token)) {}
+
+  // Answers when the round completes; refuses unauthenticated or malformed
+  // requests before they reach the core.
+  grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* context,
+                                 const v1::PushRequest* request, v1::PushReply* reply) override;
+
+ private:
+  AggregationCore* core_;
+  const std::string bearer_token_;
+};
+
+// Calls core->ExpireRounds(absl::Now()) every `period` on its own thread, so
+// overdue rounds fail with DEADLINE_EXCEEDED. Stops when destroyed.
+class RoundReaper {
+ public:
+  RoundReaper(AggregationCore* core, absl::Duration period);
+  ~RoundReaper();
+  RoundReaper(const RoundReaper&) = delete;
+  RoundReaper& operator=(const RoundReaper&) = delete;
+
+ private:
+  AggregationCore* core_;
+  const absl::Duration period_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_SERVER_AGGREGATOR_SERVICE_H_

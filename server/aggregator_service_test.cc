@@ -1,0 +1,160 @@
+// The gRPC service in process, on a real loopback socket (port 0): several
+// clients complete rounds, and unauthenticated, malformed and late requests
+// get the right status codes without disturbing the next good round.
+#include "server/aggregator_service.h"
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "common/compressor_registry.h"
+#include "gtest/gtest.h"
+#include "proto/payload_convert.h"
+
+namespace sketchfuse {
+namespace {
+
+constexpr char kToken[] = "s3cret-token";
+
+class AggregatorServiceTest : public ::testing::Test {
+ protected:
+  void Start(uint32_t workers, absl::Duration deadline) {
+    AggregationConfig config;
+    config.job = "job";
+    config.world_size = workers;
+    config.groups = {{0, 1000, "dense"}, {1, 20000, "count_sketch:k=50"}};
+    config.round_deadline = deadline;
+    core_ = *AggregationCore::Create(config);
+    service_ = std::make_unique<AggregatorService>(core_.get(), kToken);
+    reaper_ = std::make_unique<RoundReaper>(core_.get(), absl::Milliseconds(20));
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.SetMaxReceiveMessageSize(64 << 20);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    ASSERT_GT(port_, 0);
+  }
+
+  void TearDown() override {
+    if (server_) server_->Shutdown(std::chrono::system_clock::now());
+    reaper_.reset();
+  }
+
+  std::unique_ptr<v1::Aggregator::Stub> Stub() {
+    grpc::ChannelArguments args;
+    args.SetMaxSendMessageSize(64 << 20);
+    return v1::Aggregator::NewStub(grpc::CreateCustomChannel(
+        "127.0.0.1:" + std::to_string(port_), grpc::InsecureChannelCredentials(), args));
+  }
+
+  grpc::Status Push(v1::Aggregator::Stub& stub, const v1::PushRequest& request,
+                    v1::PushReply* reply, const char* token = kToken) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    if (token != nullptr) context.AddMetadata("authorization", std::string("Bearer ") + token);
+    return stub.Push(&context, request, reply);
+  }
+
+  static v1::PushRequest Request(uint64_t step, uint32_t group, uint32_t worker,
+                                 const Payload& payload) {
+    v1::PushRequest r;
+    r.mutable_round()->set_job("job");
+    r.mutable_round()->set_step(step);
+    r.mutable_round()->set_group(group);
+    r.set_worker(worker);
+    PayloadToProto(payload, r.mutable_payload());
+    return r;
+  }
+
+  static Payload Dense(float value, size_t n = 1000) {
+    Payload p;
+    p.dim = n;
+    p.values.assign(n, value);
+    return p;
+  }
+
+  std::unique_ptr<AggregationCore> core_;
+  std::unique_ptr<AggregatorService> service_;
+  std::unique_ptr<RoundReaper> reaper_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+TEST_F(AggregatorServiceTest, ClientsOnSeparateChannelsCompleteDenseAndSketchRounds) {
+  Start(3, absl::Seconds(10));
+  std::vector<float> g(20000);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = (i % 997 == 0) ? 5.0f : 0.001f * (i % 7);
+  auto sketcher = *CompressorRegistry::Default().Create("count_sketch:k=50");
+  const Payload sketch = *sketcher->Encode(g, {});
+  Payload summed = sketch;
+  for (int w = 1; w < 3; ++w) ASSERT_TRUE(MergeInto(sketch, &summed).ok());
+  const Update expected = *sketcher->Decode(summed);
+
+  std::vector<v1::PushReply> dense_replies(3), sketch_replies(3);
+  std::vector<grpc::Status> statuses(6);
+  std::vector<std::thread> workers;
+  for (uint32_t w = 0; w < 3; ++w) {
+    workers.emplace_back([&, w] {
+      auto stub = Stub();
+      statuses[w] = Push(*stub, Request(5, 0, w, Dense(w + 1.0f)), &dense_replies[w]);
+      statuses[3 + w] = Push(*stub, Request(5, 1, w, sketch), &sketch_replies[w]);
+    });
+  }
+  for (std::thread& t : workers) t.join();
+  for (const grpc::Status& s : statuses) ASSERT_TRUE(s.ok()) << s.error_message();
+  for (uint32_t w = 0; w < 3; ++w) {
+    EXPECT_EQ(dense_replies[w].contributors(), 3u);
+    ASSERT_EQ(dense_replies[w].update().values_size(), 1000);
+    EXPECT_EQ(dense_replies[w].update().values(0), 6.0f);
+    const Update got = *UpdateFromProto(sketch_replies[w].update());
+    EXPECT_EQ(got.indices, expected.indices);
+    EXPECT_EQ(got.values, expected.values);
+  }
+}
+
+TEST_F(AggregatorServiceTest, RefusesBadRequestsWithTheRightCodeAndStaysUsable) {
+  Start(2, absl::Seconds(10));
+  auto stub = Stub();
+  v1::PushReply reply;
+  EXPECT_EQ(Push(*stub, Request(0, 0, 0, Dense(1)), &reply, nullptr).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Push(*stub, Request(0, 0, 0, Dense(1)), &reply, "wrong").error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  v1::PushRequest malformed = Request(0, 0, 0, Dense(1));
+  malformed.mutable_payload()->set_kind(v1::Payload::KIND_UNSPECIFIED);
+  grpc::Status s = Push(*stub, malformed, &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("kind 0"), std::string::npos) << s.error_message();
+  EXPECT_EQ(Push(*stub, Request(0, 9, 0, Dense(1)), &reply).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Push(*stub, Request(0, 0, 7, Dense(1)), &reply).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Push(*stub, Request(0, 0, 0, Dense(1, 999)), &reply).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(core_->stats().pushes, 0u);
+
+  // A good round after all of that.
+  v1::PushReply r0, r1;
+  std::thread other([&] {
+    auto s2 = Stub();
+    EXPECT_TRUE(Push(*s2, Request(0, 0, 1, Dense(2)), &r1).ok());
+  });
+  EXPECT_TRUE(Push(*stub, Request(0, 0, 0, Dense(1)), &r0).ok());
+  other.join();
+  EXPECT_EQ(r0.update().values(999), 3.0f);
+}
+
+TEST_F(AggregatorServiceTest, MissingWorkerFailsTheRoundWithDeadlineExceeded) {
+  Start(2, absl::Milliseconds(200));
+  auto stub = Stub();
+  v1::PushReply reply;
+  grpc::Status s = Push(*stub, Request(3, 0, 0, Dense(1)), &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_NE(s.error_message().find("missing workers 1 of 2"), std::string::npos)
+      << s.error_message();
+  EXPECT_EQ(core_->stats().rounds_open, 0u);
+}
+
+}  // namespace
+}  // namespace sketchfuse
