@@ -1,0 +1,69 @@
+#include "server/job_config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/fusion_planner.h"
+#include "google/protobuf/text_format.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace sketchfuse {
+
+absl::StatusOr<v1::JobConfig> ReadJobConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read job config file '", path, "'"));
+  std::stringstream text;
+  text << in.rdbuf();
+  v1::JobConfig config;
+  if (absl::EndsWith(path, ".json")) {
+    auto parsed = google::protobuf::util::JsonStringToMessage(text.str(), &config);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job config '", path, "' is not valid JSON for JobConfig: ",
+                       std::string(parsed.message())));
+    }
+    return config;
+  }
+  if (!google::protobuf::TextFormat::ParseFromString(text.str(), &config)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job config '", path, "' is not valid text-format JobConfig (use .json for JSON)"));
+  }
+  return config;
+}
+
+absl::StatusOr<std::vector<int>> ShardOfGroups(const v1::JobConfig& config, int num_shards) {
+  FusionPlan plan;
+  for (const v1::GroupConfig& g : config.groups()) {
+    plan.groups.push_back({0, 1, static_cast<int64_t>(g.dim())});
+  }
+  return AssignGroupsToShards(plan, num_shards);
+}
+
+absl::StatusOr<AggregationConfig> ShardConfig(const v1::JobConfig& config, int shard_index,
+                                              int num_shards) {
+  if (num_shards < 1 || shard_index < 0 || shard_index >= num_shards) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shard index ", shard_index, " is out of range for ", num_shards, " shards"));
+  }
+  absl::StatusOr<std::vector<int>> shards = ShardOfGroups(config, num_shards);
+  if (!shards.ok()) return shards.status();
+  AggregationConfig out;
+  out.job = config.job();
+  out.world_size = config.world_size();
+  if (config.round_deadline_ms() > 0) {
+    out.round_deadline = absl::Milliseconds(config.round_deadline_ms());
+  }
+  if (config.finished_rounds_kept() > 0) out.finished_rounds_kept = config.finished_rounds_kept();
+  for (int i = 0; i < config.groups_size(); ++i) {
+    if ((*shards)[i] != shard_index) continue;
+    const v1::GroupConfig& g = config.groups(i);
+    out.groups.push_back({g.group(), g.dim(), g.compressor(), g.reselect_top_k()});
+  }
+  absl::StatusOr<std::unique_ptr<AggregationCore>> check = AggregationCore::Create(out);
+  if (!check.ok()) return check.status();
+  return out;
+}
+
+}  // namespace sketchfuse

@@ -1,0 +1,36 @@
+// Loading a job's aggregation configuration from a file, and choosing the
+// groups one shard of S serves.
+//
+// The file is a v1.JobConfig (proto/job_config.proto) in JSON
+// ({"job": "j", "worldSize": 4, "groups": [{"group": 0, "dim": 1000,
+// "compressor": "dense"}]}) or protobuf text format; the extension decides
+// (.json, else text). Groups are spread over shards by size with the fusion
+// planner's AssignGroupsToShards, so every process derives the same map.
+#ifndef SKETCHFUSE_SERVER_JOB_CONFIG_H_
+#define SKETCHFUSE_SERVER_JOB_CONFIG_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/job_config.pb.h"
+#include "server/aggregation_core.h"
+
+namespace sketchfuse {
+
+// Reads and parses the file. NOT_FOUND if it cannot be read, INVALID_ARGUMENT
+// naming the file and the parse error otherwise.
+absl::StatusOr<v1::JobConfig> ReadJobConfig(const std::string& path);
+
+// Shard index of each group (in the order of config.groups()).
+absl::StatusOr<std::vector<int>> ShardOfGroups(const v1::JobConfig& config, int num_shards);
+
+// The AggregationConfig of shard `shard_index` of `num_shards`: the groups it
+// serves. INVALID_ARGUMENT for a shard index out of range, or a config that
+// AggregationCore would refuse (checked by creating it).
+absl::StatusOr<AggregationConfig> ShardConfig(const v1::JobConfig& config, int shard_index,
+                                              int num_shards);
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_SERVER_JOB_CONFIG_H_
