@@ -3,11 +3,7 @@
 // computed in process from the same payloads; a client with a wrong token is
 // refused; both daemons exit 0 on SIGTERM.
 // Usage (from Bazel): server_multiprocess_test <sketchfuse_server> <push_client>
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -25,9 +21,8 @@
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "server/job_config.h"
+#include "tests/process_util.h"
 #include "tests/push_workload.h"
-
-extern char** environ;
 
 namespace sketchfuse {
 namespace {
@@ -35,63 +30,16 @@ namespace {
 std::string server_binary;
 std::string client_binary;
 
-std::string TempDir() {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return dir ? dir : "/tmp";
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Starts `argv` with stdout and stderr sent to files; returns the pid.
-pid_t Spawn(const std::vector<std::string>& argv, const std::string& out, const std::string& err) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  return rc == 0 ? pid : -1;
-}
-
-// Exit code of `pid`, or -1 if it did not exit within `timeout` (then killed).
-int WaitFor(pid_t pid, std::chrono::seconds timeout) {
-  const auto end = std::chrono::steady_clock::now() + timeout;
-  int status = 0;
-  while (std::chrono::steady_clock::now() < end) {
-    if (waitpid(pid, &status, WNOHANG) == pid) {
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, &status, 0);
-  return -1;
-}
-
 class ServerMultiprocessTest : public ::testing::Test {
  protected:
   void TearDown() override {
-    for (pid_t pid : servers_) {
-      if (kill(pid, 0) == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, nullptr, 0);
-      }
-    }
+    for (pid_t pid : servers_) KillIfRunning(pid);
   }
   std::vector<pid_t> servers_;
 };
 
 TEST_F(ServerMultiprocessTest, TwoShardsThreeWorkersEveryUpdateIsRight) {
-  const std::string dir = TempDir();
+  const std::string dir = TestTempDir();
   const std::string config_path = dir + "/job.json";
   std::ofstream(config_path) << R"({"job": "mp", "worldSize": 3, "roundDeadlineMs": 30000,
     "groups": [{"group": 0, "dim": 1000, "compressor": "dense"},
@@ -111,13 +59,9 @@ TEST_F(ServerMultiprocessTest, TwoShardsThreeWorkersEveryUpdateIsRight) {
                             absl::StrCat(dir, "/server", shard, ".err"));
     ASSERT_GT(pid, 0);
     servers_.push_back(pid);
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (ReadAll(port_file).empty() && std::chrono::steady_clock::now() < end) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    const std::string port = ReadAll(port_file);
+    const std::string port = WaitForFile(port_file, std::chrono::seconds(30));
     ASSERT_FALSE(port.empty()) << "shard " << shard << " did not start: "
-                               << ReadAll(absl::StrCat(dir, "/server", shard, ".err"));
+                               << ReadFileOrEmpty(absl::StrCat(dir, "/server", shard, ".err"));
     addresses.push_back(absl::StrCat("127.0.0.1:", std::stoi(port)));
   }
 
@@ -133,7 +77,7 @@ TEST_F(ServerMultiprocessTest, TwoShardsThreeWorkersEveryUpdateIsRight) {
   }
   for (int w = 0; w < 3; ++w) {
     EXPECT_EQ(WaitFor(clients[w], std::chrono::seconds(120)), 0)
-        << ReadAll(absl::StrCat(dir, "/client", w, ".err"));
+        << ReadFileOrEmpty(absl::StrCat(dir, "/client", w, ".err"));
   }
 
   // Every worker printed, for every step and group, the expected update: the
@@ -176,14 +120,14 @@ TEST_F(ServerMultiprocessTest, TwoShardsThreeWorkersEveryUpdateIsRight) {
                                 "--token_file=" + dir + "/wrong"},
                                dir + "/intruder.out", dir + "/intruder.err");
   EXPECT_EQ(WaitFor(intruder, std::chrono::seconds(60)), 1);
-  EXPECT_NE(ReadAll(dir + "/intruder.err").find("wrong bearer token"), std::string::npos)
-      << ReadAll(dir + "/intruder.err");
+  EXPECT_NE(ReadFileOrEmpty(dir + "/intruder.err").find("wrong bearer token"), std::string::npos)
+      << ReadFileOrEmpty(dir + "/intruder.err");
 
   // Clean shutdown.
   for (size_t s = 0; s < servers_.size(); ++s) {
     kill(servers_[s], SIGTERM);
     EXPECT_EQ(WaitFor(servers_[s], std::chrono::seconds(30)), 0);
-    EXPECT_NE(ReadAll(absl::StrCat(dir, "/server", s, ".out")).find("stopped after"),
+    EXPECT_NE(ReadFileOrEmpty(absl::StrCat(dir, "/server", s, ".out")).find("stopped after"),
               std::string::npos);
   }
 }

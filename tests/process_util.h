@@ -1,0 +1,35 @@
+// Starting and stopping real processes in tests.
+#ifndef SKETCHFUSE_TESTS_PROCESS_UTIL_H_
+#define SKETCHFUSE_TESTS_PROCESS_UTIL_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace sketchfuse {
+
+// The test's scratch directory ($TEST_TMPDIR, else /tmp).
+std::string TestTempDir();
+
+// The whole content of a file ("" if it cannot be read).
+std::string ReadFileOrEmpty(const std::string& path);
+
+// Starts `argv` with stdout and stderr sent to the given files; -1 on failure.
+pid_t Spawn(const std::vector<std::string>& argv, const std::string& out_path,
+            const std::string& err_path);
+
+// Exit code of `pid` (128 + signal if killed by one), or -1 if it did not exit
+// within `timeout`, in which case it is killed.
+int WaitFor(pid_t pid, std::chrono::seconds timeout);
+
+// Waits until `path` holds something, up to `timeout`; returns its content.
+std::string WaitForFile(const std::string& path, std::chrono::seconds timeout);
+
+// Kills `pid` with SIGKILL if it still runs, and reaps it.
+void KillIfRunning(pid_t pid);
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_TESTS_PROCESS_UTIL_H_
