@@ -18,7 +18,7 @@ constexpr char kToken[] = "s3cret-token";
 
 class AggregatorServiceTest : public ::testing::Test {
  protected:
-  void Start(uint32_t workers, absl::Duration deadline) {
+  void Start(uint32_t workers, absl::Duration deadline, int max_receive_bytes = 64 << 20) {
     AggregationConfig config;
     config.job = "job";
     config.world_size = workers;
@@ -29,7 +29,7 @@ class AggregatorServiceTest : public ::testing::Test {
     reaper_ = std::make_unique<RoundReaper>(core_.get(), absl::Milliseconds(20));
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    builder.SetMaxReceiveMessageSize(64 << 20);
+    builder.SetMaxReceiveMessageSize(max_receive_bytes);
     builder.RegisterService(service_.get());
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
@@ -143,6 +143,24 @@ TEST_F(AggregatorServiceTest, RefusesBadRequestsWithTheRightCodeAndStaysUsable) 
   EXPECT_TRUE(Push(*stub, Request(0, 0, 0, Dense(1)), &r0).ok());
   other.join();
   EXPECT_EQ(r0.update().values(999), 3.0f);
+}
+
+TEST_F(AggregatorServiceTest, OversizedMessagesAreRefusedBeforeTheCore) {
+  Start(1, absl::Seconds(10), /*max_receive_bytes=*/64 << 10);
+  auto stub = Stub();
+  v1::PushReply reply;
+  // 20,000 floats (80 KB) exceed the 64 KiB limit.
+  Payload big;
+  big.kind = PayloadKind::kSketch;
+  big.dim = 20000;
+  big.sketch = {5, 4000, 1};
+  big.values.assign(20000, 1.0f);
+  grpc::Status s = Push(*stub, Request(0, 1, 0, big), &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_EQ(core_->stats().pushes, 0u);
+  // A small push still works.
+  EXPECT_TRUE(Push(*stub, Request(0, 0, 0, Dense(1)), &reply).ok());
+  EXPECT_EQ(reply.update().values(0), 1.0f);
 }
 
 TEST_F(AggregatorServiceTest, MissingWorkerFailsTheRoundWithDeadlineExceeded) {
