@@ -13,18 +13,11 @@
 #include "common/sketch_hash.h"
 #include "common/sketch_kernels.h"
 #include "common/topk.h"
+#include "common/test_vectors.h"
 #include "gtest/gtest.h"
 
 namespace sketchfuse {
 namespace {
-
-std::vector<float> Gaussian(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> x(n);
-  for (float& v : x) v = normal(rng);
-  return x;
-}
 
 CountSketch MustCreate(const SketchShape& shape) {
   absl::StatusOr<CountSketch> s = CountSketch::Create(shape);
@@ -49,7 +42,7 @@ class CountSketchParityTest : public ::testing::TestWithParam<std::tuple<ShapeCa
 TEST_P(CountSketchParityTest, InsertAndEstimateMatchReferenceBitForBit) {
   const ShapeCase c = std::get<0>(GetParam());
   const SketchShape shape{c.rows, c.cols, 1234 + c.n};
-  const std::vector<float> x = Gaussian(c.n, static_cast<uint32_t>(c.n + c.rows));
+  const std::vector<float> x = GaussianVector(c.n, static_cast<uint32_t>(c.n + c.rows));
   CountSketch sketch = MustCreate(shape);
   ASSERT_TRUE(sketch.Insert(x).ok());
   std::vector<float> reference(shape.num_cells(), 0.0f);
@@ -109,7 +102,7 @@ TEST(CountSketchTest, MedianNetworkMatchesSortOnAllOrderings) {
 
 TEST(CountSketchTest, SketchesAreLinear) {
   const SketchShape shape{5, 4096, 99};
-  const std::vector<float> x = Gaussian(200000, 1), y = Gaussian(200000, 2);
+  const std::vector<float> x = GaussianVector(200000, 1), y = GaussianVector(200000, 2);
   std::vector<float> sum(x.size());
   for (size_t i = 0; i < x.size(); ++i) sum[i] = x[i] + y[i];
   CountSketch sx = MustCreate(shape), sy = MustCreate(shape), ss = MustCreate(shape);
@@ -133,7 +126,7 @@ TEST(CountSketchTest, EstimateErrorWithinCountSketchBound) {
   const size_t n = 100000;
   const double eps = 0.05;
   const SketchShape shape{5, static_cast<uint32_t>(3 / (eps * eps)), 7};
-  const std::vector<float> x = Gaussian(n, 3);
+  const std::vector<float> x = GaussianVector(n, 3);
   const double norm = std::sqrt(std::inner_product(x.begin(), x.end(), x.begin(), 0.0));
   CountSketch sketch = MustCreate(shape);
   ASSERT_TRUE(sketch.Insert(x).ok());
@@ -150,7 +143,7 @@ TEST(CountSketchTest, RecoversPlantedHeavyHitters) {
   // the noise: a sketch of 5 x 10,000 (100x smaller than the vector) must find
   // every one of them among its top 1000.
   const size_t n = 1000000;
-  std::vector<float> x = Gaussian(n, 11, 0.01f);
+  std::vector<float> x = GaussianVector(n, 11, 0.01f);
   std::mt19937 rng(12);
   std::vector<uint32_t> planted;
   while (planted.size() < 500) {

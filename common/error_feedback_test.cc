@@ -7,18 +7,11 @@
 #include <vector>
 
 #include "common/compressor_registry.h"
+#include "common/test_vectors.h"
 #include "gtest/gtest.h"
 
 namespace sketchfuse {
 namespace {
-
-std::vector<float> Gradient(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal;
-  std::vector<float> g(n);
-  for (float& v : g) v = normal(rng);
-  return g;
-}
 
 std::unique_ptr<Compressor> Make(absl::string_view spec) {
   return *CompressorRegistry::Default().Create(spec);
@@ -32,9 +25,9 @@ TEST_P(ConservationTest, ReleasedPlusResidualEqualsSumOfGradients) {
   ErrorFeedback* raw = ef.get();
   const bool exact_values = GetParam().rfind("count_sketch", 0) != 0;
   std::vector<double> inputs(n, 0.0), released(n, 0.0);
-  const std::vector<float> w = Gradient(n, 999);
+  const std::vector<float> w = GaussianVector(n, 999);
   for (int step = 0; step < 20; ++step) {
-    const std::vector<float> g = Gradient(n, step);
+    const std::vector<float> g = GaussianVector(n, step);
     for (size_t i = 0; i < n; ++i) inputs[i] += g[i];
     absl::StatusOr<Payload> p = ef->Encode(g, {static_cast<uint64_t>(step), w});
     ASSERT_TRUE(p.ok()) << p.status();

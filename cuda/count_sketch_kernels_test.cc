@@ -12,18 +12,11 @@
 #include "common/count_sketch.h"
 #include "common/sketch_hash.h"
 #include "cuda/device_buffer.h"
+#include "common/test_vectors.h"
 #include "cuda/gpu_test_util.h"
 
 namespace sketchfuse {
 namespace {
-
-std::vector<float> Gaussian(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal;
-  std::vector<float> x(n);
-  for (float& v : x) v = normal(rng);
-  return x;
-}
 
 class GpuSketchTest : public ::testing::TestWithParam<uint32_t> {};
 
@@ -49,7 +42,7 @@ TEST_P(GpuSketchTest, InsertMatchesCpuAndEstimatesAreIdentical) {
   SKIP_WITHOUT_GPU();
   const uint32_t n = GetParam();
   const SketchShape shape{5, std::max<uint32_t>(1, n / 20), 7};
-  const std::vector<float> x = Gaussian(n, n);
+  const std::vector<float> x = GaussianVector(n, n);
   CountSketch cpu = *CountSketch::Create(shape);
   ASSERT_TRUE(cpu.Insert(x).ok());
 

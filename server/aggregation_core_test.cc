@@ -11,20 +11,13 @@
 
 #include <mutex>
 #include "common/compressor_registry.h"
+#include "common/test_vectors.h"
 #include "gtest/gtest.h"
 
 namespace sketchfuse {
 namespace {
 
 const absl::Time kT0 = absl::FromUnixSeconds(1000000);
-
-std::vector<float> Random(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal;
-  std::vector<float> x(n);
-  for (float& v : x) v = normal(rng);
-  return x;
-}
 
 Payload Encode(absl::string_view spec, const std::vector<float>& g) {
   return *(*CompressorRegistry::Default().Create(spec))->Encode(g, {});
@@ -66,7 +59,7 @@ TEST(AggregationCoreTest, DenseRoundAnswersEveryWorkerWithTheSum) {
   std::vector<float> expected(n, 0.0f);
   Answer answers[4];
   for (uint32_t w = 0; w < 4; ++w) {
-    const std::vector<float> g = Random(n, w);
+    const std::vector<float> g = GaussianVector(n, w);
     for (size_t i = 0; i < n; ++i) expected[i] += g[i];
     core->Push({"job", 7, 0}, w, Encode("dense", g), kT0, answers[w].Callback());
     EXPECT_EQ(answers[w].called, w == 3) << "worker " << w;
@@ -92,7 +85,7 @@ TEST(AggregationCoreTest, SketchRoundDecodesTheSummedSketch) {
   Payload summed;
   Answer answers[3];
   for (uint32_t w = 0; w < 3; ++w) {
-    Payload p = Encode(spec, Random(n, 10 + w));
+    Payload p = Encode(spec, GaussianVector(n, 10 + w));
     if (w == 0) summed = p;
     else ASSERT_TRUE(MergeInto(p, &summed).ok());
     core->Push({"job", 1, 2}, w, std::move(p), kT0, answers[w].Callback());
@@ -173,21 +166,21 @@ TEST(AggregationCoreTest, BadRequestsAreRefusedByNameAndChangeNothing) {
     EXPECT_EQ(a.result.status().code(), code) << a.result.status();
     EXPECT_NE(a.result.status().message().find(needle), std::string::npos) << a.result.status();
   };
-  const Payload good = Encode("dense", Random(100, 1));
+  const Payload good = Encode("dense", GaussianVector(100, 1));
   expect({"other", 0, 0}, 0, good, absl::StatusCode::kFailedPrecondition, "serves job 'job'");
   expect({"job", 0, 3}, 0, good, absl::StatusCode::kNotFound, "serves groups 0, 4");
   expect({"job", 0, 0}, 2, good, absl::StatusCode::kInvalidArgument, "worker 2 is out of range");
-  Payload wrong_dim = Encode("dense", Random(99, 1));
+  Payload wrong_dim = Encode("dense", GaussianVector(99, 1));
   expect({"job", 0, 0}, 0, wrong_dim, absl::StatusCode::kInvalidArgument, "dim 99");
   Payload short_values = good;
   short_values.values.pop_back();
   expect({"job", 0, 0}, 0, short_values, absl::StatusCode::kInvalidArgument, "99 values");
-  Payload sparse = Encode("topk:k=5", Random(100, 1));
+  Payload sparse = Encode("topk:k=5", GaussianVector(100, 1));
   expect({"job", 0, 0}, 0, sparse, absl::StatusCode::kInvalidArgument, "takes dense payloads");
-  Payload unsorted = Encode("topk:k=5", Random(1000, 1));
+  Payload unsorted = Encode("topk:k=5", GaussianVector(1000, 1));
   std::swap(unsorted.indices[0], unsorted.indices[1]);
   expect({"job", 0, 4}, 0, unsorted, absl::StatusCode::kInvalidArgument, "not above");
-  Payload foreign = Encode("count_sketch:k=10,seed=2", Random(1000, 1));
+  Payload foreign = Encode("count_sketch:k=10,seed=2", GaussianVector(1000, 1));
   expect({"job", 0, 4}, 0, foreign, absl::StatusCode::kInvalidArgument, "does not match");
 
   // Nothing above touched state: a good round completes with the exact sum.
@@ -205,7 +198,7 @@ TEST(AggregationCoreTest, TopKPsReselectsTheTopKOfTheUnion) {
   Payload sum;
   Answer answers[3];
   for (uint32_t w = 0; w < 3; ++w) {
-    Payload p = Encode("topk:k=50", Random(5000, 40 + w));
+    Payload p = Encode("topk:k=50", GaussianVector(5000, 40 + w));
     if (w == 0) sum = p;
     else ASSERT_TRUE(MergeInto(p, &sum).ok());
     core->Push({"job", 0, 0}, w, std::move(p), kT0, answers[w].Callback());
