@@ -16,7 +16,7 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
-absl::Status CheckBearerToken(const grpc::CallbackServerContext& context,
+absl::Status CheckBearerToken(const grpc::ServerContextBase& context,
                               const std::string& token) {
   if (token.empty()) return absl::OkStatus();
   const auto& metadata = context.client_metadata();

@@ -29,7 +29,7 @@ inline constexpr char kBearerPrefix[] = "Bearer ";
 // OK when `token` is empty (authentication off) or the call carries
 // "authorization: Bearer <token>"; UNAUTHENTICATED otherwise. The comparison
 // takes the same time wherever the first difference is.
-absl::Status CheckBearerToken(const grpc::CallbackServerContext& context,
+absl::Status CheckBearerToken(const grpc::ServerContextBase& context,
                               const std::string& token);
 
 class AggregatorService final : public v1::Aggregator::CallbackService {

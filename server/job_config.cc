@@ -33,6 +33,34 @@ absl::StatusOr<v1::JobConfig> ReadJobConfig(const std::string& path) {
   return config;
 }
 
+absl::Status ValidateGroupLayers(const v1::JobConfig& config) {
+  if (!config.has_run()) return absl::OkStatus();
+  const auto& sizes = config.run().layer_sizes();
+  uint32_t next = 0;
+  for (int i = 0; i < config.groups_size(); ++i) {
+    const v1::GroupConfig& g = config.groups(i);
+    if (g.layer_begin() != next || g.layer_end() <= g.layer_begin() ||
+        g.layer_end() > static_cast<uint32_t>(sizes.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "job config: group ", g.group(), " covers layers [", g.layer_begin(), ", ", g.layer_end(),
+          "); expected a non-empty range starting at layer ", next, " within the run's ",
+          sizes.size(), " layers"));
+    }
+    uint64_t dim = 0;
+    for (uint32_t l = g.layer_begin(); l < g.layer_end(); ++l) dim += sizes[l];
+    if (dim != g.dim()) {
+      return absl::InvalidArgumentError(absl::StrCat("job config: group ", g.group(), " has dim ",
+                                                     g.dim(), " but its layers hold ", dim, " elements"));
+    }
+    next = g.layer_end();
+  }
+  if (next != static_cast<uint32_t>(sizes.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("job config: the groups cover layers [0, ", next,
+                                                   ") of the run's ", sizes.size(), " layers"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<int>> ShardOfGroups(const v1::JobConfig& config, int num_shards) {
   FusionPlan plan;
   for (const v1::GroupConfig& g : config.groups()) {
@@ -47,6 +75,7 @@ absl::StatusOr<AggregationConfig> ShardConfig(const v1::JobConfig& config, int s
     return absl::InvalidArgumentError(absl::StrCat(
         "shard index ", shard_index, " is out of range for ", num_shards, " shards"));
   }
+  if (absl::Status layers = ValidateGroupLayers(config); !layers.ok()) return layers;
   absl::StatusOr<std::vector<int>> shards = ShardOfGroups(config, num_shards);
   if (!shards.ok()) return shards.status();
   AggregationConfig out;

@@ -22,6 +22,11 @@ namespace sketchfuse {
 // naming the file and the parse error otherwise.
 absl::StatusOr<v1::JobConfig> ReadJobConfig(const std::string& path);
 
+// OK when the job has no run section, or when its groups' layer ranges tile
+// [0, run.layer_sizes) in order, each non-empty, and each group's dim is the
+// sum of its layers' sizes. INVALID_ARGUMENT naming the first bad group.
+absl::Status ValidateGroupLayers(const v1::JobConfig& config);
+
 // Shard index of each group (in the order of config.groups()).
 absl::StatusOr<std::vector<int>> ShardOfGroups(const v1::JobConfig& config, int num_shards);
 

@@ -6,11 +6,14 @@
 // SIGTERM or SIGINT. On those it fails the rounds still open with UNAVAILABLE
 // (workers re-push or fall back), drains in-flight calls, and exits 0.
 #include <signal.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <atomic>
 #include <string>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -23,6 +26,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "server/aggregation_core.h"
 #include "server/aggregator_service.h"
+#include "server/coordinator_service.h"
 #include "server/job_config.h"
 
 ABSL_FLAG(std::string, job_config, "",
@@ -44,6 +48,20 @@ ABSL_FLAG(std::string, tls_client_ca, "",
           "CA certificates (PEM) for client certificates. Set: mutual TLS, clients must present "
           "a certificate signed by this CA.");
 ABSL_FLAG(int, max_message_mb, 256, "Largest request or reply accepted, MiB (1 to 2047).");
+ABSL_FLAG(bool, coordinator, false,
+          "Also serve the job's v1.Coordinator (joins, ranks, plan, key-value store, heartbeats). "
+          "Exactly one shard of a job does; the job config then needs its 'run' section.");
+ABSL_FLAG(std::string, coordinator_address, "",
+          "host:port of the coordinator this shard registers its address with (shards without "
+          "--coordinator). Empty with --coordinator: registers in-process.");
+ABSL_FLAG(std::string, coordinator_ca, "",
+          "CA certificates (PEM) to verify a TLS coordinator; this shard presents --tls_cert/--tls_key "
+          "as its client certificate. Empty: plaintext to the coordinator.");
+ABSL_FLAG(std::string, advertise_address, "",
+          "host:port workers use to reach this shard. Default: --host (or this machine's hostname "
+          "for 0.0.0.0) and the bound port.");
+ABSL_FLAG(int, liveness_timeout_ms, 15000,
+          "Coordinator: a worker silent this long is reported dead, ms (100 to 3600000).");
 ABSL_FLAG(int, reaper_period_ms, 100, "How often overdue rounds are failed, ms (1 to 60000).");
 
 namespace {
@@ -82,6 +100,58 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials() {
   return grpc::SslServerCredentials(options);
 }
 
+// Registers this shard with a remote coordinator, retrying while it is not
+// up yet (UNAVAILABLE) for up to a minute or until `stopping`.
+absl::Status RegisterRemotely(const sketchfuse::v1::RegisterShardRequest& request, const std::string& token,
+                              const std::atomic<bool>& stopping) {
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!absl::GetFlag(FLAGS_coordinator_ca).empty()) {
+    grpc::SslCredentialsOptions options;
+    absl::StatusOr<std::string> ca = ReadFile(absl::GetFlag(FLAGS_coordinator_ca), "--coordinator_ca");
+    if (!ca.ok()) return ca.status();
+    options.pem_root_certs = *ca;
+    if (!absl::GetFlag(FLAGS_tls_cert).empty()) {
+      absl::StatusOr<std::string> cert = ReadFile(absl::GetFlag(FLAGS_tls_cert), "--tls_cert");
+      absl::StatusOr<std::string> key = ReadFile(absl::GetFlag(FLAGS_tls_key), "--tls_key");
+      if (!cert.ok()) return cert.status();
+      if (!key.ok()) return key.status();
+      options.pem_cert_chain = *cert;
+      options.pem_private_key = *key;
+    }
+    credentials = grpc::SslCredentials(options);
+  }
+  auto stub = sketchfuse::v1::Coordinator::NewStub(
+      grpc::CreateChannel(absl::GetFlag(FLAGS_coordinator_address), credentials));
+  const absl::Time give_up = absl::Now() + absl::Minutes(1);
+  while (true) {
+    grpc::ClientContext context;
+    if (!token.empty()) context.AddMetadata("authorization", absl::StrCat("Bearer ", token));
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    sketchfuse::v1::RegisterShardReply reply;
+    grpc::Status status = stub->RegisterShard(&context, request, &reply);
+    if (status.ok()) return absl::OkStatus();
+    const bool retry = status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                       status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+    if (stopping) return absl::CancelledError("shutting down before registering with the coordinator");
+    if (!retry || absl::Now() > give_up) {
+      return absl::Status(sketchfuse::FromGrpcStatus(status).code(),
+                          absl::StrCat("registering with the coordinator at ",
+                                       absl::GetFlag(FLAGS_coordinator_address), ": ", status.error_message()));
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+}
+
+std::string AdvertisedAddress(int bound_port) {
+  if (!absl::GetFlag(FLAGS_advertise_address).empty()) return absl::GetFlag(FLAGS_advertise_address);
+  std::string host = absl::GetFlag(FLAGS_host);
+  if (host == "0.0.0.0" || host == "::" || host == "[::]") {
+    char name[256] = {0};
+    host = gethostname(name, sizeof(name) - 1) == 0 ? name : "localhost";
+  }
+  return absl::StrCat(host, ":", bound_port);
+}
+
 int Fail(const absl::Status& status) {
   std::cerr << "sketchfuse_server: error: " << status.message() << "\n";
   return 2;
@@ -110,6 +180,19 @@ int main(int argc, char** argv) {
   }
   if (reaper_ms < 1 || reaper_ms > 60000) {
     return Fail(absl::InvalidArgumentError(absl::StrCat("--reaper_period_ms must be in [1, 60000]; got ", reaper_ms)));
+  }
+  const int liveness_ms = absl::GetFlag(FLAGS_liveness_timeout_ms);
+  if (liveness_ms < 100 || liveness_ms > 3600000) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--liveness_timeout_ms must be in [100, 3600000]; got ", liveness_ms)));
+  }
+  if (absl::GetFlag(FLAGS_coordinator) && !absl::GetFlag(FLAGS_coordinator_address).empty()) {
+    return Fail(absl::InvalidArgumentError(
+        "--coordinator and --coordinator_address exclude each other: a shard either serves the "
+        "coordinator or registers with one"));
+  }
+  if (!absl::GetFlag(FLAGS_coordinator_ca).empty() && absl::GetFlag(FLAGS_coordinator_address).empty()) {
+    return Fail(absl::InvalidArgumentError("--coordinator_ca needs --coordinator_address"));
   }
   if (port < 0 || port > 65535) {
     return Fail(absl::InvalidArgumentError(absl::StrCat("--port must be in [0, 65535]; got ", port)));
@@ -141,6 +224,19 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  std::unique_ptr<sketchfuse::CoordinatorCore> coordinator;
+  std::unique_ptr<sketchfuse::CoordinatorService> coordinator_service;
+  if (absl::GetFlag(FLAGS_coordinator)) {
+    sketchfuse::CoordinatorOptions options;
+    options.num_shards = absl::GetFlag(FLAGS_num_shards);
+    options.liveness_timeout = absl::Milliseconds(liveness_ms);
+    absl::StatusOr<std::unique_ptr<sketchfuse::CoordinatorCore>> created =
+        sketchfuse::CoordinatorCore::Create(*job, options);
+    if (!created.ok()) return Fail(created.status());
+    coordinator = *std::move(created);
+    coordinator_service = std::make_unique<sketchfuse::CoordinatorService>(coordinator.get(), token);
+  }
+
   sketchfuse::AggregatorService service(core->get(), token);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -151,6 +247,7 @@ int main(int argc, char** argv) {
   builder.SetMaxReceiveMessageSize(max_mb << 20);
   builder.SetMaxSendMessageSize(max_mb << 20);
   builder.RegisterService(&service);
+  if (coordinator_service != nullptr) builder.RegisterService(coordinator_service.get());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || bound_port == 0) {
     return Fail(absl::UnavailableError(absl::StrCat("cannot listen on ", address)));
@@ -175,15 +272,50 @@ int main(int argc, char** argv) {
     }
   }
 
+  // Register this shard's address with the coordinator (in-process or remote);
+  // a shard that cannot register stops with exit status 1.
+  sketchfuse::v1::RegisterShardRequest registration;
+  registration.set_job(shard->job);
+  registration.set_shard(absl::GetFlag(FLAGS_shard_index));
+  registration.set_num_shards(absl::GetFlag(FLAGS_num_shards));
+  registration.set_address(AdvertisedAddress(bound_port));
+  std::atomic<int> exit_code{0};
+  std::atomic<bool> stopping{false};
+  std::thread registrar;
+  if (coordinator != nullptr) {
+    absl::Status registered = coordinator->RegisterShard(registration);
+    if (!registered.ok()) {
+      server->Shutdown();
+      return Fail(registered);
+    }
+    std::cout << "sketchfuse_server: serving the coordinator of job '" << shard->job << "' (run "
+              << coordinator->fingerprint() << ")" << std::endl;
+  } else if (!absl::GetFlag(FLAGS_coordinator_address).empty()) {
+    registrar = std::thread([&registration, &token, &exit_code, &stopping] {
+      absl::Status registered = RegisterRemotely(registration, token, stopping);
+      if (registered.ok()) {
+        std::cout << "sketchfuse_server: registered as " << registration.address() << " with the coordinator at "
+                  << absl::GetFlag(FLAGS_coordinator_address) << std::endl;
+        return;
+      }
+      if (stopping) return;
+      std::cerr << "sketchfuse_server: error: " << registered.message() << std::endl;
+      exit_code = 1;
+      kill(getpid(), SIGTERM);
+    });
+  }
+
   int signal_number = 0;
   sigwait(&signals, &signal_number);
+  stopping = true;
   std::cout << "sketchfuse_server: signal " << signal_number << ", shutting down" << std::endl;
   server->GetHealthCheckService()->SetServingStatus(false);
   const int failed = (*core)->FailAllRounds(absl::UnavailableError("the aggregation server is shutting down"));
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   reaper.reset();
+  if (registrar.joinable()) registrar.join();
   const sketchfuse::AggregationCore::Stats stats = (*core)->stats();
   std::cout << "sketchfuse_server: stopped after " << stats.rounds_completed << " rounds ("
             << failed << " open rounds failed at shutdown)" << std::endl;
-  return 0;
+  return exit_code;
 }

@@ -1,0 +1,81 @@
+#include "proto/run_config.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/text_format.h"
+
+namespace sketchfuse {
+namespace {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Reflection;
+using google::protobuf::TextFormat;
+
+std::string FieldValue(const v1::RunConfig& message, const FieldDescriptor* field, int index) {
+  std::string out;
+  TextFormat::PrintFieldValueToString(message, field, index, &out);
+  return out;
+}
+
+std::string DescribeRepeated(const v1::RunConfig& message, const FieldDescriptor* field) {
+  const int size = message.GetReflection()->FieldSize(message, field);
+  std::vector<std::string> shown;
+  constexpr int kShown = 8;
+  for (int i = 0; i < size && i < kShown; ++i) shown.push_back(FieldValue(message, field, i));
+  return absl::StrCat(size, " values [", absl::StrJoin(shown, ", "), size > kShown ? ", ...]" : "]");
+}
+
+}  // namespace
+
+std::string RunFingerprint(const v1::RunConfig& run) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    run.SerializeToCodedStream(&coded);
+  }
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (unsigned char c : bytes) {
+    hash ^= c;
+    hash *= 0x100000001b3ull;
+  }
+  return absl::StrFormat("%016x", hash);
+}
+
+std::string DiffRunConfigs(const v1::RunConfig& job, const v1::RunConfig& worker) {
+  std::vector<std::string> lines;
+  const google::protobuf::Descriptor* descriptor = v1::RunConfig::descriptor();
+  const Reflection* reflection = v1::RunConfig::GetReflection();
+  for (int f = 0; f < descriptor->field_count(); ++f) {
+    const FieldDescriptor* field = descriptor->field(f);
+    if (field->is_repeated()) {
+      const int a = reflection->FieldSize(job, field), b = reflection->FieldSize(worker, field);
+      int first = -1;
+      for (int i = 0; i < std::min(a, b) && first < 0; ++i) {
+        if (FieldValue(job, field, i) != FieldValue(worker, field, i)) first = i;
+      }
+      if (first < 0 && a == b) continue;
+      std::string line = absl::StrCat(field->name(), ": job has ", DescribeRepeated(job, field),
+                                      ", worker has ", DescribeRepeated(worker, field));
+      if (first >= 0) {
+        absl::StrAppend(&line, " (first difference at [", first, "]: ", FieldValue(job, field, first),
+                        " vs ", FieldValue(worker, field, first), ")");
+      }
+      lines.push_back(std::move(line));
+      continue;
+    }
+    const std::string a = FieldValue(job, field, -1), b = FieldValue(worker, field, -1);
+    if (a != b) lines.push_back(absl::StrCat(field->name(), ": job has ", a, ", worker has ", b));
+  }
+  return absl::StrJoin(lines, "; ");
+}
+
+}  // namespace sketchfuse

@@ -1,0 +1,24 @@
+// Identity of a run configuration: the fingerprint a worker sends when it
+// joins, and the readable difference the coordinator answers with when a
+// worker's configuration is not the job's.
+#ifndef SKETCHFUSE_PROTO_RUN_CONFIG_H_
+#define SKETCHFUSE_PROTO_RUN_CONFIG_H_
+
+#include <string>
+
+#include "proto/job_config.pb.h"
+
+namespace sketchfuse {
+
+// 16 hex digits: FNV-1a (64 bit) of the deterministic serialization. Equal
+// configurations have equal fingerprints in every process of one build.
+std::string RunFingerprint(const v1::RunConfig& run);
+
+// One line per differing field, "field: job has X, worker has Y" (repeated
+// fields: their lengths and the first differing position), joined by "; ".
+// Empty when the two are equal.
+std::string DiffRunConfigs(const v1::RunConfig& job, const v1::RunConfig& worker);
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_PROTO_RUN_CONFIG_H_

@@ -1,0 +1,276 @@
+#include "server/coordinator_core.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "proto/run_config.h"
+#include "server/job_config.h"
+
+namespace sketchfuse {
+namespace {
+
+// Splits "worker-12" into ("worker-", "12").
+std::pair<std::string, std::string> SplitTrailingNumber(const std::string& id) {
+  size_t i = id.size();
+  while (i > 0 && std::isdigit(static_cast<unsigned char>(id[i - 1]))) --i;
+  return {id.substr(0, i), id.substr(i)};
+}
+
+absl::Status CheckWorkerId(const std::string& id) {
+  if (id.empty()) return absl::InvalidArgumentError("worker_id is empty");
+  if (id.size() > 128) {
+    return absl::InvalidArgumentError(absl::StrCat("worker_id is ", id.size(), " bytes; at most 128"));
+  }
+  for (char c : id) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "worker_id '", id, "' has a character other than letters, digits, '-', '_', '.'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// "a, b, c" or "a, b, c and 7 more".
+std::string ListSome(const std::vector<std::string>& names) {
+  constexpr size_t kShown = 8;
+  std::vector<std::string> shown(names.begin(), names.begin() + std::min(kShown, names.size()));
+  std::string out = absl::StrJoin(shown, ", ");
+  if (names.size() > kShown) absl::StrAppend(&out, " and ", names.size() - kShown, " more");
+  return out;
+}
+
+}  // namespace
+
+bool NaturalLess(const std::string& a, const std::string& b) {
+  auto [prefix_a, number_a] = SplitTrailingNumber(a);
+  auto [prefix_b, number_b] = SplitTrailingNumber(b);
+  if (prefix_a == prefix_b && !number_a.empty() && !number_b.empty()) {
+    // Compare numbers without parsing: strip leading zeros, then by length.
+    auto strip = [](const std::string& s) {
+      size_t i = 0;
+      while (i + 1 < s.size() && s[i] == '0') ++i;
+      return s.substr(i);
+    };
+    const std::string x = strip(number_a), y = strip(number_b);
+    if (x.size() != y.size()) return x.size() < y.size();
+    if (x != y) return x < y;
+  }
+  return a < b;
+}
+
+absl::StatusOr<std::unique_ptr<CoordinatorCore>> CoordinatorCore::Create(v1::JobConfig job,
+                                                                         CoordinatorOptions options) {
+  if (options.num_shards < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("num_shards must be >= 1; got ", options.num_shards));
+  }
+  if (job.world_size() == 0) return absl::InvalidArgumentError("job config: world_size is 0");
+  if (!job.has_run()) {
+    return absl::InvalidArgumentError(
+        "job config has no 'run' section: the coordinator needs the workers' run configuration");
+  }
+  if (absl::Status plan = ValidateGroupLayers(job); !plan.ok()) return plan;
+  absl::StatusOr<std::vector<int>> shards = ShardOfGroups(job, options.num_shards);
+  if (!shards.ok()) return shards.status();
+  std::vector<uint32_t> shard_of_group(shards->begin(), shards->end());
+  return std::unique_ptr<CoordinatorCore>(
+      new CoordinatorCore(std::move(job), options, std::move(shard_of_group)));
+}
+
+CoordinatorCore::CoordinatorCore(v1::JobConfig job, CoordinatorOptions options,
+                                 std::vector<uint32_t> shard_of_group)
+    : job_(std::move(job)),
+      options_(options),
+      shard_of_group_(std::move(shard_of_group)),
+      fingerprint_(RunFingerprint(job_.run())),
+      shard_addresses_(options.num_shards) {}
+
+absl::Status CoordinatorCore::CheckJob(const std::string& job) const {
+  if (job != job_.job()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job '", job, "' is not coordinated here; this coordinator runs job '", job_.job(), "'"));
+  }
+  return absl::OkStatus();
+}
+
+bool CoordinatorCore::CompleteLocked() const {
+  if (last_seen_.size() < job_.world_size()) return false;
+  for (const std::string& address : shard_addresses_) {
+    if (address.empty()) return false;
+  }
+  return true;
+}
+
+std::string CoordinatorCore::MissingLocked() const {
+  std::vector<std::string> parts;
+  if (last_seen_.size() < job_.world_size()) {
+    std::vector<std::string> joined;
+    for (const auto& [id, seen] : last_seen_) joined.push_back(id);
+    parts.push_back(absl::StrCat(job_.world_size() - last_seen_.size(), " of ", job_.world_size(),
+                                 " workers have not joined (joined: ",
+                                 joined.empty() ? "none" : ListSome(joined), ")"));
+  }
+  std::vector<std::string> shards;
+  for (size_t s = 0; s < shard_addresses_.size(); ++s) {
+    if (shard_addresses_[s].empty()) shards.push_back(absl::StrCat(s));
+  }
+  if (!shards.empty()) parts.push_back(absl::StrCat("shards not registered: ", ListSome(shards)));
+  return absl::StrJoin(parts, "; ");
+}
+
+bool CoordinatorCore::WaitLocked(std::unique_lock<std::mutex>& lock, absl::Time deadline,
+                                 const Cancelled& cancelled, const std::function<bool()>& done) {
+  constexpr absl::Duration kPoll = absl::Milliseconds(50);
+  while (!done()) {
+    const absl::Time now = absl::Now();
+    if (now >= deadline || (cancelled && cancelled())) return false;
+    changed_.wait_for(lock, absl::ToChronoMilliseconds(std::min(deadline - now, kPoll)) +
+                                std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+void CoordinatorCore::AssignRanksIfCompleteLocked() {
+  if (!ranks_.empty() || !CompleteLocked()) return;
+  std::vector<std::string> ids;
+  for (const auto& [name, seen] : last_seen_) ids.push_back(name);
+  std::sort(ids.begin(), ids.end(), NaturalLess);
+  for (size_t r = 0; r < ids.size(); ++r) ranks_[ids[r]] = static_cast<uint32_t>(r);
+}
+
+absl::StatusOr<v1::JoinReply> CoordinatorCore::Join(const v1::JoinRequest& request,
+                                                    absl::Time deadline, const Cancelled& cancelled) {
+  if (absl::Status s = CheckJob(request.job()); !s.ok()) return s;
+  if (absl::Status s = CheckWorkerId(request.worker_id()); !s.ok()) return s;
+  if (request.fingerprint() != RunFingerprint(request.run())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fingerprint '", request.fingerprint(), "' does not match the run sent with it (",
+        RunFingerprint(request.run()), "): a corrupted request or a different SketchFuse build"));
+  }
+  if (request.fingerprint() != fingerprint_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker '", request.worker_id(), "' runs a different configuration than job '", job_.job(),
+        "': ", DiffRunConfigs(job_.run(), request.run())));
+  }
+  const std::string& id = request.worker_id();
+  std::unique_lock<std::mutex> lock(mu_);
+  if (last_seen_.count(id) == 0) {
+    if (last_seen_.size() >= job_.world_size()) {
+      std::vector<std::string> joined;
+      for (const auto& [name, seen] : last_seen_) joined.push_back(name);
+      return absl::FailedPreconditionError(absl::StrCat(
+          "job '", job_.job(), "' already has its ", job_.world_size(), " workers (", ListSome(joined),
+          "); worker '", id, "' is not one of them"));
+    }
+  }
+  last_seen_[id] = absl::Now();
+  AssignRanksIfCompleteLocked();
+  changed_.notify_all();
+  if (!WaitLocked(lock, deadline, cancelled, [&] { return !ranks_.empty(); })) {
+    const std::string missing = MissingLocked();
+    if (cancelled && cancelled()) return absl::CancelledError("join cancelled by the worker");
+    return absl::DeadlineExceededError(
+        absl::StrCat("job '", job_.job(), "' did not assemble in time: ", missing));
+  }
+  v1::JoinReply reply;
+  reply.set_rank(ranks_.at(id));
+  reply.set_world_size(job_.world_size());
+  *reply.mutable_job() = job_;
+  for (size_t s = 0; s < shard_addresses_.size(); ++s) {
+    v1::ShardAddress* shard = reply.add_shards();
+    shard->set_shard(static_cast<uint32_t>(s));
+    shard->set_address(shard_addresses_[s]);
+  }
+  for (uint32_t shard : shard_of_group_) reply.add_shard_of_group(shard);
+  reply.set_fingerprint(fingerprint_);
+  return reply;
+}
+
+absl::Status CoordinatorCore::RegisterShard(const v1::RegisterShardRequest& request) {
+  if (absl::Status s = CheckJob(request.job()); !s.ok()) return s;
+  if (request.num_shards() != static_cast<uint32_t>(options_.num_shards)) {
+    return absl::InvalidArgumentError(absl::StrCat("num_shards is ", request.num_shards(),
+                                                   "; this job has ", options_.num_shards, " shards"));
+  }
+  if (request.shard() >= request.num_shards()) {
+    return absl::InvalidArgumentError(absl::StrCat("shard ", request.shard(), " is out of range for ",
+                                                   request.num_shards(), " shards"));
+  }
+  const std::string& address = request.address();
+  if (address.empty() || address.size() > 256 || address.find(':') == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard address '", address.substr(0, 256), "' is not host:port"));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  shard_addresses_[request.shard()] = address;
+  AssignRanksIfCompleteLocked();
+  changed_.notify_all();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::HeartbeatReply> CoordinatorCore::Heartbeat(const v1::HeartbeatRequest& request,
+                                                              absl::Time now) {
+  if (absl::Status s = CheckJob(request.job()); !s.ok()) return s;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = last_seen_.find(request.worker_id());
+  if (it == last_seen_.end()) {
+    return absl::NotFoundError(absl::StrCat("worker '", request.worker_id().substr(0, 128),
+                                            "' has not joined job '", job_.job(), "'"));
+  }
+  it->second = std::max(it->second, now);
+  v1::HeartbeatReply reply;
+  uint32_t alive = 0;
+  for (const auto& [id, seen] : last_seen_) {
+    if (now - seen > options_.liveness_timeout) {
+      reply.add_dead_workers(id);
+    } else {
+      ++alive;
+    }
+  }
+  reply.set_alive_workers(alive);
+  return reply;
+}
+
+absl::Status CoordinatorCore::Set(const v1::KeyValue& entry) {
+  if (absl::Status s = CheckJob(entry.job()); !s.ok()) return s;
+  if (entry.key().empty()) return absl::InvalidArgumentError("key is empty");
+  if (entry.key().size() > options_.max_key_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("key is ", entry.key().size(), " bytes; at most ", options_.max_key_bytes));
+  }
+  if (entry.value().size() > options_.max_value_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("value of key '", entry.key(), "' is ",
+                                                   entry.value().size(), " bytes; at most ",
+                                                   options_.max_value_bytes));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (store_.count(entry.key()) == 0 && store_.size() >= options_.max_keys) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the key-value store holds its maximum of ", options_.max_keys, " keys"));
+  }
+  store_[entry.key()] = entry.value();
+  changed_.notify_all();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::KeyValue> CoordinatorCore::Get(const v1::GetRequest& request, absl::Time deadline,
+                                                  const Cancelled& cancelled) {
+  if (absl::Status s = CheckJob(request.job()); !s.ok()) return s;
+  if (request.key().empty() || request.key().size() > options_.max_key_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("key must be 1 to ", options_.max_key_bytes, " bytes"));
+  }
+  deadline = std::min(deadline, absl::Now() + absl::Milliseconds(request.wait_ms()));
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!WaitLocked(lock, deadline, cancelled, [&] { return store_.count(request.key()) > 0; })) {
+    return absl::NotFoundError(absl::StrCat("key '", request.key(), "' is not set (waited ",
+                                            request.wait_ms(), " ms)"));
+  }
+  v1::KeyValue entry;
+  entry.set_job(job_.job());
+  entry.set_key(request.key());
+  entry.set_value(store_.at(request.key()));
+  return entry;
+}
+
+}  // namespace sketchfuse

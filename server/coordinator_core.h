@@ -1,0 +1,118 @@
+// The coordinator of one job, as plain C++ (no gRPC types; the service in
+// server/coordinator_service.h adapts it).
+//
+// It assembles the job: workers join with their run configuration, shards
+// register their addresses, and once all world_size workers and all shards
+// are there every joined worker is answered with its rank, the job's groups
+// (the fusion plan), the shard map and the hash seed. Ranks follow the
+// workers' ids in natural order ("worker-2" before "worker-10") and never
+// change: a worker that restarts and joins again gets its rank back.
+//
+// It also keeps a small key-value store with blocking reads (rendezvous of
+// the collectives) and tracks liveness by heartbeats.
+//
+// Thread-safe. Blocking calls wait until their deadline or until `cancelled`
+// returns true (polled), whichever comes first.
+#ifndef SKETCHFUSE_SERVER_COORDINATOR_CORE_H_
+#define SKETCHFUSE_SERVER_COORDINATOR_CORE_H_
+
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/coordinator.pb.h"
+#include "proto/job_config.pb.h"
+
+namespace sketchfuse {
+
+struct CoordinatorOptions {
+  int num_shards = 1;
+  // A joined worker not heard from (join or heartbeat) for this long is dead.
+  absl::Duration liveness_timeout = absl::Seconds(15);
+  // Key-value store bounds.
+  size_t max_key_bytes = 256;
+  size_t max_value_bytes = 1 << 20;
+  size_t max_keys = 4096;
+};
+
+// Natural order of worker ids: equal non-digit prefixes compare by the value
+// of their trailing number ("w-2" < "w-10"); otherwise lexicographic.
+bool NaturalLess(const std::string& a, const std::string& b);
+
+class CoordinatorCore {
+ public:
+  using Cancelled = std::function<bool()>;
+
+  // INVALID_ARGUMENT if the job has no run, no groups, a world size of 0,
+  // groups whose layer ranges do not tile run.layer_sizes, or num_shards < 1.
+  static absl::StatusOr<std::unique_ptr<CoordinatorCore>> Create(v1::JobConfig job,
+                                                                 CoordinatorOptions options);
+
+  // Joins `request.worker_id` and waits for the rest of the job.
+  //   INVALID_ARGUMENT: another job, a bad worker id, a fingerprint that does
+  //     not match the run sent with it;
+  //   FAILED_PRECONDITION: the run differs from the job's (the message lists
+  //     each differing field), or the job already has all its workers;
+  //   DEADLINE_EXCEEDED / CANCELLED: the job was not complete in time (the
+  //     message says who is still missing). The worker stays joined.
+  absl::StatusOr<v1::JoinReply> Join(const v1::JoinRequest& request, absl::Time deadline,
+                                     const Cancelled& cancelled);
+
+  // Records the address of a shard. A shard that restarts registers again and
+  // replaces its address. INVALID_ARGUMENT for another job, a shard count
+  // other than the coordinator's, an index out of range or an empty address.
+  absl::Status RegisterShard(const v1::RegisterShardRequest& request);
+
+  // Marks the worker alive at `now` and reports the dead ones. NOT_FOUND for
+  // a worker that has not joined.
+  absl::StatusOr<v1::HeartbeatReply> Heartbeat(const v1::HeartbeatRequest& request,
+                                               absl::Time now);
+
+  // Sets (or replaces) a key. INVALID_ARGUMENT for an empty or over-long key
+  // or an over-long value, RESOURCE_EXHAUSTED when the store is full.
+  absl::Status Set(const v1::KeyValue& entry);
+
+  // The value of a key, waiting up to request.wait_ms (and `deadline`) for it
+  // to be set: NOT_FOUND if it was not, naming the key.
+  absl::StatusOr<v1::KeyValue> Get(const v1::GetRequest& request, absl::Time deadline,
+                                   const Cancelled& cancelled);
+
+  const v1::JobConfig& job() const { return job_; }
+  std::string fingerprint() const { return fingerprint_; }
+
+ private:
+  CoordinatorCore(v1::JobConfig job, CoordinatorOptions options, std::vector<uint32_t> shard_of_group);
+
+  absl::Status CheckJob(const std::string& job) const;
+  bool CompleteLocked() const;
+  // Fixes the ranks (natural order of ids) the first time the job is complete.
+  void AssignRanksIfCompleteLocked();
+  // Who has not arrived yet, for error messages.
+  std::string MissingLocked() const;
+  // Waits on `changed_` until `done()` or the deadline or cancellation.
+  // Returns done().
+  bool WaitLocked(std::unique_lock<std::mutex>& lock, absl::Time deadline,
+                  const Cancelled& cancelled, const std::function<bool()>& done);
+
+  const v1::JobConfig job_;
+  const CoordinatorOptions options_;
+  const std::vector<uint32_t> shard_of_group_;
+  const std::string fingerprint_;
+
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::map<std::string, absl::Time> last_seen_;  // joined workers
+  std::map<std::string, uint32_t> ranks_;        // assigned once the job is complete
+  std::vector<std::string> shard_addresses_;     // "" until registered
+  std::map<std::string, std::string> store_;
+};
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_SERVER_COORDINATOR_CORE_H_

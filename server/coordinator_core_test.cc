@@ -1,0 +1,274 @@
+#include "server/coordinator_core.h"
+
+#include <future>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "proto/run_config.h"
+
+namespace sketchfuse {
+namespace {
+
+v1::JobConfig TestJob(uint32_t world_size) {
+  v1::JobConfig job;
+  job.set_job("j");
+  job.set_world_size(world_size);
+  job.set_hash_seed(42);
+  v1::RunConfig* run = job.mutable_run();
+  run->set_workload("mlp");
+  run->set_scheme("sketch_ps");
+  run->set_compressor("count_sketch:density=0.01");
+  for (uint64_t size : {1000, 10, 500, 5}) run->add_layer_sizes(size);
+  v1::GroupConfig* a = job.add_groups();
+  a->set_group(0);
+  a->set_dim(1010);
+  a->set_layer_begin(0);
+  a->set_layer_end(2);
+  a->set_compressor("count_sketch:density=0.01");
+  v1::GroupConfig* b = job.add_groups();
+  b->set_group(1);
+  b->set_dim(505);
+  b->set_layer_begin(2);
+  b->set_layer_end(4);
+  b->set_compressor("count_sketch:density=0.01");
+  return job;
+}
+
+v1::JoinRequest JoinOf(const v1::JobConfig& job, const std::string& id) {
+  v1::JoinRequest request;
+  request.set_job(job.job());
+  request.set_worker_id(id);
+  *request.mutable_run() = job.run();
+  request.set_fingerprint(RunFingerprint(job.run()));
+  return request;
+}
+
+v1::RegisterShardRequest ShardOf(uint32_t shard, uint32_t num_shards) {
+  v1::RegisterShardRequest request;
+  request.set_job("j");
+  request.set_shard(shard);
+  request.set_num_shards(num_shards);
+  request.set_address("127.0.0.1:" + std::to_string(7000 + shard));
+  return request;
+}
+
+std::unique_ptr<CoordinatorCore> MakeCore(uint32_t world_size, int num_shards = 1) {
+  CoordinatorOptions options;
+  options.num_shards = num_shards;
+  absl::StatusOr<std::unique_ptr<CoordinatorCore>> core = CoordinatorCore::Create(TestJob(world_size), options);
+  EXPECT_TRUE(core.ok()) << core.status();
+  return *std::move(core);
+}
+
+absl::Time Soon() { return absl::Now() + absl::Seconds(20); }
+
+TEST(NaturalLessTest, OrdersTrailingNumbersByValue) {
+  EXPECT_TRUE(NaturalLess("worker-2", "worker-10"));
+  EXPECT_FALSE(NaturalLess("worker-10", "worker-2"));
+  EXPECT_TRUE(NaturalLess("a", "b"));
+  EXPECT_TRUE(NaturalLess("w-09", "w-10"));
+  EXPECT_FALSE(NaturalLess("w-3", "w-3"));
+}
+
+TEST(CoordinatorCoreTest, AssignsRanksInNaturalOrderOnceEveryoneArrived) {
+  std::unique_ptr<CoordinatorCore> core = MakeCore(3, 2);
+  const v1::JobConfig job = TestJob(3);
+  std::vector<std::future<absl::StatusOr<v1::JoinReply>>> joins;
+  for (const std::string id : {"worker-10", "worker-2", "worker-1"}) {
+    joins.push_back(std::async(std::launch::async, [&core, job, id] {
+      return core->Join(JoinOf(job, id), Soon(), nullptr);
+    }));
+  }
+  ASSERT_TRUE(core->RegisterShard(ShardOf(1, 2)).ok());
+  ASSERT_TRUE(core->RegisterShard(ShardOf(0, 2)).ok());
+  std::vector<uint32_t> ranks;
+  for (auto& join : joins) {
+    absl::StatusOr<v1::JoinReply> reply = join.get();
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    ranks.push_back(reply->rank());
+    EXPECT_EQ(reply->world_size(), 3u);
+    EXPECT_EQ(reply->job().hash_seed(), 42u);
+    EXPECT_EQ(reply->job().groups_size(), 2);
+    ASSERT_EQ(reply->shards_size(), 2);
+    EXPECT_EQ(reply->shards(1).address(), "127.0.0.1:7001");
+    ASSERT_EQ(reply->shard_of_group_size(), 2);
+    // The larger group goes to shard 0, the other to shard 1.
+    EXPECT_EQ(reply->shard_of_group(0), 0u);
+    EXPECT_EQ(reply->shard_of_group(1), 1u);
+    EXPECT_EQ(reply->fingerprint(), RunFingerprint(job.run()));
+  }
+  EXPECT_EQ(ranks, (std::vector<uint32_t>{2, 1, 0}));
+  // A restarted worker gets its rank back at once.
+  absl::StatusOr<v1::JoinReply> again = core->Join(JoinOf(job, "worker-2"), Soon(), nullptr);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->rank(), 1u);
+}
+
+TEST(CoordinatorCoreTest, RefusesADifferentConfigurationListingTheFields) {
+  std::unique_ptr<CoordinatorCore> core = MakeCore(2);
+  v1::JobConfig other = TestJob(2);
+  other.mutable_run()->set_scheme("topk_ps");
+  other.mutable_run()->set_layer_sizes(1, 11);
+  absl::StatusOr<v1::JoinReply> reply = core->Join(JoinOf(other, "w-0"), Soon(), nullptr);
+  ASSERT_EQ(reply.status().code(), absl::StatusCode::kFailedPrecondition);
+  const std::string message(reply.status().message());
+  EXPECT_NE(message.find("scheme: job has \"sketch_ps\", worker has \"topk_ps\""), std::string::npos) << message;
+  EXPECT_NE(message.find("first difference at [1]: 10 vs 11"), std::string::npos) << message;
+}
+
+TEST(CoordinatorCoreTest, RefusesMalformedJoins) {
+  std::unique_ptr<CoordinatorCore> core = MakeCore(2);
+  const v1::JobConfig job = TestJob(2);
+  v1::JoinRequest request = JoinOf(job, "w-0");
+  request.set_job("other");
+  EXPECT_EQ(core->Join(request, Soon(), nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+  request = JoinOf(job, "");
+  EXPECT_EQ(core->Join(request, Soon(), nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+  request = JoinOf(job, "bad id\n");
+  EXPECT_EQ(core->Join(request, Soon(), nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+  request = JoinOf(job, std::string(200, 'x'));
+  EXPECT_EQ(core->Join(request, Soon(), nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+  request = JoinOf(job, "w-0");
+  request.set_fingerprint("0000000000000000");
+  absl::Status status = core->Join(request, Soon(), nullptr).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("does not match the run"), absl::string_view::npos);
+}
+
+TEST(CoordinatorCoreTest, JoinTimesOutNamingWhoIsMissingAndTheWorkerStaysJoined) {
+  std::unique_ptr<CoordinatorCore> core = MakeCore(3, 2);
+  const v1::JobConfig job = TestJob(3);
+  ASSERT_TRUE(core->RegisterShard(ShardOf(0, 2)).ok());
+  absl::Status status = core->Join(JoinOf(job, "w-0"), absl::Now() + absl::Milliseconds(100), nullptr).status();
+  ASSERT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(status.message().find("2 of 3 workers have not joined (joined: w-0)"), absl::string_view::npos) << status;
+  EXPECT_NE(status.message().find("shards not registered: 1"), absl::string_view::npos) << status;
+  // Cancellation ends the wait too.
+  status = core->Join(JoinOf(job, "w-1"), Soon(), [] { return true; }).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled);
+  // Both stay joined: the heartbeat knows them.
+  v1::HeartbeatRequest beat;
+  beat.set_job("j");
+  beat.set_worker_id("w-1");
+  absl::StatusOr<v1::HeartbeatReply> reply = core->Heartbeat(beat, absl::Now());
+  ASSERT_TRUE(reply.ok());
+  EXPECT_EQ(reply->alive_workers(), 2u);
+}
+
+TEST(CoordinatorCoreTest, RefusesAWorkerBeyondTheWorldSize) {
+  std::unique_ptr<CoordinatorCore> core = MakeCore(1);
+  const v1::JobConfig job = TestJob(1);
+  ASSERT_TRUE(core->RegisterShard(ShardOf(0, 1)).ok());
+  ASSERT_TRUE(core->Join(JoinOf(job, "w-0"), Soon(), nullptr).ok());
+  absl::Status status = core->Join(JoinOf(job, "w-1"), Soon(), nullptr).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(status.message().find("already has its 1 workers (w-0)"), absl::string_view::npos) << status;
+}
+
+TEST(CoordinatorCoreTest, RefusesBadShardRegistrations) {
+  std::unique_ptr<CoordinatorCore> core = MakeCore(1, 2);
+  v1::RegisterShardRequest request = ShardOf(2, 2);
+  EXPECT_EQ(core->RegisterShard(request).code(), absl::StatusCode::kInvalidArgument);
+  request = ShardOf(0, 3);
+  EXPECT_EQ(core->RegisterShard(request).code(), absl::StatusCode::kInvalidArgument);
+  request = ShardOf(0, 2);
+  request.set_address("nocolon");
+  EXPECT_EQ(core->RegisterShard(request).code(), absl::StatusCode::kInvalidArgument);
+  request = ShardOf(0, 2);
+  request.set_job("x");
+  EXPECT_EQ(core->RegisterShard(request).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CoordinatorCoreTest, HeartbeatsReportDeadWorkers) {
+  std::unique_ptr<CoordinatorCore> core = MakeCore(2);
+  const v1::JobConfig job = TestJob(2);
+  ASSERT_TRUE(core->RegisterShard(ShardOf(0, 1)).ok());
+  auto other = std::async(std::launch::async, [&] { return core->Join(JoinOf(job, "w-1"), Soon(), nullptr); });
+  ASSERT_TRUE(core->Join(JoinOf(job, "w-0"), Soon(), nullptr).ok());
+  ASSERT_TRUE(other.get().ok());
+  v1::HeartbeatRequest beat;
+  beat.set_job("j");
+  beat.set_worker_id("w-0");
+  // w-1 is silent for longer than the 15 s liveness timeout.
+  absl::StatusOr<v1::HeartbeatReply> reply = core->Heartbeat(beat, absl::Now() + absl::Seconds(30));
+  ASSERT_TRUE(reply.ok());
+  ASSERT_EQ(reply->dead_workers_size(), 1);
+  EXPECT_EQ(reply->dead_workers(0), "w-1");
+  EXPECT_EQ(reply->alive_workers(), 1u);
+  beat.set_worker_id("stranger");
+  EXPECT_EQ(core->Heartbeat(beat, absl::Now()).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(CoordinatorCoreTest, KeyValueStoreWaitsForKeysAndEnforcesBounds) {
+  std::unique_ptr<CoordinatorCore> core = MakeCore(1);
+  v1::GetRequest get;
+  get.set_job("j");
+  get.set_key("gloo/rank0");
+  EXPECT_EQ(core->Get(get, Soon(), nullptr).status().code(), absl::StatusCode::kNotFound);
+  get.set_wait_ms(10000);
+  auto waiting = std::async(std::launch::async, [&] { return core->Get(get, Soon(), nullptr); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  v1::KeyValue entry;
+  entry.set_job("j");
+  entry.set_key("gloo/rank0");
+  entry.set_value(std::string("\0address", 8));
+  ASSERT_TRUE(core->Set(entry).ok());
+  absl::StatusOr<v1::KeyValue> got = waiting.get();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->value(), std::string("\0address", 8));
+
+  get.set_key("never");
+  get.set_wait_ms(50);
+  absl::Status status = core->Get(get, Soon(), nullptr).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(status.message().find("key 'never' is not set"), absl::string_view::npos);
+
+  entry.set_key("");
+  EXPECT_EQ(core->Set(entry).code(), absl::StatusCode::kInvalidArgument);
+  entry.set_key(std::string(300, 'k'));
+  EXPECT_EQ(core->Set(entry).code(), absl::StatusCode::kInvalidArgument);
+  entry.set_key("big");
+  entry.set_value(std::string((1 << 20) + 1, 'v'));
+  EXPECT_EQ(core->Set(entry).code(), absl::StatusCode::kInvalidArgument);
+  // The refused writes changed nothing.
+  get.set_key("gloo/rank0");
+  got = core->Get(get, Soon(), nullptr);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->value().size(), 8u);
+}
+
+TEST(CoordinatorCoreTest, KeyValueStoreIsBoundedInKeys) {
+  CoordinatorOptions options;
+  options.max_keys = 2;
+  absl::StatusOr<std::unique_ptr<CoordinatorCore>> core = CoordinatorCore::Create(TestJob(1), options);
+  ASSERT_TRUE(core.ok());
+  v1::KeyValue entry;
+  entry.set_job("j");
+  for (const char* key : {"a", "b"}) {
+    entry.set_key(key);
+    ASSERT_TRUE((*core)->Set(entry).ok());
+  }
+  entry.set_key("a");  // replacing is fine
+  EXPECT_TRUE((*core)->Set(entry).ok());
+  entry.set_key("c");
+  EXPECT_EQ((*core)->Set(entry).code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(CoordinatorCoreTest, CreateRefusesJobsItCannotPlan) {
+  v1::JobConfig job = TestJob(2);
+  job.clear_run();
+  EXPECT_EQ(CoordinatorCore::Create(job, {}).status().code(), absl::StatusCode::kInvalidArgument);
+  job = TestJob(2);
+  job.mutable_groups(1)->set_layer_begin(3);
+  absl::Status status = CoordinatorCore::Create(job, {}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("group 1 covers layers [3, 4)"), absl::string_view::npos) << status;
+  job = TestJob(2);
+  job.mutable_groups(0)->set_dim(999);
+  EXPECT_EQ(CoordinatorCore::Create(job, {}).status().code(), absl::StatusCode::kInvalidArgument);
+  job = TestJob(0);
+  EXPECT_EQ(CoordinatorCore::Create(job, {}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace sketchfuse

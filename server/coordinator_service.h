@@ -1,0 +1,47 @@
+// The gRPC front of the coordinator: checks the bearer token and hands each
+// v1.Coordinator call to CoordinatorCore. Join and Get block (synchronous
+// handlers) until the core answers, the call's deadline passes or the client
+// cancels.
+#ifndef SKETCHFUSE_SERVER_COORDINATOR_SERVICE_H_
+#define SKETCHFUSE_SERVER_COORDINATOR_SERVICE_H_
+
+#include <string>
+
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/coordinator.grpc.pb.h"
+#include "server/coordinator_core.h"
+
+namespace sketchfuse {
+
+class CoordinatorService final : public v1::Coordinator::Service {
+ public:
+  // `core` must outlive the service. An empty token turns authentication off.
+  // Blocking calls wait at most `max_wait` even when the client set no deadline.
+  CoordinatorService(CoordinatorCore* core, std::string bearer_token,
+                     absl::Duration max_wait = absl::Minutes(10))
+      : core_(core), bearer_token_(std::move(bearer_token)), max_wait_(max_wait) {}
+
+  grpc::Status Join(grpc::ServerContext* context, const v1::JoinRequest* request,
+                    v1::JoinReply* reply) override;
+  grpc::Status RegisterShard(grpc::ServerContext* context, const v1::RegisterShardRequest* request,
+                             v1::RegisterShardReply* reply) override;
+  grpc::Status Heartbeat(grpc::ServerContext* context, const v1::HeartbeatRequest* request,
+                         v1::HeartbeatReply* reply) override;
+  grpc::Status Set(grpc::ServerContext* context, const v1::KeyValue* request,
+                   v1::SetReply* reply) override;
+  grpc::Status Get(grpc::ServerContext* context, const v1::GetRequest* request,
+                   v1::KeyValue* reply) override;
+
+ private:
+  // The earlier of the call's deadline and now + max_wait_.
+  absl::Time Deadline(const grpc::ServerContext& context) const;
+
+  CoordinatorCore* core_;
+  const std::string bearer_token_;
+  const absl::Duration max_wait_;
+};
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_SERVER_COORDINATOR_SERVICE_H_
