@@ -14,13 +14,10 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/aggregator.grpc.pb.h"
+#include "proto/grpc_status.h"
 #include "server/aggregation_core.h"
 
 namespace sketchfuse {
-
-// absl and gRPC share the canonical status codes.
-grpc::Status ToGrpcStatus(const absl::Status& status);
-absl::Status FromGrpcStatus(const grpc::Status& status);
 
 // The metadata key and value prefix of the bearer token.
 inline constexpr char kAuthorizationKey[] = "authorization";

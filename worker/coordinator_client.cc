@@ -1,0 +1,103 @@
+#include "worker/coordinator_client.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "proto/run_config.h"
+#include "proto/grpc_status.h"
+
+namespace sketchfuse {
+
+CoordinatorClient::CoordinatorClient(const std::string& address, std::string job, std::string worker_id,
+                                     RpcChannelOptions options)
+    : job_(std::move(job)),
+      worker_id_(std::move(worker_id)),
+      options_(std::move(options)),
+      stub_(v1::Coordinator::NewStub(MakeRpcChannel(address, options_))) {}
+
+CoordinatorClient::~CoordinatorClient() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  if (heartbeats_.joinable()) heartbeats_.join();
+}
+
+absl::StatusOr<v1::JoinReply> CoordinatorClient::Join(const v1::RunConfig& run, absl::Duration patience) {
+  v1::JoinRequest request;
+  request.set_job(job_);
+  request.set_worker_id(worker_id_);
+  *request.mutable_run() = run;
+  request.set_fingerprint(RunFingerprint(run));
+  const absl::Time give_up = absl::Now() + patience;
+  while (true) {
+    grpc::ClientContext context;
+    AddCallCredentials(options_, context);
+    context.set_deadline(absl::ToChronoTime(give_up));
+    // Wait for the coordinator's port to open instead of failing at once.
+    context.set_wait_for_ready(true);
+    v1::JoinReply reply;
+    grpc::Status status = stub_->Join(&context, request, &reply);
+    if (status.ok()) return reply;
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE || absl::Now() >= give_up) {
+      return absl::Status(FromGrpcStatus(status).code(),
+                          absl::StrCat("joining job '", job_, "' as '", worker_id_, "': ", status.error_message()));
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+}
+
+absl::Status CoordinatorClient::Set(const std::string& key, const std::string& value) {
+  v1::KeyValue entry;
+  entry.set_job(job_);
+  entry.set_key(key);
+  entry.set_value(value);
+  grpc::ClientContext context;
+  AddCallCredentials(options_, context);
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::SetReply reply;
+  return FromGrpcStatus(stub_->Set(&context, entry, &reply));
+}
+
+absl::StatusOr<std::string> CoordinatorClient::Get(const std::string& key, absl::Duration wait) {
+  v1::GetRequest request;
+  request.set_job(job_);
+  request.set_key(key);
+  request.set_wait_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(wait)));
+  grpc::ClientContext context;
+  AddCallCredentials(options_, context);
+  context.set_deadline(absl::ToChronoTime(absl::Now() + wait + absl::Seconds(10)));
+  v1::KeyValue reply;
+  grpc::Status status = stub_->Get(&context, request, &reply);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return reply.value();
+}
+
+void CoordinatorClient::StartHeartbeats(absl::Duration period) {
+  if (heartbeats_.joinable()) return;
+  heartbeats_ = std::thread([this, period] {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      lock.unlock();
+      v1::HeartbeatRequest request;
+      request.set_job(job_);
+      request.set_worker_id(worker_id_);
+      grpc::ClientContext context;
+      AddCallCredentials(options_, context);
+      context.set_deadline(absl::ToChronoTime(absl::Now() + period));
+      v1::HeartbeatReply reply;
+      grpc::Status status = stub_->Heartbeat(&context, request, &reply);
+      lock.lock();
+      if (status.ok()) dead_workers_.assign(reply.dead_workers().begin(), reply.dead_workers().end());
+      stop_cv_.wait_for(lock, absl::ToChronoMilliseconds(period));
+    }
+  });
+}
+
+std::vector<std::string> CoordinatorClient::dead_workers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dead_workers_;
+}
+
+}  // namespace sketchfuse

@@ -1,0 +1,55 @@
+// A worker's view of the coordinator: join (waiting for the job to
+// assemble), the key-value store, and a heartbeat thread.
+#ifndef SKETCHFUSE_WORKER_COORDINATOR_CLIENT_H_
+#define SKETCHFUSE_WORKER_COORDINATOR_CLIENT_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/coordinator.grpc.pb.h"
+#include "worker/rpc_channel.h"
+
+namespace sketchfuse {
+
+class CoordinatorClient {
+ public:
+  CoordinatorClient(const std::string& address, std::string job, std::string worker_id,
+                    RpcChannelOptions options);
+  ~CoordinatorClient();  // stops the heartbeat thread
+
+  // Joins with `run`, retrying while the coordinator is unreachable, and waits
+  // up to `patience` for the job to assemble. The coordinator's refusal
+  // (a different configuration, a full job) is returned as is.
+  absl::StatusOr<v1::JoinReply> Join(const v1::RunConfig& run, absl::Duration patience);
+
+  absl::Status Set(const std::string& key, const std::string& value);
+  // Waits up to `wait` for the key; NOT_FOUND if it is not set by then.
+  absl::StatusOr<std::string> Get(const std::string& key, absl::Duration wait);
+
+  // Sends a heartbeat every `period` on a thread of its own until destroyed.
+  // The latest reply's dead workers are readable through dead_workers().
+  void StartHeartbeats(absl::Duration period);
+  std::vector<std::string> dead_workers() const;
+
+ private:
+  const std::string job_;
+  const std::string worker_id_;
+  const RpcChannelOptions options_;
+  std::unique_ptr<v1::Coordinator::Stub> stub_;
+
+  mutable std::mutex mu_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;
+  std::vector<std::string> dead_workers_;
+  std::thread heartbeats_;
+};
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_WORKER_COORDINATOR_CLIENT_H_

@@ -1,0 +1,103 @@
+#include "worker/job_plan.h"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/compressor.h"
+#include "common/compressor_registry.h"
+#include "common/cost_model.h"
+#include "common/fusion_planner.h"
+#include "google/protobuf/util/json_util.h"
+#include "worker/ps_scheme.h"
+
+namespace sketchfuse {
+namespace {
+
+// A cost model for planning on a loopback cluster of small machines: about
+// 2 GB/s of compression, 1 GB/s of transfer of the compressed payload and a
+// 300 us round latency. Only the ratios matter to the planner's choice.
+GroupCostModel LoopbackCostModel() {
+  GroupCostModel model;
+  model.compress = {20e-6, 0.5e-9};
+  model.transfer = {300e-6, 0.1e-9};
+  model.decode = {50e-6, 0.5e-9};
+  return model;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::JobConfig> MakeJobConfig(const std::string& job_name, uint32_t world_size,
+                                            const v1::RunConfig& run, uint32_t round_deadline_ms) {
+  if (job_name.empty()) return absl::InvalidArgumentError("the job name is empty");
+  if (world_size == 0) return absl::InvalidArgumentError("the world size is 0");
+  if (run.layer_sizes().empty()) return absl::InvalidArgumentError("the run has no layers");
+  if (absl::Status s = CheckSchemeCompressor(run.scheme(), run.compressor()); !s.ok()) return s;
+  std::vector<LayerTiming> layers;
+  for (uint64_t size : run.layer_sizes()) {
+    // Backward time grows with the layer; 1 ns per element is a CPU's order.
+    layers.push_back({static_cast<int64_t>(size), 1e-9 * static_cast<double>(size)});
+  }
+  absl::StatusOr<FusionPlan> plan = PlanByMode(run.fusion(), layers, LoopbackCostModel());
+  if (!plan.ok()) return plan.status();
+
+  absl::StatusOr<CompressorSpec> spec = ParseCompressorSpec(run.compressor());
+  if (!spec.ok()) return spec.status();
+  if (spec->name == "count_sketch") spec->params["seed"] = absl::StrCat(run.seed());
+  const std::string group_compressor = spec->ToString();
+
+  v1::JobConfig job;
+  job.set_job(job_name);
+  job.set_world_size(world_size);
+  job.set_round_deadline_ms(round_deadline_ms);
+  job.set_hash_seed(run.seed());
+  *job.mutable_run() = run;
+  for (size_t g = 0; g < plan->groups.size(); ++g) {
+    const FusionGroup& fused = plan->groups[g];
+    v1::GroupConfig* group = job.add_groups();
+    group->set_group(static_cast<uint32_t>(g));
+    group->set_dim(static_cast<uint64_t>(fused.num_elements));
+    group->set_layer_begin(fused.first_layer);
+    group->set_layer_end(fused.first_layer + fused.num_layers);
+    group->set_compressor(group_compressor);
+    absl::StatusOr<std::unique_ptr<Compressor>> check =
+        CompressorRegistry::Default().Create(group_compressor);
+    if (!check.ok()) return check.status();
+    if (run.scheme() == "topk_ps") {
+      // The server keeps the k largest of the union, k as each worker's.
+      const double density = spec->params.count("density") ? std::stod(spec->params.at("density")) : 0.001;
+      const uint64_t k = spec->params.count("k") ? std::stoull(spec->params.at("k")) : 0;
+      group->set_reselect_top_k(SelectionSize(group->dim(), density, k));
+    }
+  }
+  return job;
+}
+
+std::vector<GroupLayout> GroupLayouts(const v1::JobConfig& job) {
+  std::vector<GroupLayout> layouts;
+  for (const v1::GroupConfig& g : job.groups()) {
+    layouts.push_back({static_cast<int>(g.layer_begin()), static_cast<int>(g.layer_end() - g.layer_begin())});
+  }
+  return layouts;
+}
+
+absl::Status WriteJobConfig(const v1::JobConfig& job, const std::string& path) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  auto printed = google::protobuf::util::MessageToJsonString(job, &json, options);
+  if (!printed.ok()) return absl::InternalError(std::string(printed.message()));
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << json;
+    if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write '", tmp, "'"));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot rename '", tmp, "' to '", path, "'"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sketchfuse

@@ -1,0 +1,112 @@
+#include "worker/ps_scheme.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/compressor_registry.h"
+#include "common/error_feedback.h"
+
+namespace sketchfuse {
+
+absl::Status CheckSchemeCompressor(const std::string& scheme, const std::string& compressor) {
+  absl::StatusOr<CompressorSpec> spec = ParseCompressorSpec(compressor);
+  if (!spec.ok()) return spec.status();
+  const std::map<std::string, std::string> required = {
+      {"sketch_ps", "count_sketch"}, {"topk_ps", "topk"}, {"dense_ps", "dense"}};
+  auto it = required.find(scheme);
+  if (it == required.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown scheme '", scheme, "'; the centralized schemes are sketch_ps, topk_ps, dense_ps"));
+  }
+  if (spec->name != it->second) {
+    return absl::InvalidArgumentError(absl::StrCat("scheme ", scheme, " needs the ", it->second,
+                                                   " compressor; got '", compressor, "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<PsScheme>> PsScheme::Create(const v1::JoinReply& joined,
+                                                          RpcChannelOptions options, RetryPolicy policy) {
+  const v1::JobConfig& job = joined.job();
+  if (absl::Status s = CheckSchemeCompressor(job.run().scheme(), job.run().compressor()); !s.ok()) return s;
+  if (joined.shard_of_group_size() != job.groups_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("the shard map covers ", joined.shard_of_group_size(),
+                                                   " groups; the job has ", job.groups_size()));
+  }
+  std::vector<std::string> addresses(joined.shards_size());
+  for (const v1::ShardAddress& shard : joined.shards()) {
+    if (shard.shard() >= addresses.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("shard index ", shard.shard(), " out of range"));
+    }
+    addresses[shard.shard()] = shard.address();
+  }
+  std::vector<uint32_t> group_ids;
+  std::vector<int> shard_of_group;
+  std::vector<std::unique_ptr<Compressor>> compressors;
+  for (int g = 0; g < job.groups_size(); ++g) {
+    const v1::GroupConfig& group = job.groups(g);
+    absl::StatusOr<std::unique_ptr<Compressor>> compressor =
+        CompressorRegistry::Default().Create(group.compressor());
+    if (!compressor.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("group ", group.group(), ": ", compressor.status().message()));
+    }
+    compressors.push_back(job.run().error_feedback() ? WithErrorFeedback(*std::move(compressor))
+                                                     : *std::move(compressor));
+    group_ids.push_back(group.group());
+    if (joined.shard_of_group(g) >= addresses.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("group ", group.group(), " maps to shard ",
+                                                     joined.shard_of_group(g), " of ", addresses.size()));
+    }
+    shard_of_group.push_back(static_cast<int>(joined.shard_of_group(g)));
+  }
+  auto transport = std::make_unique<PsTransport>(addresses, std::move(options), policy);
+  return std::unique_ptr<PsScheme>(new PsScheme(job.run().scheme(), job.job(), joined.rank(),
+                                                std::move(group_ids), std::move(shard_of_group),
+                                                std::move(compressors), std::move(transport)));
+}
+
+PsScheme::PsScheme(std::string scheme, std::string job, uint32_t rank, std::vector<uint32_t> group_ids,
+                   std::vector<int> shard_of_group, std::vector<std::unique_ptr<Compressor>> compressors,
+                   std::unique_ptr<PsTransport> transport)
+    : scheme_(std::move(scheme)),
+      job_(std::move(job)),
+      rank_(rank),
+      group_ids_(std::move(group_ids)),
+      shard_of_group_(std::move(shard_of_group)),
+      compressors_(std::move(compressors)),
+      transport_(std::move(transport)) {}
+
+void PsScheme::Exchange(uint64_t step, int group, absl::Span<const float> grad, ExchangeDone done) {
+  if (group < 0 || group >= static_cast<int>(compressors_.size())) {
+    done(absl::InvalidArgumentError(absl::StrCat("group index ", group, " out of range")));
+    return;
+  }
+  EncodeContext context;
+  context.step = step;
+  absl::StatusOr<Payload> payload = compressors_[group]->Encode(grad, context);
+  if (!payload.ok()) {
+    done(payload.status());
+    return;
+  }
+  const size_t dense_bytes = grad.size() * sizeof(float);
+  transport_->Push(shard_of_group_[group], job_, step, group_ids_[group], rank_, *payload,
+                   [done = std::move(done), dense_bytes](absl::StatusOr<PushOutcome> outcome) {
+                     if (!outcome.ok()) {
+                       done(outcome.status());
+                       return;
+                     }
+                     ExchangeResult result;
+                     result.update = std::move(outcome->update);
+                     result.bytes_sent = outcome->bytes_sent;
+                     result.dense_bytes = dense_bytes;
+                     done(std::move(result));
+                   });
+}
+
+absl::Status PsScheme::OnApplied(int group, const Update& update) {
+  if (group < 0 || group >= static_cast<int>(compressors_.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("group index ", group, " out of range"));
+  }
+  return compressors_[group]->OnApplied(update);
+}
+
+}  // namespace sketchfuse

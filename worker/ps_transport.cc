@@ -1,0 +1,104 @@
+#include "worker/ps_transport.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "proto/grpc_status.h"
+#include "proto/payload_convert.h"
+
+namespace sketchfuse {
+
+struct PsTransport::Call {
+  int shard = 0;
+  uint32_t group = 0;
+  v1::PushRequest request;
+  v1::PushReply reply;
+  std::unique_ptr<grpc::ClientContext> context;
+  int attempts = 0;
+  absl::Duration backoff;
+  PushDone done;
+};
+
+PsTransport::PsTransport(const std::vector<std::string>& shard_addresses, RpcChannelOptions options,
+                         RetryPolicy policy)
+    : options_(std::move(options)), policy_(policy), addresses_(shard_addresses) {
+  for (const std::string& address : addresses_) {
+    stubs_.push_back(v1::Aggregator::NewStub(MakeRpcChannel(address, options_)));
+  }
+}
+
+PsTransport::~PsTransport() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_.wait(lock, [this] { return in_flight_ == 0; });
+}
+
+void PsTransport::Push(int shard, const std::string& job, uint64_t step, uint32_t group, uint32_t worker,
+                       const Payload& payload, PushDone done) {
+  if (shard < 0 || shard >= num_shards()) {
+    done(absl::InvalidArgumentError(absl::StrCat("group ", group, " maps to shard ", shard, " of ",
+                                                 num_shards())));
+    return;
+  }
+  auto call = std::make_shared<Call>();
+  call->shard = shard;
+  call->group = group;
+  call->request.mutable_round()->set_job(job);
+  call->request.mutable_round()->set_step(step);
+  call->request.mutable_round()->set_group(group);
+  call->request.set_worker(worker);
+  PayloadToProto(payload, call->request.mutable_payload());
+  call->backoff = policy_.initial_backoff;
+  call->done = std::move(done);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++in_flight_;
+  }
+  Attempt(std::move(call));
+}
+
+void PsTransport::Attempt(std::shared_ptr<Call> call) {
+  ++call->attempts;
+  call->context = std::make_unique<grpc::ClientContext>();
+  AddCallCredentials(options_, *call->context);
+  call->context->set_deadline(absl::ToChronoTime(absl::Now() + policy_.push_deadline));
+  call->reply.Clear();
+  stubs_[call->shard]->async()->Push(
+      call->context.get(), &call->request, &call->reply, [this, call](grpc::Status status) {
+        if (status.error_code() == grpc::StatusCode::UNAVAILABLE && call->attempts < policy_.max_attempts) {
+          // Back off on a thread of our own: gRPC's callback threads must not block.
+          const absl::Duration wait = call->backoff;
+          call->backoff = std::min(call->backoff * 2, policy_.max_backoff);
+          std::thread([this, call, wait] {
+            absl::SleepFor(wait);
+            Attempt(call);
+          }).detach();
+          return;
+        }
+        absl::StatusOr<PushOutcome> outcome;
+        if (!status.ok()) {
+          outcome = absl::Status(FromGrpcStatus(status).code(),
+                                 absl::StrCat("push of group ", call->group, " to shard ", call->shard, " (",
+                                              addresses_[call->shard], ") failed after ", call->attempts,
+                                              " attempt(s): ", status.error_message()));
+        } else {
+          absl::StatusOr<Update> update = UpdateFromProto(call->reply.update());
+          if (!update.ok()) {
+            outcome = absl::InternalError(absl::StrCat("shard ", call->shard, " answered group ", call->group,
+                                                       " with a malformed update: ", update.status().message()));
+          } else {
+            PushOutcome ok;
+            ok.update = *std::move(update);
+            ok.contributors = call->reply.contributors();
+            ok.attempts = call->attempts;
+            ok.bytes_sent = call->request.ByteSizeLong();
+            outcome = std::move(ok);
+          }
+        }
+        call->done(std::move(outcome));
+        std::lock_guard<std::mutex> lock(mu_);
+        if (--in_flight_ == 0) idle_.notify_all();
+      });
+}
+
+}  // namespace sketchfuse

@@ -1,0 +1,80 @@
+// The worker's side of the centralized route: one gRPC channel per
+// aggregation shard, pushes of a group's payload to the shard that owns it,
+// and the update the shard answers with.
+//
+// Pushes are asynchronous (gRPC callback API), so pushes of different groups
+// are in flight to all shards at once. A push that fails with UNAVAILABLE
+// (shard down, connection reset) is re-pushed after an exponential backoff,
+// until its retry budget is spent: re-pushing is safe because the servers
+// are idempotent per (round, worker). Every other failure (DEADLINE_EXCEEDED
+// naming missing workers, INVALID_ARGUMENT, ...) is reported at once.
+#ifndef SKETCHFUSE_WORKER_PS_TRANSPORT_H_
+#define SKETCHFUSE_WORKER_PS_TRANSPORT_H_
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/payload.h"
+#include "proto/aggregator.grpc.pb.h"
+#include "worker/rpc_channel.h"
+
+namespace sketchfuse {
+
+struct RetryPolicy {
+  // Deadline of one push (it waits for the whole round).
+  absl::Duration push_deadline = absl::Seconds(60);
+  // Attempts in all, the first included.
+  int max_attempts = 5;
+  absl::Duration initial_backoff = absl::Milliseconds(100);
+  absl::Duration max_backoff = absl::Seconds(2);
+};
+
+struct PushOutcome {
+  Update update;
+  // Workers whose payloads the update sums.
+  uint32_t contributors = 0;
+  int attempts = 0;
+  // Payload bytes sent by the successful attempt (as serialized).
+  size_t bytes_sent = 0;
+};
+
+using PushDone = std::function<void(absl::StatusOr<PushOutcome>)>;
+
+class PsTransport {
+ public:
+  // `shard_addresses[s]` is shard s's host:port.
+  PsTransport(const std::vector<std::string>& shard_addresses, RpcChannelOptions options,
+              RetryPolicy policy);
+  ~PsTransport();  // waits for pushes in flight
+
+  // Pushes `payload` as `worker`'s part of round (job, step, group) to
+  // `shard`; `done` runs exactly once, on a gRPC thread, with the decoded
+  // update or the final error (which names the shard and the group).
+  void Push(int shard, const std::string& job, uint64_t step, uint32_t group, uint32_t worker,
+            const Payload& payload, PushDone done);
+
+  int num_shards() const { return static_cast<int>(stubs_.size()); }
+
+ private:
+  struct Call;
+  void Attempt(std::shared_ptr<Call> call);
+
+  const RpcChannelOptions options_;
+  const RetryPolicy policy_;
+  std::vector<std::string> addresses_;
+  std::vector<std::unique_ptr<v1::Aggregator::Stub>> stubs_;
+
+  std::mutex mu_;
+  std::condition_variable idle_;
+  int in_flight_ = 0;
+};
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_WORKER_PS_TRANSPORT_H_

@@ -1,0 +1,77 @@
+#include "worker/rpc_channel.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace sketchfuse {
+namespace {
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", what, " file '", path, "'"));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+absl::StatusOr<RpcChannelOptions> LoadRpcChannelOptions(const std::string& token_file,
+                                                        const std::string& tls_ca_file,
+                                                        const std::string& client_cert_file,
+                                                        const std::string& client_key_file) {
+  RpcChannelOptions options;
+  if (!token_file.empty()) {
+    absl::StatusOr<std::string> token = ReadWholeFile(token_file, "--token_file");
+    if (!token.ok()) return token.status();
+    options.token = std::string(absl::StripAsciiWhitespace(*token));
+    if (options.token.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--token_file '", token_file, "' is empty"));
+    }
+  }
+  if (client_cert_file.empty() != client_key_file.empty()) {
+    return absl::InvalidArgumentError("--tls_cert and --tls_key must be given together");
+  }
+  if (!client_cert_file.empty() && tls_ca_file.empty()) {
+    return absl::InvalidArgumentError("--tls_cert needs --tls_ca (a client certificate is only sent over TLS)");
+  }
+  if (!tls_ca_file.empty()) {
+    absl::StatusOr<std::string> ca = ReadWholeFile(tls_ca_file, "--tls_ca");
+    if (!ca.ok()) return ca.status();
+    options.tls_ca = *ca;
+  }
+  if (!client_cert_file.empty()) {
+    absl::StatusOr<std::string> cert = ReadWholeFile(client_cert_file, "--tls_cert");
+    if (!cert.ok()) return cert.status();
+    absl::StatusOr<std::string> key = ReadWholeFile(client_key_file, "--tls_key");
+    if (!key.ok()) return key.status();
+    options.client_cert = *cert;
+    options.client_key = *key;
+  }
+  return options;
+}
+
+std::shared_ptr<grpc::Channel> MakeRpcChannel(const std::string& address,
+                                              const RpcChannelOptions& options) {
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!options.tls_ca.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options.tls_ca;
+    ssl.pem_cert_chain = options.client_cert;
+    ssl.pem_private_key = options.client_key;
+    credentials = grpc::SslCredentials(ssl);
+  }
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(options.max_message_bytes);
+  arguments.SetMaxSendMessageSize(options.max_message_bytes);
+  return grpc::CreateCustomChannel(address, credentials, arguments);
+}
+
+void AddCallCredentials(const RpcChannelOptions& options, grpc::ClientContext& context) {
+  if (!options.token.empty()) context.AddMetadata("authorization", absl::StrCat("Bearer ", options.token));
+}
+
+}  // namespace sketchfuse

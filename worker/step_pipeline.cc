@@ -1,0 +1,214 @@
+#include "worker/step_pipeline.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace sketchfuse {
+
+const char* PipelineEventName(PipelineEvent::Kind kind) {
+  switch (kind) {
+    case PipelineEvent::Kind::kGroupReady: return "group_ready";
+    case PipelineEvent::Kind::kExchangeStart: return "exchange_start";
+    case PipelineEvent::Kind::kExchangeSent: return "exchange_sent";
+    case PipelineEvent::Kind::kUpdateReceived: return "update_received";
+    case PipelineEvent::Kind::kBackwardEnd: return "backward_end";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<std::unique_ptr<StepPipeline>> StepPipeline::Create(std::vector<int64_t> layer_sizes,
+                                                                   std::vector<GroupLayout> groups,
+                                                                   AggregationScheme* scheme) {
+  if (scheme == nullptr) return absl::InvalidArgumentError("no aggregation scheme");
+  int next = 0;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (groups[g].first_layer != next || groups[g].num_layers < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("group ", g, " starts at layer ", groups[g].first_layer,
+                                                     " with ", groups[g].num_layers,
+                                                     " layers; expected a non-empty range from layer ", next));
+    }
+    next += groups[g].num_layers;
+  }
+  if (next != static_cast<int>(layer_sizes.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the groups cover ", next, " layers; the model has ", layer_sizes.size()));
+  }
+  for (size_t l = 0; l < layer_sizes.size(); ++l) {
+    if (layer_sizes[l] <= 0) return absl::InvalidArgumentError(absl::StrCat("layer ", l, " is empty"));
+  }
+  return std::unique_ptr<StepPipeline>(new StepPipeline(std::move(layer_sizes), std::move(groups), scheme));
+}
+
+StepPipeline::StepPipeline(std::vector<int64_t> layer_sizes, std::vector<GroupLayout> groups,
+                           AggregationScheme* scheme)
+    : layer_sizes_(std::move(layer_sizes)), groups_(std::move(groups)), scheme_(scheme) {
+  layer_offsets_.resize(layer_sizes_.size());
+  group_of_layer_.resize(layer_sizes_.size());
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    int64_t size = 0;
+    for (int l = groups_[g].first_layer; l < groups_[g].first_layer + groups_[g].num_layers; ++l) {
+      layer_offsets_[l] = size;
+      group_of_layer_[l] = static_cast<int>(g);
+      size += layer_sizes_[l];
+    }
+    group_sizes_.push_back(size);
+    buffers_.emplace_back(size);
+  }
+  layer_seen_.assign(layer_sizes_.size(), true);  // no step begun
+  layers_missing_.assign(groups_.size(), 0);
+  results_.resize(groups_.size());
+  communication_ = std::thread([this] { CommunicationLoop(); });
+}
+
+StepPipeline::~StepPipeline() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    changed_.wait(lock, [this] { return exchanges_in_flight_ == 0 && ready_.empty(); });
+    stop_ = true;
+  }
+  changed_.notify_all();
+  communication_.join();
+}
+
+void StepPipeline::RecordLocked(PipelineEvent::Kind kind, int group) {
+  events_.push_back({kind, group, next_seq_++, absl::Now()});
+}
+
+void StepPipeline::BeginStep(uint64_t step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  step_ = step;
+  layer_seen_.assign(layer_sizes_.size(), false);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    layers_missing_[g] = groups_[g].num_layers;
+    results_[g].reset();
+  }
+  step_error_ = absl::OkStatus();
+  events_.clear();
+}
+
+absl::Status StepPipeline::AddLayerGradient(int layer, absl::Span<const float> grad) {
+  absl::Status error;
+  if (layer < 0 || layer >= static_cast<int>(layer_sizes_.size())) {
+    error = absl::InvalidArgumentError(absl::StrCat("layer ", layer, " is out of range [0, ", layer_sizes_.size(), ")"));
+  } else if (static_cast<int64_t>(grad.size()) != layer_sizes_[layer]) {
+    error = absl::InvalidArgumentError(
+        absl::StrCat("layer ", layer, " has ", layer_sizes_[layer], " elements; got a gradient of ", grad.size()));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (error.ok() && layer_seen_[layer]) {
+    error = absl::InvalidArgumentError(absl::StrCat("layer ", layer, "'s gradient was given twice in step ", step_));
+  }
+  if (!error.ok()) {
+    if (step_error_.ok()) step_error_ = error;
+    changed_.notify_all();
+    return error;
+  }
+  layer_seen_[layer] = true;
+  const int g = group_of_layer_[layer];
+  // Different layers write disjoint ranges; the group is not handed over
+  // before its last layer is in, so the copy may run under the lock cheaply.
+  std::memcpy(buffers_[g].data() + layer_offsets_[layer], grad.data(), grad.size() * sizeof(float));
+  if (--layers_missing_[g] == 0) {
+    RecordLocked(PipelineEvent::Kind::kGroupReady, g);
+    ready_.push_back(g);
+    changed_.notify_all();
+  }
+  return absl::OkStatus();
+}
+
+void StepPipeline::MarkBackwardEnd() {
+  std::lock_guard<std::mutex> lock(mu_);
+  RecordLocked(PipelineEvent::Kind::kBackwardEnd, -1);
+  for (size_t l = 0; l < layer_seen_.size(); ++l) {
+    if (!layer_seen_[l] && step_error_.ok()) {
+      step_error_ = absl::FailedPreconditionError(absl::StrCat(
+          "layer ", l, " produced no gradient in step ", step_, " (a parameter the loss does not use?)"));
+    }
+  }
+  changed_.notify_all();
+}
+
+void StepPipeline::CommunicationLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    changed_.wait(lock, [this] { return stop_ || !ready_.empty(); });
+    if (stop_) return;
+    const int g = ready_.front();
+    ready_.pop_front();
+    ++exchanges_in_flight_;
+    const uint64_t step = step_;
+    RecordLocked(PipelineEvent::Kind::kExchangeStart, g);
+    lock.unlock();
+    scheme_->Exchange(step, g, buffers_[g], [this, g](absl::StatusOr<ExchangeResult> result) {
+      std::lock_guard<std::mutex> done_lock(mu_);
+      RecordLocked(PipelineEvent::Kind::kUpdateReceived, g);
+      results_[g] = std::move(result);
+      --exchanges_in_flight_;
+      changed_.notify_all();
+    });
+    lock.lock();
+    RecordLocked(PipelineEvent::Kind::kExchangeSent, g);
+  }
+}
+
+absl::StatusOr<std::vector<Update>> StepPipeline::FinishStep(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto all_done = [this] {
+    if (!step_error_.ok()) return exchanges_in_flight_ == 0 && ready_.empty();
+    for (const auto& result : results_) {
+      if (!result.has_value()) return false;
+    }
+    return true;
+  };
+  if (!changed_.wait_for(lock, absl::ToChronoMilliseconds(timeout), all_done)) {
+    std::vector<std::string> missing;
+    for (size_t g = 0; g < results_.size(); ++g) {
+      if (!results_[g].has_value()) {
+        missing.push_back(absl::StrCat(g, layers_missing_[g] > 0 ? " (layers missing)" : " (no update)"));
+      }
+    }
+    return absl::DeadlineExceededError(
+        absl::StrCat("step ", step_, " did not finish in ", absl::FormatDuration(timeout), "; groups: ",
+                     absl::StrJoin(missing, ", ")));
+  }
+  if (!step_error_.ok()) return step_error_;
+  std::vector<Update> updates;
+  updates.reserve(results_.size());
+  for (size_t g = 0; g < results_.size(); ++g) {
+    if (!results_[g]->ok()) return results_[g]->status();
+  }
+  for (auto& result : results_) updates.push_back(std::move((*result)->update));
+  return updates;
+}
+
+absl::Status StepPipeline::Applied(const std::vector<Update>& updates) {
+  if (updates.size() != groups_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(updates.size(), " updates for ", groups_.size(), " groups"));
+  }
+  for (size_t g = 0; g < updates.size(); ++g) {
+    if (absl::Status s = scheme_->OnApplied(static_cast<int>(g), updates[g]); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+std::vector<PipelineEvent> StepPipeline::events() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return events_;
+}
+
+StepTraffic StepPipeline::traffic() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  StepTraffic traffic;
+  for (const auto& result : results_) {
+    if (result.has_value() && result->ok()) {
+      traffic.bytes_sent += (*result)->bytes_sent;
+      traffic.dense_bytes += (*result)->dense_bytes;
+    }
+  }
+  return traffic;
+}
+
+}  // namespace sketchfuse

@@ -1,0 +1,119 @@
+// The per-step gradient pipeline of a worker, independent of the model
+// library: layer gradients are copied into their group's fusion buffer as the
+// backward pass produces them; a group whose last layer arrives is handed to
+// the communication thread, which runs the scheme's exchange (compress and
+// push) while the backward pass goes on with the other layers. A step ends
+// when every group's update has arrived.
+//
+// Layers are numbered in backward order (layer 0 is the first whose gradient
+// is ready), and the groups of the plan are contiguous layer ranges.
+//
+// Thread-safety: AddLayerGradient may be called from any thread (autograd
+// hooks); BeginStep, MarkBackwardEnd, FinishStep and Applied from one.
+#ifndef SKETCHFUSE_WORKER_STEP_PIPELINE_H_
+#define SKETCHFUSE_WORKER_STEP_PIPELINE_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "worker/aggregation_scheme.h"
+
+namespace sketchfuse {
+
+// A group of the plan: layers [first_layer, first_layer + num_layers).
+struct GroupLayout {
+  int first_layer = 0;
+  int num_layers = 0;
+};
+
+// What happened when, in one step, in the order it happened (seq).
+struct PipelineEvent {
+  enum class Kind { kGroupReady, kExchangeStart, kExchangeSent, kUpdateReceived, kBackwardEnd };
+  Kind kind;
+  int group = -1;  // -1 for kBackwardEnd
+  int64_t seq = 0;
+  absl::Time time;
+};
+
+const char* PipelineEventName(PipelineEvent::Kind kind);
+
+struct StepTraffic {
+  size_t bytes_sent = 0;
+  size_t dense_bytes = 0;
+};
+
+class StepPipeline {
+ public:
+  // INVALID_ARGUMENT unless the groups tile the layers in order and every
+  // layer size is positive.
+  static absl::StatusOr<std::unique_ptr<StepPipeline>> Create(std::vector<int64_t> layer_sizes,
+                                                              std::vector<GroupLayout> groups,
+                                                              AggregationScheme* scheme);
+  ~StepPipeline();  // stops the communication thread after the exchanges in flight
+
+  void BeginStep(uint64_t step);
+
+  // Copies layer `layer`'s gradient of this step. INVALID_ARGUMENT for a
+  // layer out of range, a size that is not the layer's, or a layer given
+  // twice in a step; the step is then failed (FinishStep reports it).
+  absl::Status AddLayerGradient(int layer, absl::Span<const float> grad);
+
+  // Records the end of the backward pass (for the timeline). A layer that
+  // has not delivered its gradient by then fails the step.
+  void MarkBackwardEnd();
+
+  // Waits for every group's update. The error of the first failed group (or
+  // of a missing layer) if any. Updates are indexed by group.
+  absl::StatusOr<std::vector<Update>> FinishStep(absl::Duration timeout = absl::Minutes(5));
+
+  // Tells the scheme the step's updates were applied.
+  absl::Status Applied(const std::vector<Update>& updates);
+
+  // This step's events, in order, and traffic.
+  std::vector<PipelineEvent> events() const;
+  StepTraffic traffic() const;
+
+  int num_groups() const { return static_cast<int>(groups_.size()); }
+  int64_t group_size(int group) const { return group_sizes_[group]; }
+  // Element offset of `layer` within its group's buffer, and its group.
+  int64_t layer_offset(int layer) const { return layer_offsets_[layer]; }
+  int group_of_layer(int layer) const { return group_of_layer_[layer]; }
+
+ private:
+  StepPipeline(std::vector<int64_t> layer_sizes, std::vector<GroupLayout> groups, AggregationScheme* scheme);
+  void RecordLocked(PipelineEvent::Kind kind, int group);
+  void CommunicationLoop();
+
+  const std::vector<int64_t> layer_sizes_;
+  const std::vector<GroupLayout> groups_;
+  AggregationScheme* const scheme_;
+  std::vector<int64_t> group_sizes_, layer_offsets_;
+  std::vector<int> group_of_layer_;
+  std::vector<std::vector<float>> buffers_;  // one per group
+
+  mutable std::mutex mu_;
+  std::condition_variable changed_;
+  uint64_t step_ = 0;
+  std::vector<bool> layer_seen_;
+  std::vector<int> layers_missing_;  // per group
+  std::deque<int> ready_;            // groups waiting for the communication thread
+  std::vector<std::optional<absl::StatusOr<ExchangeResult>>> results_;
+  absl::Status step_error_;
+  int exchanges_in_flight_ = 0;
+  std::vector<PipelineEvent> events_;
+  int64_t next_seq_ = 0;
+  bool stop_ = false;
+  std::thread communication_;
+};
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_WORKER_STEP_PIPELINE_H_

@@ -1,0 +1,218 @@
+// The worker pipeline against a real aggregation server (in process, gRPC on
+// a loopback port): fused groups reach the server as the backward pass
+// produces them, the updates are the sums of the workers' gradients, and the
+// exchange of an early group starts before the backward pass ends.
+#include "worker/step_pipeline.h"
+
+#include <future>
+#include <numeric>
+
+#include "gtest/gtest.h"
+#include "server/aggregator_service.h"
+#include "server/job_config.h"
+#include "worker/job_plan.h"
+#include "worker/ps_scheme.h"
+
+namespace sketchfuse {
+namespace {
+
+class PipelineTest : public ::testing::Test {
+ protected:
+  // A job of `world` workers over `sizes` (backward order), one shard.
+  void StartJob(uint32_t world, std::vector<uint64_t> sizes, const std::string& scheme,
+                const std::string& compressor, const std::string& fusion) {
+    v1::RunConfig run;
+    run.set_workload("test");
+    run.set_scheme(scheme);
+    run.set_compressor(compressor);
+    run.set_fusion(fusion);
+    run.set_error_feedback(true);
+    for (uint64_t s : sizes) run.add_layer_sizes(s);
+    absl::StatusOr<v1::JobConfig> job = MakeJobConfig("test-job", world, run);
+    ASSERT_TRUE(job.ok()) << job.status();
+    job_ = *job;
+    absl::StatusOr<AggregationConfig> shard = ShardConfig(job_, 0, 1);
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    absl::StatusOr<std::unique_ptr<AggregationCore>> core = AggregationCore::Create(*shard);
+    ASSERT_TRUE(core.ok());
+    core_ = *std::move(core);
+    service_ = std::make_unique<AggregatorService>(core_.get(), "");
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(port, 0);
+    joined_.clear();
+    for (uint32_t rank = 0; rank < world; ++rank) {
+      v1::JoinReply reply;
+      reply.set_rank(rank);
+      reply.set_world_size(world);
+      *reply.mutable_job() = job_;
+      v1::ShardAddress* address = reply.add_shards();
+      address->set_address("127.0.0.1:" + std::to_string(port));
+      for (int g = 0; g < job_.groups_size(); ++g) reply.add_shard_of_group(0);
+      joined_.push_back(reply);
+    }
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+  }
+
+  v1::JobConfig job_;
+  std::vector<v1::JoinReply> joined_;
+  std::unique_ptr<AggregationCore> core_;
+  std::unique_ptr<AggregatorService> service_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+std::vector<float> Gradient(int worker, int layer, int64_t size, uint64_t step) {
+  std::vector<float> g(size);
+  for (int64_t i = 0; i < size; ++i) g[i] = static_cast<float>((worker + 1) * 0.5 + layer - 0.001 * i + step);
+  return g;
+}
+
+// Runs one step of one worker; returns the updates.
+absl::StatusOr<std::vector<Update>> RunStep(StepPipeline& pipeline, int worker, const std::vector<uint64_t>& sizes,
+                                            uint64_t step, absl::Duration pause_between_layers) {
+  pipeline.BeginStep(step);
+  for (size_t l = 0; l < sizes.size(); ++l) {
+    std::vector<float> g = Gradient(worker, static_cast<int>(l), sizes[l], step);
+    if (absl::Status s = pipeline.AddLayerGradient(static_cast<int>(l), g); !s.ok()) return s;
+    absl::SleepFor(pause_between_layers);
+  }
+  pipeline.MarkBackwardEnd();
+  absl::StatusOr<std::vector<Update>> updates = pipeline.FinishStep(absl::Seconds(30));
+  if (!updates.ok()) return updates;
+  if (absl::Status s = pipeline.Applied(*updates); !s.ok()) return s;
+  return updates;
+}
+
+TEST_F(PipelineTest, DenseUpdatesAreTheSumsOfTheWorkersFusedGradients) {
+  const std::vector<uint64_t> sizes = {30, 5, 100, 7, 64};
+  StartJob(2, sizes, "dense_ps", "dense", "2");
+  ASSERT_EQ(job_.groups_size(), 2);
+  std::vector<std::unique_ptr<PsScheme>> schemes;
+  std::vector<std::unique_ptr<StepPipeline>> pipelines;
+  for (int w = 0; w < 2; ++w) {
+    absl::StatusOr<std::unique_ptr<PsScheme>> scheme = PsScheme::Create(joined_[w], {}, {});
+    ASSERT_TRUE(scheme.ok()) << scheme.status();
+    schemes.push_back(*std::move(scheme));
+    absl::StatusOr<std::unique_ptr<StepPipeline>> pipeline = StepPipeline::Create(
+        std::vector<int64_t>(sizes.begin(), sizes.end()), GroupLayouts(job_), schemes.back().get());
+    ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+    pipelines.push_back(*std::move(pipeline));
+  }
+  for (uint64_t step = 0; step < 3; ++step) {
+    auto other = std::async(std::launch::async, [&] { return RunStep(*pipelines[1], 1, sizes, step, absl::ZeroDuration()); });
+    absl::StatusOr<std::vector<Update>> mine = RunStep(*pipelines[0], 0, sizes, step, absl::ZeroDuration());
+    absl::StatusOr<std::vector<Update>> theirs = other.get();
+    ASSERT_TRUE(mine.ok()) << mine.status();
+    ASSERT_TRUE(theirs.ok()) << theirs.status();
+    for (int g = 0; g < 2; ++g) {
+      const Update& update = (*mine)[g];
+      ASSERT_TRUE(update.dense);
+      std::vector<float> expected;
+      const v1::GroupConfig& group = job_.groups(g);
+      for (uint32_t l = group.layer_begin(); l < group.layer_end(); ++l) {
+        std::vector<float> a = Gradient(0, l, sizes[l], step), b = Gradient(1, l, sizes[l], step);
+        for (size_t i = 0; i < a.size(); ++i) expected.push_back(a[i] + b[i]);
+      }
+      ASSERT_EQ(update.values.size(), expected.size());
+      for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(update.values[i], expected[i], 1e-4) << i;
+      EXPECT_EQ(update.values, (*theirs)[g].values);
+    }
+    const StepTraffic traffic = pipelines[0]->traffic();
+    EXPECT_EQ(traffic.dense_bytes, 4 * std::accumulate(sizes.begin(), sizes.end(), uint64_t{0}));
+    EXPECT_GT(traffic.bytes_sent, traffic.dense_bytes);  // dense plus framing
+  }
+}
+
+TEST_F(PipelineTest, SketchUpdatesAreSparseAndIdenticalOnEveryWorker) {
+  const std::vector<uint64_t> sizes = {5000, 50, 20000, 10};
+  StartJob(2, sizes, "sketch_ps", "count_sketch:density=0.01,rows=5,width=10", "per_layer");
+  std::vector<std::unique_ptr<PsScheme>> schemes;
+  std::vector<std::unique_ptr<StepPipeline>> pipelines;
+  for (int w = 0; w < 2; ++w) {
+    schemes.push_back(*PsScheme::Create(joined_[w], {}, {}));
+    pipelines.push_back(*StepPipeline::Create(std::vector<int64_t>(sizes.begin(), sizes.end()),
+                                              GroupLayouts(job_), schemes.back().get()));
+  }
+  auto other = std::async(std::launch::async, [&] { return RunStep(*pipelines[1], 1, sizes, 0, absl::ZeroDuration()); });
+  absl::StatusOr<std::vector<Update>> mine = RunStep(*pipelines[0], 0, sizes, 0, absl::ZeroDuration());
+  absl::StatusOr<std::vector<Update>> theirs = other.get();
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  ASSERT_TRUE(theirs.ok()) << theirs.status();
+  ASSERT_EQ(mine->size(), 4u);
+  for (size_t g = 0; g < 4; ++g) {
+    EXPECT_FALSE((*mine)[g].dense);
+    EXPECT_EQ((*mine)[g].indices, (*theirs)[g].indices);
+    EXPECT_EQ((*mine)[g].values, (*theirs)[g].values);
+    EXPECT_LE((*mine)[g].indices.size(), std::max<size_t>(1, sizes[g] / 100 + 1));
+  }
+  EXPECT_LT(pipelines[0]->traffic().bytes_sent, pipelines[0]->traffic().dense_bytes);
+}
+
+TEST_F(PipelineTest, EarlyGroupsAreExchangedWhileTheBackwardPassContinues) {
+  const std::vector<uint64_t> sizes = {100, 100, 100, 100};
+  StartJob(1, sizes, "dense_ps", "dense", "per_layer");
+  std::unique_ptr<PsScheme> scheme = *PsScheme::Create(joined_[0], {}, {});
+  std::unique_ptr<StepPipeline> pipeline =
+      *StepPipeline::Create({100, 100, 100, 100}, GroupLayouts(job_), scheme.get());
+  // A backward pass that takes 50 ms per layer.
+  ASSERT_TRUE(RunStep(*pipeline, 0, sizes, 0, absl::Milliseconds(50)).ok());
+  const std::vector<PipelineEvent> events = pipeline->events();
+  int64_t backward_end = -1;
+  std::vector<int64_t> exchange_start(4, -1);
+  for (const PipelineEvent& e : events) {
+    if (e.kind == PipelineEvent::Kind::kBackwardEnd) backward_end = e.seq;
+    if (e.kind == PipelineEvent::Kind::kExchangeStart) exchange_start[e.group] = e.seq;
+  }
+  ASSERT_GE(backward_end, 0);
+  // Every group but the last starts its exchange before the backward pass ends.
+  for (int g = 0; g < 3; ++g) {
+    ASSERT_GE(exchange_start[g], 0);
+    EXPECT_LT(exchange_start[g], backward_end) << "group " << g;
+  }
+}
+
+TEST_F(PipelineTest, RefusesBadLayerGradientsAndFailsTheStep) {
+  const std::vector<uint64_t> sizes = {10, 10};
+  StartJob(1, sizes, "dense_ps", "dense", "single");
+  std::unique_ptr<PsScheme> scheme = *PsScheme::Create(joined_[0], {}, {});
+  std::unique_ptr<StepPipeline> pipeline = *StepPipeline::Create({10, 10}, GroupLayouts(job_), scheme.get());
+  pipeline->BeginStep(0);
+  std::vector<float> g(10, 1.0f), wrong(9, 1.0f);
+  EXPECT_EQ(pipeline->AddLayerGradient(2, g).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(pipeline->AddLayerGradient(0, wrong).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(pipeline->AddLayerGradient(0, g).ok());
+  EXPECT_EQ(pipeline->AddLayerGradient(0, g).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(pipeline->FinishStep(absl::Seconds(5)).ok());
+  // A layer missing at the end of the backward pass fails the step at once.
+  pipeline->BeginStep(1);
+  EXPECT_TRUE(pipeline->AddLayerGradient(0, g).ok());
+  pipeline->MarkBackwardEnd();
+  absl::Status status = pipeline->FinishStep(absl::Seconds(5)).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(status.message().find("layer 1 produced no gradient"), absl::string_view::npos) << status;
+  // The next step is fine.
+  EXPECT_TRUE(RunStep(*pipeline, 0, sizes, 2, absl::ZeroDuration()).ok());
+}
+
+TEST(StepPipelineCreateTest, RefusesLayoutsThatDoNotTileTheLayers) {
+  class NoScheme : public AggregationScheme {
+    std::string name() const override { return "none"; }
+    void Exchange(uint64_t, int, absl::Span<const float>, ExchangeDone done) override {
+      done(absl::UnimplementedError("none"));
+    }
+    absl::Status OnApplied(int, const Update&) override { return absl::OkStatus(); }
+  } none;
+  EXPECT_FALSE(StepPipeline::Create({10, 10}, {{0, 1}}, &none).ok());
+  EXPECT_FALSE(StepPipeline::Create({10, 10}, {{1, 1}, {0, 1}}, &none).ok());
+  EXPECT_FALSE(StepPipeline::Create({10, 0}, {{0, 2}}, &none).ok());
+  EXPECT_FALSE(StepPipeline::Create({10}, {{0, 1}}, nullptr).ok());
+  EXPECT_TRUE(StepPipeline::Create({10, 10}, {{0, 1}, {1, 1}}, &none).ok());
+}
+
+}  // namespace
+}  // namespace sketchfuse
