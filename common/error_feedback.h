@@ -66,6 +66,10 @@ class ErrorFeedback final : public CompressorDecorator {
 
   // The current residual (empty before the first Encode).
   absl::Span<const float> residual() const { return residual_; }
+  // Replaces the residual (a worker resuming from its checkpoint).
+  void RestoreResidual(absl::Span<const float> residual) {
+    residual_.assign(residual.begin(), residual.end());
+  }
 
  private:
   std::vector<float> residual_;

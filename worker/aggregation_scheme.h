@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -43,6 +44,12 @@ class AggregationScheme {
 
   // The step's update for `group` was applied.
   virtual absl::Status OnApplied(int group, const Update& update) = 0;
+
+  // The per-group state a restarted worker needs (error-feedback residuals;
+  // an empty vector for a group without state), and its restoration.
+  // RestoreState: INVALID_ARGUMENT if the state does not fit the groups.
+  virtual std::vector<std::vector<float>> SaveState() const = 0;
+  virtual absl::Status RestoreState(const std::vector<std::vector<float>>& state) = 0;
 };
 
 }  // namespace sketchfuse

@@ -233,12 +233,22 @@ absl::Status CheckConsistent(const ImageDataset& data) {
   return absl::OkStatus();
 }
 
+// A uint8 tensor that takes ownership of `bytes` (no copy: the pixel buffer
+// of a large file is not duplicated).
+torch::Tensor AdoptBytes(std::vector<uint8_t> bytes, torch::IntArrayRef sizes) {
+  auto owned = std::make_unique<std::vector<uint8_t>>(std::move(bytes));
+  std::vector<uint8_t>* raw = owned.get();
+  torch::Tensor tensor = torch::from_blob(
+      raw->data(), sizes, [raw](void*) { delete raw; }, torch::kUInt8);
+  owned.release();  // The tensor's deleter owns it now.
+  return tensor;
+}
+
 }  // namespace
 
 absl::StatusOr<torch::Tensor> ReadIdxImages(const std::string& path) {
   ASSIGN_OR_RETURN(auto idx, ReadIdx(path, kImagesKind));
-  return torch::from_blob(idx.second.data(), {idx.first, kImageSide, kImageSide}, torch::kUInt8)
-      .clone();
+  return AdoptBytes(std::move(idx.second), {idx.first, kImageSide, kImageSide});
 }
 
 absl::StatusOr<torch::Tensor> ReadIdxLabels(const std::string& path) {
@@ -250,7 +260,7 @@ absl::StatusOr<torch::Tensor> ReadIdxLabels(const std::string& path) {
           "%s: label %d at index %d is out of range [0, %d]", path, labels[i], i, kNumClasses - 1));
     }
   }
-  return torch::from_blob(idx.second.data(), {idx.first}, torch::kUInt8).clone();
+  return AdoptBytes(std::move(idx.second), {idx.first});
 }
 
 absl::StatusOr<ImageDataset> LoadFashionMnist(const std::string& dir, Split split) {

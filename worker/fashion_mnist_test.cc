@@ -404,7 +404,7 @@ TEST_F(MalformedFileTest, AbsurdCountIsRejectedBeforeAllocating) {
   AppendBigEndian32(&huge, 28);
   const std::string path = WriteGz("huge.gz", huge);
   ExpectError(ReadIdxImages(path).status(), absl::StatusCode::kInvalidArgument, path,
-              "the header declares 4294967295 images, more than the limit of 1000000");
+              "the header declares 4294967295 images, more than the limit of 200000");
 
   Bytes just_over;
   AppendBigEndian32(&just_over, 0x00000801);

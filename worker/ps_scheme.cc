@@ -109,4 +109,31 @@ absl::Status PsScheme::OnApplied(int group, const Update& update) {
   return compressors_[group]->OnApplied(update);
 }
 
+std::vector<std::vector<float>> PsScheme::SaveState() const {
+  std::vector<std::vector<float>> state;
+  for (const auto& compressor : compressors_) {
+    const auto* ef = dynamic_cast<const ErrorFeedback*>(compressor.get());
+    state.emplace_back();
+    if (ef != nullptr) state.back().assign(ef->residual().begin(), ef->residual().end());
+  }
+  return state;
+}
+
+absl::Status PsScheme::RestoreState(const std::vector<std::vector<float>>& state) {
+  if (state.size() != compressors_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("saved state has ", state.size(), " groups; the job has ", compressors_.size()));
+  }
+  for (size_t g = 0; g < state.size(); ++g) {
+    auto* ef = dynamic_cast<ErrorFeedback*>(compressors_[g].get());
+    if (state[g].empty()) continue;
+    if (ef == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("saved state has a residual for group ", g,
+                                                     ", which runs without error feedback"));
+    }
+    ef->RestoreResidual(state[g]);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace sketchfuse

@@ -33,6 +33,8 @@ class PsScheme final : public AggregationScheme {
   std::string name() const override { return scheme_; }
   void Exchange(uint64_t step, int group, absl::Span<const float> grad, ExchangeDone done) override;
   absl::Status OnApplied(int group, const Update& update) override;
+  std::vector<std::vector<float>> SaveState() const override;
+  absl::Status RestoreState(const std::vector<std::vector<float>>& state) override;
 
  private:
   PsScheme(std::string scheme, std::string job, uint32_t rank, std::vector<uint32_t> group_ids,

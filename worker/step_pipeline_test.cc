@@ -206,6 +206,8 @@ TEST(StepPipelineCreateTest, RefusesLayoutsThatDoNotTileTheLayers) {
       done(absl::UnimplementedError("none"));
     }
     absl::Status OnApplied(int, const Update&) override { return absl::OkStatus(); }
+    std::vector<std::vector<float>> SaveState() const override { return {}; }
+    absl::Status RestoreState(const std::vector<std::vector<float>>&) override { return absl::OkStatus(); }
   } none;
   EXPECT_FALSE(StepPipeline::Create({10, 10}, {{0, 1}}, &none).ok());
   EXPECT_FALSE(StepPipeline::Create({10, 10}, {{1, 1}, {0, 1}}, &none).ok());

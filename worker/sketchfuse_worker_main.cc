@@ -1,0 +1,241 @@
+// sketchfuse_worker: one worker of a SketchFuse job. Joins the coordinator,
+// trains its shard of the data, pushes each fused gradient group as the
+// backward pass produces it, applies the aggregated update, and reports
+// progress and a JSON summary.
+//
+//   sketchfuse_worker --coordinator=127.0.0.1:7070 --job=demo --worker_id=worker-0 \
+//       --world_size=4 --workload=mlp --scheme=sketch_ps
+//
+// With --write_job_config=FILE it only writes the job configuration the
+// servers need for this run (the fusion plan over the model's layers) and
+// exits: the launcher runs it once before starting the servers.
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "proto/run_config.h"
+#include "torch/utils.h"
+#include "worker/coordinator_client.h"
+#include "worker/job_plan.h"
+#include "worker/ps_scheme.h"
+#include "worker/trainer.h"
+
+ABSL_FLAG(std::string, coordinator, "", "host:port of the job's coordinator (the shard started with --coordinator).");
+ABSL_FLAG(std::string, job, "sketchfuse", "Name of the job; every process of a job uses the same.");
+ABSL_FLAG(std::string, worker_id, "",
+          "This worker's stable name (letters, digits, '-', '_', '.'). Ranks follow the ids in natural "
+          "order; a restarted worker joins under the same id and gets its rank back.");
+ABSL_FLAG(int, world_size, 0, "Number of workers in the job (>= 1).");
+ABSL_FLAG(std::string, workload, "mlp", "Model trained on Fashion-MNIST: mlp or cnn.");
+ABSL_FLAG(std::string, scheme, "sketch_ps",
+          "Aggregation scheme: sketch_ps (Count-Sketch, summed on the servers), topk_ps (local top-k, "
+          "union re-selected on the servers), dense_ps (no compression).");
+ABSL_FLAG(std::string, compressor, "",
+          "Compressor spec, e.g. count_sketch:density=0.01,rows=5,width=10 or topk:density=0.01. "
+          "Empty: the scheme's default.");
+ABSL_FLAG(std::string, fusion, "optimal",
+          "Fusion planner mode: optimal, omgs, per_layer, single, or a number N of equal groups.");
+ABSL_FLAG(int, epochs, 2, "Training epochs (>= 1).");
+ABSL_FLAG(int, batch_size, 64, "Examples per worker per step (>= 1).");
+ABSL_FLAG(double, learning_rate, 0.05, "SGD learning rate (> 0).");
+ABSL_FLAG(double, momentum, 0.9, "SGD momentum, applied to the aggregated update (in [0, 1)).");
+ABSL_FLAG(bool, error_feedback, true, "Keep what compression drops in a residual added to the next step.");
+ABSL_FLAG(uint64_t, seed, 1, "Seeds the model, the data order and the sketch hashes.");
+ABSL_FLAG(int, train_examples, 0, "Training examples used, split over the workers (0: all 60000).");
+ABSL_FLAG(int, test_examples, 0, "Test examples evaluated each epoch (0: all 10000).");
+ABSL_FLAG(std::string, data_dir, "/usr/share/datasets/fashion-mnist",
+          "Directory with the Fashion-MNIST IDX files (Debian package dataset-fashion-mnist).");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "Directory for this worker's checkpoint (<dir>/<worker_id>.ckpt); resumed from if present. "
+          "Empty: no checkpoints.");
+ABSL_FLAG(int, checkpoint_every, 4,
+          "Steps between checkpoints (1 to the job's finished_rounds_kept, so a resumed worker can "
+          "replay the steps it lost).");
+ABSL_FLAG(int, report_every, 50, "A progress line every this many steps (0: only per epoch).");
+ABSL_FLAG(std::string, summary_json, "", "Write the JSON summary here too (it is always printed).");
+ABSL_FLAG(std::string, token_file, "", "File with the job's bearer token.");
+ABSL_FLAG(std::string, tls_ca, "", "CA certificates (PEM) to verify the servers; set: TLS.");
+ABSL_FLAG(std::string, tls_cert, "", "Client certificate (PEM) for mutual TLS.");
+ABSL_FLAG(std::string, tls_key, "", "Client private key (PEM) for mutual TLS.");
+ABSL_FLAG(int, join_timeout_s, 120, "How long to wait for the job to assemble, seconds.");
+ABSL_FLAG(int, push_timeout_s, 60, "Deadline of one push (a whole aggregation round), seconds.");
+ABSL_FLAG(int, push_attempts, 5, "Attempts per push on UNAVAILABLE, the first included.");
+ABSL_FLAG(int, threads, 1, "LibTorch intra-op threads.");
+ABSL_FLAG(std::string, write_job_config, "",
+          "Write the job configuration for this run to this file (JSON) and exit.");
+ABSL_FLAG(int, round_deadline_ms, 60000, "With --write_job_config: the servers' round deadline.");
+
+namespace {
+
+int Fail(const absl::Status& status) {
+  std::cerr << "sketchfuse_worker: error: " << status.message() << std::endl;
+  return 2;
+}
+
+std::string DefaultCompressor(const std::string& scheme) {
+  if (scheme == "sketch_ps") return "count_sketch:density=0.01,rows=5,width=10";
+  if (scheme == "topk_ps") return "topk:density=0.01";
+  return "dense";
+}
+
+absl::StatusOr<sketchfuse::v1::RunConfig> RunFromFlags() {
+  const int world = absl::GetFlag(FLAGS_world_size), epochs = absl::GetFlag(FLAGS_epochs);
+  const int batch = absl::GetFlag(FLAGS_batch_size);
+  const double lr = absl::GetFlag(FLAGS_learning_rate), momentum = absl::GetFlag(FLAGS_momentum);
+  if (world < 1) return absl::InvalidArgumentError(absl::StrCat("--world_size must be >= 1; got ", world));
+  if (epochs < 1) return absl::InvalidArgumentError(absl::StrCat("--epochs must be >= 1; got ", epochs));
+  if (batch < 1) return absl::InvalidArgumentError(absl::StrCat("--batch_size must be >= 1; got ", batch));
+  if (!(lr > 0) || !std::isfinite(lr)) {
+    return absl::InvalidArgumentError(absl::StrCat("--learning_rate must be > 0; got ", lr));
+  }
+  if (!(momentum >= 0 && momentum < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("--momentum must be in [0, 1); got ", momentum));
+  }
+  if (absl::GetFlag(FLAGS_train_examples) < 0 || absl::GetFlag(FLAGS_test_examples) < 0) {
+    return absl::InvalidArgumentError("--train_examples and --test_examples must be >= 0");
+  }
+  sketchfuse::v1::RunConfig run;
+  run.set_workload(absl::GetFlag(FLAGS_workload));
+  run.set_scheme(absl::GetFlag(FLAGS_scheme));
+  run.set_compressor(absl::GetFlag(FLAGS_compressor).empty() ? DefaultCompressor(run.scheme())
+                                                             : absl::GetFlag(FLAGS_compressor));
+  run.set_fusion(absl::GetFlag(FLAGS_fusion));
+  run.set_seed(absl::GetFlag(FLAGS_seed));
+  run.set_batch_size(batch);
+  run.set_learning_rate(lr);
+  run.set_momentum(momentum);
+  run.set_error_feedback(absl::GetFlag(FLAGS_error_feedback));
+  run.set_epochs(epochs);
+  run.set_train_examples(absl::GetFlag(FLAGS_train_examples));
+  run.set_test_examples(absl::GetFlag(FLAGS_test_examples));
+  if (absl::Status s = sketchfuse::CheckSchemeCompressor(run.scheme(), run.compressor()); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--scheme/--compressor: ", s.message()));
+  }
+  if (absl::Status s = sketchfuse::DescribeRun(world, &run); !s.ok()) return s;
+  return run;
+}
+
+std::string SummaryJson(const std::string& worker_id, uint32_t rank, const sketchfuse::v1::RunConfig& run,
+                        const sketchfuse::TrainingSummary& summary) {
+  std::string epochs;
+  for (const sketchfuse::Progress& p : summary.epochs) {
+    absl::StrAppend(&epochs, epochs.empty() ? "" : ", ",
+                    absl::StrFormat("{\"epoch\": %d, \"step\": %d, \"train_loss\": %.6f, \"test_loss\": %.6f, "
+                                    "\"test_accuracy\": %.6f, \"elapsed_s\": %.3f}",
+                                    p.epoch, p.step, p.train_loss, p.test_loss, p.test_accuracy,
+                                    p.elapsed_seconds));
+  }
+  return absl::StrFormat(
+      "{\"worker\": \"%s\", \"rank\": %d, \"workload\": \"%s\", \"scheme\": \"%s\", \"compressor\": \"%s\", "
+      "\"fusion\": \"%s\", \"run\": \"%s\", \"steps\": %d, \"resumed_from_step\": %d, "
+      "\"final_test_accuracy\": %.6f, \"wall_s\": %.3f, \"mean_step_s\": %.6f, \"bytes_sent_per_step\": %.1f, "
+      "\"compression_ratio\": %.3f, \"epochs\": [%s]}",
+      worker_id, rank, run.workload(), run.scheme(), run.compressor(), run.fusion(),
+      sketchfuse::RunFingerprint(run), summary.steps, summary.resumed_from_step, summary.final_test_accuracy,
+      summary.wall_seconds, summary.mean_step_seconds, summary.bytes_sent_per_step, summary.compression_ratio,
+      epochs);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "One worker of a SketchFuse job: trains a model on its shard of Fashion-MNIST and aggregates\n"
+      "fused, compressed gradients through the job's servers.\n"
+      "Usage: sketchfuse_worker --coordinator=HOST:PORT --worker_id=ID --world_size=W [--scheme=sketch_ps]\n"
+      "       sketchfuse_worker --write_job_config=job.json --world_size=W [run flags]");
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() > 1) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("unexpected argument '", positional[1], "' (see --help)")));
+  }
+  const int threads = absl::GetFlag(FLAGS_threads);
+  if (threads < 1 || threads > 256) return Fail(absl::InvalidArgumentError("--threads must be in [1, 256]"));
+  torch::set_num_threads(threads);
+
+  absl::StatusOr<sketchfuse::v1::RunConfig> run = RunFromFlags();
+  if (!run.ok()) return Fail(run.status());
+
+  if (!absl::GetFlag(FLAGS_write_job_config).empty()) {
+    absl::StatusOr<sketchfuse::v1::JobConfig> job = sketchfuse::MakeJobConfig(
+        absl::GetFlag(FLAGS_job), absl::GetFlag(FLAGS_world_size), *run, absl::GetFlag(FLAGS_round_deadline_ms));
+    if (!job.ok()) return Fail(job.status());
+    job->set_finished_rounds_kept(16);
+    if (absl::Status s = sketchfuse::WriteJobConfig(*job, absl::GetFlag(FLAGS_write_job_config)); !s.ok()) {
+      return Fail(s);
+    }
+    std::cout << "sketchfuse_worker: wrote job '" << job->job() << "' (" << job->groups_size() << " groups over "
+              << run->layer_sizes_size() << " layers, run " << sketchfuse::RunFingerprint(*run) << ") to "
+              << absl::GetFlag(FLAGS_write_job_config) << std::endl;
+    return 0;
+  }
+
+  const std::string worker_id = absl::GetFlag(FLAGS_worker_id);
+  if (absl::GetFlag(FLAGS_coordinator).empty()) return Fail(absl::InvalidArgumentError("--coordinator is required"));
+  if (worker_id.empty()) return Fail(absl::InvalidArgumentError("--worker_id is required"));
+  const int join_s = absl::GetFlag(FLAGS_join_timeout_s), push_s = absl::GetFlag(FLAGS_push_timeout_s);
+  const int attempts = absl::GetFlag(FLAGS_push_attempts), every = absl::GetFlag(FLAGS_checkpoint_every);
+  if (join_s < 1 || push_s < 1 || attempts < 1) {
+    return Fail(absl::InvalidArgumentError("--join_timeout_s, --push_timeout_s and --push_attempts must be >= 1"));
+  }
+  absl::StatusOr<sketchfuse::RpcChannelOptions> channel = sketchfuse::LoadRpcChannelOptions(
+      absl::GetFlag(FLAGS_token_file), absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_cert),
+      absl::GetFlag(FLAGS_tls_key));
+  if (!channel.ok()) return Fail(channel.status());
+
+  sketchfuse::CoordinatorClient coordinator(absl::GetFlag(FLAGS_coordinator), absl::GetFlag(FLAGS_job), worker_id,
+                                            *channel);
+  absl::StatusOr<sketchfuse::v1::JoinReply> joined = coordinator.Join(*run, absl::Seconds(join_s));
+  if (!joined.ok()) return Fail(joined.status());
+  coordinator.StartHeartbeats(absl::Seconds(2));
+  const uint32_t kept = joined->job().finished_rounds_kept() > 0 ? joined->job().finished_rounds_kept() : 4;
+  if (!absl::GetFlag(FLAGS_checkpoint_dir).empty() && (every < 1 || static_cast<uint32_t>(every) > kept)) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "--checkpoint_every must be in [1, ", kept, "] (the servers keep ", kept,
+        " finished rounds for a resumed worker to replay); got ", every)));
+  }
+  std::cout << "sketchfuse_worker: " << worker_id << " joined job '" << joined->job().job() << "' as rank "
+            << joined->rank() << " of " << joined->world_size() << " (" << joined->job().groups_size()
+            << " groups, " << joined->shards_size() << " shards, run " << joined->fingerprint() << ")" << std::endl;
+
+  sketchfuse::RetryPolicy policy;
+  policy.push_deadline = absl::Seconds(push_s);
+  policy.max_attempts = attempts;
+  absl::StatusOr<std::unique_ptr<sketchfuse::PsScheme>> scheme =
+      sketchfuse::PsScheme::Create(*joined, *channel, policy);
+  if (!scheme.ok()) return Fail(scheme.status());
+
+  sketchfuse::TrainerConfig config;
+  config.joined = *joined;
+  config.data_dir = absl::GetFlag(FLAGS_data_dir);
+  if (!absl::GetFlag(FLAGS_checkpoint_dir).empty()) {
+    config.checkpoint_path = absl::StrCat(absl::GetFlag(FLAGS_checkpoint_dir), "/", worker_id, ".ckpt");
+    config.checkpoint_every = every;
+  }
+  config.report_every = absl::GetFlag(FLAGS_report_every);
+  absl::StatusOr<std::unique_ptr<sketchfuse::Trainer>> trainer =
+      sketchfuse::Trainer::Create(config, scheme->get());
+  if (!trainer.ok()) return Fail(trainer.status());
+
+  const int64_t total = static_cast<int64_t>(run->steps_per_epoch()) * run->epochs();
+  absl::StatusOr<sketchfuse::TrainingSummary> summary = (*trainer)->Run([&](const sketchfuse::Progress& p) {
+    std::string line = absl::StrFormat(
+        "%s epoch %d step %d/%d loss %.4f step %.1f ms sent %.1f KiB/step ratio %.1fx", worker_id, p.epoch, p.step,
+        total, p.train_loss, 1e3 * p.step_seconds, p.bytes_sent_per_step / 1024.0, p.compression_ratio);
+    if (p.end_of_epoch) absl::StrAppend(&line, absl::StrFormat(" test accuracy %.2f%%", 100 * p.test_accuracy));
+    std::cout << line << std::endl;
+  });
+  if (!summary.ok()) return Fail(summary.status());
+  const std::string json = SummaryJson(worker_id, joined->rank(), *run, *summary);
+  std::cout << "summary " << json << std::endl;
+  if (!absl::GetFlag(FLAGS_summary_json).empty()) {
+    std::ofstream out(absl::GetFlag(FLAGS_summary_json));
+    out << json << "\n";
+    if (!out) return Fail(absl::PermissionDeniedError("cannot write --summary_json"));
+  }
+  return 0;
+}

@@ -1,0 +1,356 @@
+#include "worker/trainer.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "proto/run_config.h"
+#include "torch/nn/functional.h"
+#include "torch/optim/sgd.h"
+#include "torch/serialize.h"
+#include "worker/job_plan.h"
+
+namespace sketchfuse {
+namespace {
+
+// The training examples a run uses.
+int64_t TrainExamples(const v1::RunConfig& run, int64_t available) {
+  return run.train_examples() > 0 ? std::min<int64_t>(run.train_examples(), available) : available;
+}
+
+}  // namespace
+
+absl::Status DescribeRun(uint32_t world_size, v1::RunConfig* run) {
+  if (world_size == 0) return absl::InvalidArgumentError("the world size is 0");
+  if (run->batch_size() == 0) return absl::InvalidArgumentError("the batch size is 0");
+  absl::StatusOr<std::shared_ptr<ClassifierImpl>> model = MakeClassifier(run->workload(), run->seed());
+  if (!model.ok()) return model.status();
+  std::vector<int64_t> sizes = ParameterSizes(**model);
+  run->clear_layer_sizes();
+  for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) run->add_layer_sizes(static_cast<uint64_t>(*it));
+  constexpr int64_t kFashionMnistTrain = 60000;
+  const int64_t shard = TrainExamples(*run, kFashionMnistTrain) / world_size;
+  const int64_t steps = shard / run->batch_size();
+  if (steps < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("batch size ", run->batch_size(), " is larger than a worker's ",
+                                                   shard, " training examples"));
+  }
+  run->set_steps_per_epoch(static_cast<uint32_t>(steps));
+  return absl::OkStatus();
+}
+
+struct Trainer::State {
+  TrainerConfig config;
+  v1::RunConfig run;
+  uint32_t rank = 0, world = 1;
+  AggregationScheme* scheme = nullptr;
+  std::shared_ptr<ClassifierImpl> model;
+  std::vector<torch::Tensor> params;  // forward order
+  std::unique_ptr<torch::optim::SGD> optimizer;
+  ImageDataset train, test;
+  int64_t first_step = 0;  // from the checkpoint
+  std::vector<float> apply_buffer;
+};
+
+Trainer::Trainer(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+// The hooks on the parameters point at the pipeline; both die with the
+// trainer, and no backward pass runs during destruction.
+Trainer::~Trainer() = default;
+
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerConfig config, AggregationScheme* scheme) {
+  auto state = std::make_unique<State>();
+  state->run = config.joined.job().run();
+  state->rank = config.joined.rank();
+  state->world = config.joined.world_size();
+  state->scheme = scheme;
+  state->config = std::move(config);
+  const v1::RunConfig& run = state->run;
+  if (state->world == 0 || state->rank >= state->world) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", state->rank, " of ", state->world, " workers"));
+  }
+  // The run the job describes must be the one this build derives.
+  v1::RunConfig derived = run;
+  if (absl::Status s = DescribeRun(state->world, &derived); !s.ok()) return s;
+  if (RunFingerprint(derived) != RunFingerprint(run)) {
+    return absl::InvalidArgumentError(absl::StrCat("the job's run does not match the model this worker builds: ",
+                                                   DiffRunConfigs(run, derived)));
+  }
+  absl::StatusOr<ImageDataset> train = LoadFashionMnist(state->config.data_dir, Split::kTrain);
+  if (!train.ok()) return train.status();
+  absl::StatusOr<ImageDataset> test = LoadFashionMnist(state->config.data_dir, Split::kTest);
+  if (!test.ok()) return test.status();
+  const ImageDataset used = Head(*train, TrainExamples(run, train->size()));
+  absl::StatusOr<ImageDataset> shard = ShardOf(used, state->rank, state->world);
+  if (!shard.ok()) return shard.status();
+  state->train = *std::move(shard);
+  state->test = run.test_examples() > 0 ? Head(*test, run.test_examples()) : *std::move(test);
+
+  absl::StatusOr<std::shared_ptr<ClassifierImpl>> model = MakeClassifier(run.workload(), run.seed());
+  if (!model.ok()) return model.status();
+  state->model = *model;
+  state->params = state->model->parameters();
+  state->optimizer = std::make_unique<torch::optim::SGD>(
+      state->params, torch::optim::SGDOptions(run.learning_rate()).momentum(run.momentum()));
+
+  std::vector<int64_t> layer_sizes(run.layer_sizes().begin(), run.layer_sizes().end());
+  std::unique_ptr<Trainer> trainer(new Trainer(std::move(state)));
+  absl::StatusOr<std::unique_ptr<StepPipeline>> pipeline =
+      StepPipeline::Create(layer_sizes, GroupLayouts(trainer->state_->config.joined.job()), scheme);
+  if (!pipeline.ok()) return pipeline.status();
+  trainer->pipeline_ = *std::move(pipeline);
+
+  // Each parameter's gradient enters the pipeline as soon as autograd has it.
+  const int num_params = static_cast<int>(trainer->state_->params.size());
+  StepPipeline* sink = trainer->pipeline_.get();
+  for (int i = 0; i < num_params; ++i) {
+    const int layer = num_params - 1 - i;  // layers are numbered in backward order
+    trainer->state_->params[i].register_hook([sink, layer](torch::Tensor grad) {
+      torch::Tensor g = grad.detach().contiguous();
+      // Errors fail the step; FinishStep reports them.
+      sink->AddLayerGradient(layer, absl::MakeConstSpan(g.data_ptr<float>(), g.numel())).IgnoreError();
+    });
+  }
+  if (!trainer->state_->config.checkpoint_path.empty()) {
+    absl::StatusOr<int64_t> resumed = trainer->LoadCheckpoint();
+    if (!resumed.ok()) return resumed.status();
+    trainer->state_->first_step = *resumed;
+  }
+  return trainer;
+}
+
+absl::Status Trainer::TrainStep(int64_t step, const torch::Tensor& images, const torch::Tensor& labels,
+                                double* loss_out) {
+  State& s = *state_;
+  pipeline_->BeginStep(static_cast<uint64_t>(step));
+  for (torch::Tensor& p : s.params) p.mutable_grad() = torch::Tensor();
+  torch::Tensor loss = torch::nn::functional::cross_entropy(s.model->forward(images), labels);
+  *loss_out = loss.item<double>();
+  loss.backward();
+  pipeline_->MarkBackwardEnd();
+  absl::StatusOr<std::vector<Update>> updates = pipeline_->FinishStep();
+  if (!updates.ok()) return updates.status();
+
+  // Average of the workers' aggregated gradients, written as each
+  // parameter's .grad for the optimizer.
+  torch::NoGradGuard no_grad;
+  const int num_params = static_cast<int>(s.params.size());
+  const float scale = 1.0f / static_cast<float>(s.world);
+  for (int g = 0; g < pipeline_->num_groups(); ++g) {
+    const Update& update = (*updates)[g];
+    s.apply_buffer.assign(pipeline_->group_size(g), 0.0f);
+    if (update.dense) {
+      if (update.values.size() != s.apply_buffer.size()) {
+        return absl::InternalError(absl::StrCat("dense update of group ", g, " has ", update.values.size(),
+                                                " values for ", s.apply_buffer.size(), " elements"));
+      }
+      for (size_t i = 0; i < update.values.size(); ++i) s.apply_buffer[i] = update.values[i] * scale;
+    } else {
+      for (size_t i = 0; i < update.indices.size(); ++i) {
+        if (update.indices[i] >= s.apply_buffer.size()) {
+          return absl::InternalError(absl::StrCat("update of group ", g, " has index ", update.indices[i],
+                                                  " beyond its ", s.apply_buffer.size(), " elements"));
+        }
+        s.apply_buffer[update.indices[i]] = update.values[i] * scale;
+      }
+    }
+    for (int layer = 0; layer < num_params; ++layer) {
+      if (pipeline_->group_of_layer(layer) != g) continue;
+      torch::Tensor& p = s.params[num_params - 1 - layer];
+      p.mutable_grad() =
+          torch::from_blob(s.apply_buffer.data() + pipeline_->layer_offset(layer), p.sizes(), torch::kFloat32).clone();
+    }
+  }
+  s.optimizer->step();
+  return pipeline_->Applied(*updates);
+}
+
+absl::StatusOr<TrainingSummary> Trainer::Run(const std::function<void(const Progress&)>& progress) {
+  State& s = *state_;
+  const int64_t steps_per_epoch = s.run.steps_per_epoch();
+  const int64_t total_steps = steps_per_epoch * s.run.epochs();
+  const int64_t batch = s.run.batch_size();
+  TrainingSummary summary;
+  summary.resumed_from_step = s.first_step;
+  const absl::Time start = absl::Now();
+  double window_loss = 0, window_seconds = 0;
+  size_t window_bytes = 0, window_dense = 0;
+  int64_t window_steps = 0;
+  double total_seconds = 0;
+  size_t total_bytes = 0, total_dense = 0;
+  int64_t measured_steps = 0;
+  auto fill = [&](Progress& p, int64_t step) {
+    p.step = step + 1;
+    p.train_loss = window_steps > 0 ? window_loss / window_steps : 0;
+    p.step_seconds = window_steps > 0 ? window_seconds / window_steps : 0;
+    p.bytes_sent_per_step = window_steps > 0 ? static_cast<double>(window_bytes) / window_steps : 0;
+    p.compression_ratio = window_bytes > 0 ? static_cast<double>(window_dense) / window_bytes : 0;
+    p.elapsed_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    window_loss = window_seconds = 0;
+    window_bytes = window_dense = 0;
+    window_steps = 0;
+  };
+
+  std::vector<int64_t> order(s.train.size());
+  for (int64_t step = s.first_step; step < total_steps; ++step) {
+    const int64_t epoch = step / steps_per_epoch;
+    const int64_t in_epoch = step % steps_per_epoch;
+    if (in_epoch == 0 || step == s.first_step) {
+      std::iota(order.begin(), order.end(), 0);
+      std::mt19937_64 rng(s.run.seed() * 1000003ull + s.rank * 7919ull + static_cast<uint64_t>(epoch));
+      std::shuffle(order.begin(), order.end(), rng);
+    }
+    torch::Tensor index =
+        torch::from_blob(order.data() + in_epoch * batch, {batch}, torch::kInt64).clone();
+    const absl::Time step_start = absl::Now();
+    double loss = 0;
+    try {
+      if (absl::Status st = TrainStep(step, s.train.images.index_select(0, index),
+                                      s.train.labels.index_select(0, index), &loss);
+          !st.ok()) {
+        return absl::Status(st.code(), absl::StrCat("step ", step, ": ", st.message()));
+      }
+    } catch (const c10::Error& e) {
+      return absl::InternalError(absl::StrCat("step ", step, ": LibTorch: ", e.what_without_backtrace()));
+    }
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - step_start);
+    const StepTraffic traffic = pipeline_->traffic();
+    window_loss += loss;
+    window_seconds += seconds;
+    window_bytes += traffic.bytes_sent;
+    window_dense += traffic.dense_bytes;
+    ++window_steps;
+    total_seconds += seconds;
+    total_bytes += traffic.bytes_sent;
+    total_dense += traffic.dense_bytes;
+    ++measured_steps;
+
+    const bool checkpoint_due = !s.config.checkpoint_path.empty() && s.config.checkpoint_every > 0 &&
+                                (step + 1) % s.config.checkpoint_every == 0;
+    if (checkpoint_due) {
+      if (absl::Status st = SaveCheckpoint(step + 1); !st.ok()) return st;
+    }
+    if (in_epoch + 1 == steps_per_epoch) {
+      Progress p;
+      p.end_of_epoch = true;
+      p.epoch = static_cast<int>(epoch + 1);
+      fill(p, step);
+      const Evaluation eval = Evaluate(*s.model, s.test, 1000);
+      p.test_accuracy = eval.accuracy;
+      p.test_loss = eval.loss;
+      summary.epochs.push_back(p);
+      if (progress) progress(p);
+    } else if (s.config.report_every > 0 && (step + 1) % s.config.report_every == 0) {
+      Progress p;
+      p.epoch = static_cast<int>(epoch + 1);
+      fill(p, step);
+      if (progress) progress(p);
+    }
+  }
+  if (!s.config.checkpoint_path.empty()) {
+    if (absl::Status st = SaveCheckpoint(total_steps); !st.ok()) return st;
+  }
+  summary.steps = total_steps;
+  summary.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  summary.mean_step_seconds = measured_steps > 0 ? total_seconds / measured_steps : 0;
+  summary.bytes_sent_per_step = measured_steps > 0 ? static_cast<double>(total_bytes) / measured_steps : 0;
+  summary.compression_ratio = total_bytes > 0 ? static_cast<double>(total_dense) / total_bytes : 0;
+  summary.final_test_accuracy = Evaluate(*s.model, s.test, 1000).accuracy;
+  return summary;
+}
+
+std::vector<float> Trainer::FlatParameters() const {
+  std::vector<float> out;
+  for (const torch::Tensor& p : state_->params) {
+    torch::Tensor c = p.detach().contiguous();
+    out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+  }
+  return out;
+}
+
+absl::Status Trainer::SaveCheckpoint(int64_t next_step) const {
+  const State& s = *state_;
+  const std::string tmp = s.config.checkpoint_path + ".tmp";
+  try {
+    torch::serialize::OutputArchive archive;
+    archive.write("next_step", torch::tensor({next_step}, torch::kInt64));
+    const std::string fingerprint = RunFingerprint(s.run);
+    archive.write("fingerprint",
+                  torch::from_blob(const_cast<char*>(fingerprint.data()), {static_cast<int64_t>(fingerprint.size())},
+                                   torch::kUInt8).clone());
+    archive.write("rank", torch::tensor({static_cast<int64_t>(s.rank)}, torch::kInt64));
+    for (size_t i = 0; i < s.params.size(); ++i) archive.write(absl::StrCat("param_", i), s.params[i].detach());
+    torch::serialize::OutputArchive optimizer;
+    s.optimizer->save(optimizer);
+    archive.write("optimizer", optimizer);
+    const std::vector<std::vector<float>> residuals = s.scheme->SaveState();
+    archive.write("groups", torch::tensor({static_cast<int64_t>(residuals.size())}, torch::kInt64));
+    for (size_t g = 0; g < residuals.size(); ++g) {
+      archive.write(absl::StrCat("residual_", g),
+                    torch::from_blob(const_cast<float*>(residuals[g].data()),
+                                     {static_cast<int64_t>(residuals[g].size())}, torch::kFloat32)
+                        .clone());
+    }
+    archive.save_to(tmp);
+  } catch (const c10::Error& e) {
+    return absl::DataLossError(absl::StrCat("cannot write checkpoint '", tmp, "': ", e.what_without_backtrace()));
+  }
+  if (std::rename(tmp.c_str(), s.config.checkpoint_path.c_str()) != 0) {
+    return absl::DataLossError(absl::StrCat("cannot rename '", tmp, "' to '", s.config.checkpoint_path, "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> Trainer::LoadCheckpoint() {
+  State& s = *state_;
+  const std::string& path = s.config.checkpoint_path;
+  if (!std::ifstream(path).good()) return 0;  // nothing to resume
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(path);
+    torch::Tensor fingerprint, rank, next_step, groups;
+    archive.read("fingerprint", fingerprint);
+    const std::string saved(reinterpret_cast<const char*>(fingerprint.data_ptr<uint8_t>()), fingerprint.numel());
+    if (saved != RunFingerprint(s.run)) {
+      return absl::InvalidArgumentError(absl::StrCat("checkpoint '", path, "' belongs to run ", saved,
+                                                     ", not to this run ", RunFingerprint(s.run)));
+    }
+    archive.read("rank", rank);
+    if (rank.item<int64_t>() != s.rank) {
+      return absl::InvalidArgumentError(absl::StrCat("checkpoint '", path, "' is rank ", rank.item<int64_t>(),
+                                                     "'s; this worker is rank ", s.rank));
+    }
+    archive.read("next_step", next_step);
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < s.params.size(); ++i) {
+      torch::Tensor saved_param;
+      archive.read(absl::StrCat("param_", i), saved_param);
+      if (!saved_param.sizes().equals(s.params[i].sizes())) {
+        return absl::InvalidArgumentError(absl::StrCat("checkpoint '", path, "': parameter ", i, " has another shape"));
+      }
+      s.params[i].copy_(saved_param);
+    }
+    torch::serialize::InputArchive optimizer;
+    archive.read("optimizer", optimizer);
+    s.optimizer->load(optimizer);
+    archive.read("groups", groups);
+    std::vector<std::vector<float>> residuals(groups.item<int64_t>());
+    for (size_t g = 0; g < residuals.size(); ++g) {
+      torch::Tensor r;
+      archive.read(absl::StrCat("residual_", g), r);
+      residuals[g].assign(r.data_ptr<float>(), r.data_ptr<float>() + r.numel());
+    }
+    if (absl::Status st = s.scheme->RestoreState(residuals); !st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("checkpoint '", path, "': ", st.message()));
+    }
+    return next_step.item<int64_t>();
+  } catch (const c10::Error& e) {
+    return absl::DataLossError(absl::StrCat("cannot read checkpoint '", path, "': ", e.what_without_backtrace()));
+  }
+}
+
+}  // namespace sketchfuse
