@@ -44,6 +44,8 @@ class CompressorDecorator : public Compressor {
     return inner_->CheckPayload(payload);
   }
 
+  Compressor* inner() const { return inner_.get(); }
+
  protected:
   explicit CompressorDecorator(std::unique_ptr<Compressor> inner) : inner_(std::move(inner)) {}
 
@@ -90,6 +92,10 @@ class Momentum final : public CompressorDecorator {
   absl::Status OnApplied(const Update& update) override;
 
   absl::Span<const float> velocity() const { return velocity_; }
+  // Replaces the velocity (a worker resuming from its checkpoint).
+  void RestoreVelocity(absl::Span<const float> velocity) {
+    velocity_.assign(velocity.begin(), velocity.end());
+  }
 
  private:
   float momentum_;

@@ -37,9 +37,6 @@ absl::StatusOr<std::unique_ptr<AggregationCore>> AggregationCore::Create(
   if (config.world_size == 0) {
     return absl::InvalidArgumentError("aggregation config: world_size must be at least 1");
   }
-  if (config.groups.empty()) {
-    return absl::InvalidArgumentError("aggregation config: the shard owns no groups");
-  }
   if (config.round_deadline <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("aggregation config: round_deadline must be positive");
   }

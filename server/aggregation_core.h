@@ -81,7 +81,9 @@ using PushCallback = std::function<void(absl::StatusOr<RoundResult>)>;
 
 class AggregationCore {
  public:
-  // INVALID_ARGUMENT for an empty job, no workers, no groups, a repeated group,
+  // A shard may own no groups (a job with fewer groups than shards); it then
+  // refuses every push as not its own.
+  // INVALID_ARGUMENT for an empty job, no workers, a repeated group,
   // a group of 0 or 2^32+ elements, an unknown compressor or a non-positive
   // deadline.
   static absl::StatusOr<std::unique_ptr<AggregationCore>> Create(AggregationConfig config);

@@ -53,6 +53,15 @@ std::unique_ptr<AggregationCore> MakeCore(uint32_t workers, std::vector<GroupSpe
   return *std::move(core);
 }
 
+TEST(AggregationCoreTest, AShardWithoutGroupsRefusesEveryPush) {
+  std::unique_ptr<AggregationCore> core = MakeCore(2, {});
+  Answer answer;
+  core->Push({"job", 0, 0}, 0, Encode("dense", {1, 2}), kT0, answer.Callback());
+  ASSERT_TRUE(answer.called);
+  EXPECT_EQ(answer.result.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(core->stats().rounds_open, 0u);
+}
+
 TEST(AggregationCoreTest, DenseRoundAnswersEveryWorkerWithTheSum) {
   const size_t n = 1000;
   auto core = MakeCore(4, {{0, n, "dense"}});

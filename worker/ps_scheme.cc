@@ -23,6 +23,10 @@ absl::Status CheckSchemeCompressor(const std::string& scheme, const std::string&
   return absl::OkStatus();
 }
 
+bool UsesMomentumCorrection(const v1::RunConfig& run) {
+  return run.momentum() > 0 && run.scheme() != "dense_ps";
+}
+
 absl::StatusOr<std::unique_ptr<PsScheme>> PsScheme::Create(const v1::JoinReply& joined,
                                                           RpcChannelOptions options, RetryPolicy policy) {
   const v1::JobConfig& job = joined.job();
@@ -49,8 +53,14 @@ absl::StatusOr<std::unique_ptr<PsScheme>> PsScheme::Create(const v1::JoinReply& 
       return absl::InvalidArgumentError(
           absl::StrCat("group ", group.group(), ": ", compressor.status().message()));
     }
-    compressors.push_back(job.run().error_feedback() ? WithErrorFeedback(*std::move(compressor))
-                                                     : *std::move(compressor));
+    std::unique_ptr<Compressor> stack = *std::move(compressor);
+    if (job.run().error_feedback()) stack = WithErrorFeedback(std::move(stack));
+    if (UsesMomentumCorrection(job.run())) {
+      absl::StatusOr<std::unique_ptr<Compressor>> with_momentum = WithMomentum(std::move(stack), job.run().momentum());
+      if (!with_momentum.ok()) return with_momentum.status();
+      stack = *std::move(with_momentum);
+    }
+    compressors.push_back(std::move(stack));
     group_ids.push_back(group.group());
     if (joined.shard_of_group(g) >= addresses.size()) {
       return absl::InvalidArgumentError(absl::StrCat("group ", group.group(), " maps to shard ",
@@ -109,29 +119,50 @@ absl::Status PsScheme::OnApplied(int group, const Update& update) {
   return compressors_[group]->OnApplied(update);
 }
 
+namespace {
+
+// The decorators of a group's compressor stack (either may be absent).
+std::pair<ErrorFeedback*, Momentum*> Decorators(Compressor* stack) {
+  ErrorFeedback* ef = nullptr;
+  Momentum* momentum = nullptr;
+  while (auto* decorator = dynamic_cast<CompressorDecorator*>(stack)) {
+    if (auto* e = dynamic_cast<ErrorFeedback*>(decorator)) ef = e;
+    if (auto* m = dynamic_cast<Momentum*>(decorator)) momentum = m;
+    stack = decorator->inner();
+  }
+  return {ef, momentum};
+}
+
+}  // namespace
+
+// Two entries per group: the error-feedback residual, then the velocity.
 std::vector<std::vector<float>> PsScheme::SaveState() const {
   std::vector<std::vector<float>> state;
   for (const auto& compressor : compressors_) {
-    const auto* ef = dynamic_cast<const ErrorFeedback*>(compressor.get());
+    auto [ef, momentum] = Decorators(compressor.get());
     state.emplace_back();
     if (ef != nullptr) state.back().assign(ef->residual().begin(), ef->residual().end());
+    state.emplace_back();
+    if (momentum != nullptr) state.back().assign(momentum->velocity().begin(), momentum->velocity().end());
   }
   return state;
 }
 
 absl::Status PsScheme::RestoreState(const std::vector<std::vector<float>>& state) {
-  if (state.size() != compressors_.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("saved state has ", state.size(), " groups; the job has ", compressors_.size()));
+  if (state.size() != 2 * compressors_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("saved state has ", state.size(), " entries; the job's ",
+                                                   compressors_.size(), " groups need ", 2 * compressors_.size()));
   }
-  for (size_t g = 0; g < state.size(); ++g) {
-    auto* ef = dynamic_cast<ErrorFeedback*>(compressors_[g].get());
-    if (state[g].empty()) continue;
-    if (ef == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("saved state has a residual for group ", g,
-                                                     ", which runs without error feedback"));
+  for (size_t g = 0; g < compressors_.size(); ++g) {
+    auto [ef, momentum] = Decorators(compressors_[g].get());
+    const std::vector<float>& residual = state[2 * g];
+    const std::vector<float>& velocity = state[2 * g + 1];
+    if ((!residual.empty() && ef == nullptr) || (!velocity.empty() && momentum == nullptr)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "saved state of group ", g, " has error-feedback or momentum state this run does not keep"));
     }
-    ef->RestoreResidual(state[g]);
+    if (ef != nullptr) ef->RestoreResidual(residual);
+    if (momentum != nullptr) momentum->RestoreVelocity(velocity);
   }
   return absl::OkStatus();
 }

@@ -23,6 +23,14 @@ namespace sketchfuse {
 // name does not fit `scheme` (or the scheme is not a PS scheme).
 absl::Status CheckSchemeCompressor(const std::string& scheme, const std::string& compressor);
 
+// Where momentum lives. Compressed schemes keep it on the worker, before
+// compression, with momentum-factor masking (DGC's momentum correction): the
+// velocity is accumulated per group and zeroed where an update was applied.
+// Applying momentum after aggregation instead amplifies the bursts in which
+// error feedback releases its residual, and costs accuracy. The dense scheme
+// leaves momentum to the optimizer, which is exact there.
+bool UsesMomentumCorrection(const v1::RunConfig& run);
+
 class PsScheme final : public AggregationScheme {
  public:
   // Builds one compressor per group of the joined job, and a transport to

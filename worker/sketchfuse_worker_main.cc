@@ -36,7 +36,7 @@ ABSL_FLAG(std::string, scheme, "sketch_ps",
           "Aggregation scheme: sketch_ps (Count-Sketch, summed on the servers), topk_ps (local top-k, "
           "union re-selected on the servers), dense_ps (no compression).");
 ABSL_FLAG(std::string, compressor, "",
-          "Compressor spec, e.g. count_sketch:density=0.01,rows=5,width=10 or topk:density=0.01. "
+          "Compressor spec, e.g. count_sketch:density=0.02,rows=1,width=5 (the sketch_ps default, 10x) or topk:density=0.01. "
           "Empty: the scheme's default.");
 ABSL_FLAG(std::string, fusion, "optimal",
           "Fusion planner mode: optimal, omgs, per_layer, single, or a number N of equal groups.");
@@ -78,7 +78,7 @@ int Fail(const absl::Status& status) {
 }
 
 std::string DefaultCompressor(const std::string& scheme) {
-  if (scheme == "sketch_ps") return "count_sketch:density=0.01,rows=5,width=10";
+  if (scheme == "sketch_ps") return "count_sketch:density=0.02,rows=1,width=5";
   if (scheme == "topk_ps") return "topk:density=0.01";
   return "dense";
 }

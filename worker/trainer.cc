@@ -13,6 +13,7 @@
 #include "torch/optim/sgd.h"
 #include "torch/serialize.h"
 #include "worker/job_plan.h"
+#include "worker/ps_scheme.h"
 
 namespace sketchfuse {
 namespace {
@@ -95,7 +96,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerConfig config, A
   state->model = *model;
   state->params = state->model->parameters();
   state->optimizer = std::make_unique<torch::optim::SGD>(
-      state->params, torch::optim::SGDOptions(run.learning_rate()).momentum(run.momentum()));
+      state->params, torch::optim::SGDOptions(run.learning_rate())
+                          .momentum(UsesMomentumCorrection(run) ? 0.0 : run.momentum()));
 
   std::vector<int64_t> layer_sizes(run.layer_sizes().begin(), run.layer_sizes().end());
   std::unique_ptr<Trainer> trainer(new Trainer(std::move(state)));
