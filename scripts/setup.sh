@@ -10,13 +10,15 @@ set -euo pipefail
 
 # Build: Bazel (offline, with the rule sets its source package ships), the
 # compiler, and the system libraries of third_party/BUILD; openssl makes the
-# TLS tests' certificates.
+# TLS tests' certificates; LibTorch and Fashion-MNIST are the workers' model
+# library and data; python3 formats the local cluster's report.
 BUILD_PACKAGES=(
   bazel-bootstrap bazel-bootstrap-source g++ git
   libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc grpc-proto
   libgtest-dev libgmock-dev googletest libbenchmark-dev
-  libgloo-dev prometheus-cpp-dev
+  libgloo-dev prometheus-cpp-dev zlib1g-dev
   openssl
+  libtorch-dev dataset-fashion-mnist python3
 )
 # Benchmarks: the PyTorch reference (for /usr/bin/python3.11) and plots.
 BENCH_PACKAGES=(python3-torch gnuplot-nox)

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# A local SketchFuse cluster on loopback: for each scheme, S aggregation
+# server shards (shard 0 also serves the coordinator) and W workers train the
+# Fashion-MNIST model; then a comparison table, CSV and JSON (and a PNG plot
+# when gnuplot is installed). Every process is stopped on exit, on Ctrl-C, or
+# as soon as one of them fails (which is named, with its log).
+#
+#   scripts/local_cluster.sh [--workers=4] [--shards=2] [--schemes=dense_ps,sketch_ps]
+#                            [--workload=mlp] [--epochs=2] [--train_examples=24000]
+#                            [--batch_size=32] [--out=out/cluster] [-- more worker flags]
+#
+# Expects bazel-bin/server/sketchfuse_server and bazel-bin/worker/sketchfuse_worker
+# (scripts/main_job.sh builds them).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+server="$root/bazel-bin/server/sketchfuse_server"
+worker="$root/bazel-bin/worker/sketchfuse_worker"
+
+workers=4 shards=2 schemes=dense_ps,sketch_ps workload=mlp epochs=2 train_examples=24000 batch_size=32
+out="$root/out/cluster"
+extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --workers=*) workers="${1#*=}" ;;
+    --shards=*) shards="${1#*=}" ;;
+    --schemes=*) schemes="${1#*=}" ;;
+    --workload=*) workload="${1#*=}" ;;
+    --epochs=*) epochs="${1#*=}" ;;
+    --train_examples=*) train_examples="${1#*=}" ;;
+    --batch_size=*) batch_size="${1#*=}" ;;
+    --out=*) out="${1#*=}" ;;
+    --) shift; extra=("$@"); break ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) echo "local_cluster: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+for name in workers shards epochs train_examples batch_size; do
+  value="${!name}"
+  if ! [[ "$value" =~ ^[0-9]+$ ]] || [ "$value" -lt 1 ]; then
+    echo "local_cluster: --$name must be a positive integer; got '$value'" >&2; exit 2
+  fi
+done
+for binary in "$server" "$worker"; do
+  [ -x "$binary" ] || { echo "local_cluster: $binary is not built (run scripts/main_job.sh)" >&2; exit 2; }
+done
+
+pids=()
+names=()
+cleanup() {
+  for pid in "${pids[@]:-}"; do [ -n "$pid" ] && kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]:-}"; do [ -n "$pid" ] && wait "$pid" 2>/dev/null || true; done
+  pids=(); names=()
+}
+trap 'echo "local_cluster: interrupted; stopping every process" >&2; cleanup; exit 130' INT TERM
+trap cleanup EXIT
+
+# Starts a process in the background: start NAME LOG ARGS...
+start() {
+  local name="$1" log="$2"; shift 2
+  "$@" >"$log" 2>&1 &
+  pids+=("$!"); names+=("$name|$log")
+}
+
+# Fails the run when a process has exited with an error.
+check_alive() {
+  local i
+  for i in "${!pids[@]}"; do
+    local pid="${pids[$i]}"
+    if ! kill -0 "$pid" 2>/dev/null; then
+      local status=0
+      wait "$pid" || status=$?
+      if [ "$status" -ne 0 ]; then
+        echo "local_cluster: ${names[$i]%%|*} failed (exit $status); its log: ${names[$i]#*|}" >&2
+        tail -n 3 "${names[$i]#*|}" >&2 || true
+        exit 1
+      fi
+    fi
+  done
+}
+
+mkdir -p "$out"
+token="$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+IFS=',' read -r -a scheme_list <<<"$schemes"
+for scheme in "${scheme_list[@]}"; do
+  dir="$out/$scheme"
+  rm -rf "$dir"; mkdir -p "$dir"
+  echo "$token" >"$dir/token"; chmod 600 "$dir/token"
+  run_flags=(--job="local-$scheme" --world_size="$workers" --workload="$workload" --scheme="$scheme"
+             --epochs="$epochs" --train_examples="$train_examples" --batch_size="$batch_size" "${extra[@]}")
+  "$worker" --write_job_config="$dir/job.json" "${run_flags[@]}" >"$dir/plan.log" 2>&1 \
+    || { echo "local_cluster: planning $scheme failed; its log: $dir/plan.log" >&2; tail -n 3 "$dir/plan.log" >&2; exit 1; }
+  echo "== $scheme: $shards shards, $workers workers ($(tail -n 1 "$dir/plan.log" | sed 's/.*wrote job [^(]*(//; s/).*//'))"
+  start "server shard 0" "$dir/server0.log" "$server" --job_config="$dir/job.json" --shard_index=0 \
+    --num_shards="$shards" --coordinator --port_file="$dir/port0" --token_file="$dir/token"
+  for _ in $(seq 300); do [ -s "$dir/port0" ] && break; check_alive; sleep 0.1; done
+  [ -s "$dir/port0" ] || { echo "local_cluster: shard 0 did not start; its log: $dir/server0.log" >&2; exit 1; }
+  coordinator="127.0.0.1:$(cat "$dir/port0")"
+  for s in $(seq 1 $((shards - 1))); do
+    start "server shard $s" "$dir/server$s.log" "$server" --job_config="$dir/job.json" --shard_index="$s" \
+      --num_shards="$shards" --coordinator_address="$coordinator" --port_file="$dir/port$s" --token_file="$dir/token"
+  done
+  worker_pids=()
+  for w in $(seq 0 $((workers - 1))); do
+    start "worker-$w" "$dir/worker$w.log" "$worker" --coordinator="$coordinator" --worker_id="worker-$w" \
+      --token_file="$dir/token" --summary_json="$dir/summary$w.json" --report_every=25 "${run_flags[@]}"
+    worker_pids+=("${pids[-1]}")
+  done
+  # Live progress: worker-0's latest line.
+  shown=0
+  while true; do
+    check_alive
+    running=0
+    for pid in "${worker_pids[@]}"; do kill -0 "$pid" 2>/dev/null && running=1; done
+    lines=$(grep -c "^worker-0 epoch" "$dir/worker0.log" 2>/dev/null || true)
+    if [ "${lines:-0}" -gt "$shown" ]; then
+      grep "^worker-0 epoch" "$dir/worker0.log" | tail -n $((lines - shown)) | sed "s/^/  [$scheme] /"
+      shown=$lines
+    fi
+    [ "$running" -eq 0 ] && break
+    sleep 0.5
+  done
+  check_alive
+  cleanup
+done
+
+python3 - "$out" "${scheme_list[@]}" <<'PY'
+import csv, json, sys
+out, schemes = sys.argv[1], sys.argv[2:]
+rows, curves = [], []
+for scheme in schemes:
+    s = json.load(open(f"{out}/{scheme}/summary0.json"))
+    rows.append({"scheme": scheme, "compressor": s["compressor"], "final_test_accuracy": s["final_test_accuracy"],
+                 "mean_step_ms": 1e3 * s["mean_step_s"], "bytes_sent_per_worker_per_step": s["bytes_sent_per_step"],
+                 "compression_ratio": s["compression_ratio"], "wall_s": s["wall_s"], "steps": s["steps"]})
+    for e in s["epochs"]:
+        curves.append({"scheme": scheme, "epoch": e["epoch"], "elapsed_s": e["elapsed_s"],
+                       "test_accuracy": e["test_accuracy"],
+                       "bytes_sent_per_worker": e["step"] * s["bytes_sent_per_step"]})
+with open(f"{out}/comparison.csv", "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=list(rows[0])); w.writeheader(); w.writerows(rows)
+with open(f"{out}/curves.csv", "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=list(curves[0])); w.writeheader(); w.writerows(curves)
+json.dump({"runs": rows, "curves": curves}, open(f"{out}/comparison.json", "w"), indent=2)
+print(f"\n{'scheme':<12} {'accuracy':>9} {'step ms':>8} {'KiB/step/worker':>16} {'ratio':>7} {'wall s':>7}")
+for r in rows:
+    print(f"{r['scheme']:<12} {100*r['final_test_accuracy']:>8.2f}% {r['mean_step_ms']:>8.1f} "
+          f"{r['bytes_sent_per_worker_per_step']/1024:>16.1f} {r['compression_ratio']:>6.1f}x {r['wall_s']:>7.1f}")
+print(f"\nwritten: {out}/comparison.csv, {out}/comparison.json, {out}/curves.csv")
+PY
+if command -v gnuplot >/dev/null 2>&1; then
+  plot_cmds=""
+  for scheme in "${scheme_list[@]}"; do
+    grep "^$scheme," "$out/curves.csv" | tr ',' ' ' >"$out/$scheme/curve.dat"
+    plot_cmds+="'$out/$scheme/curve.dat' using 3:(100*\$4) with linespoints title '$scheme',"
+  done
+  gnuplot -e "set terminal png size 800,500; set output '$out/accuracy_vs_time.png'; \
+    set xlabel 'seconds'; set ylabel 'test accuracy (%)'; set key bottom right; plot ${plot_cmds%,}"
+  echo "plot: $out/accuracy_vs_time.png"
+else
+  echo "(no plot: gnuplot is not installed; scripts/setup.sh --bench installs it)"
+fi
