@@ -134,6 +134,7 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
         Round round;
         round.deadline = now + config_.round_deadline;
         round.arrived.assign(config_.world_size, false);
+        round.parts.resize(config_.world_size);
         open = rounds_.emplace(id, std::move(round)).first;
         ++stats_.rounds_open;
       }
@@ -141,20 +142,12 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
     if (!answer_now) {
       Round& round = open->second;
       if (!round.arrived[worker]) {
-        if (round.count > 0) {
-          absl::Status merged = MergeInto(payload, &round.aggregate);
-          if (!merged.ok()) {
-            immediate = absl::InvalidArgumentError(absl::StrCat("payload: ", merged.message()));
-            answer_now = true;
-          }
-        } else {
-          round.aggregate = std::move(payload);
-        }
-        if (!answer_now) {
-          round.arrived[worker] = true;
-          ++round.count;
-          stats_.bytes_in += payload_bytes;
-        }
+        // Kept apart until the round is complete, then merged in worker
+        // order (see Complete).
+        round.parts[worker] = std::move(payload);
+        round.arrived[worker] = true;
+        ++round.count;
+        stats_.bytes_in += payload_bytes;
       }
       // A repeated push of the same worker just waits for the answer.
       if (!answer_now) {
@@ -174,13 +167,22 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
 }
 
 void AggregationCore::Complete(Group& group, const RoundId& id) {
-  Payload aggregate;
+  std::vector<Payload> parts;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    aggregate = std::move(rounds_.at(id).aggregate);
+    parts = std::move(rounds_.at(id).parts);
   }
+  // Summing in worker order, whatever the order of arrival, makes the
+  // aggregate (float addition is not associative) and so a whole training run
+  // reproducible bit for bit.
   absl::StatusOr<Update> update;
-  {
+  Payload aggregate = std::move(parts[0]);
+  absl::Status merged = absl::OkStatus();
+  for (size_t w = 1; w < parts.size() && merged.ok(); ++w) merged = MergeInto(parts[w], &aggregate);
+  parts.clear();
+  if (!merged.ok()) {
+    update = absl::InvalidArgumentError(absl::StrCat("payloads of the round do not merge: ", merged.message()));
+  } else {
     std::lock_guard<std::mutex> lock(group.decode_mu);
     update = group.decoder->Decode(aggregate);
   }

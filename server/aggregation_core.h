@@ -21,6 +21,10 @@
 //     Its memory is freed, and a later push of the same round starts it afresh,
 //     so workers may re-push an unfinished round.
 //   - Memory of finished rounds is freed; only their answers are kept.
+//   - Deterministic: a round's payloads are kept apart until it is complete and
+//     then merged in worker order, so the update does not depend on the order
+//     of arrival (float sums are order-sensitive) and training runs are
+//     reproducible bit for bit. The cost: an open round holds W payloads.
 //
 // NOTE: thread-safe. Decoding runs outside the lock, so rounds of different
 // groups aggregate and decode concurrently. Locks are std::mutex: Debian's
@@ -120,7 +124,7 @@ class AggregationCore {
     absl::Time deadline;
     std::vector<bool> arrived;
     uint32_t count = 0;
-    Payload aggregate;
+    std::vector<Payload> parts;  // by worker; merged in worker order at completion
     std::vector<PushCallback> waiting;
     bool decoding = false;
   };

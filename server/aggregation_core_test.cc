@@ -62,6 +62,17 @@ TEST(AggregationCoreTest, AShardWithoutGroupsRefusesEveryPush) {
   EXPECT_EQ(core->stats().rounds_open, 0u);
 }
 
+TEST(AggregationCoreTest, SumsInWorkerOrderWhateverTheOrderOfArrival) {
+  // In float, (1e8 + 1) - 1e8 is 0 but (1e8 - 1e8) + 1 is 1: the worker order.
+  std::unique_ptr<AggregationCore> core = MakeCore(3, {{0, 1, "dense", 0}});
+  Answer a, b, c;
+  core->Push({"job", 0, 0}, 0, Encode("dense", {1e8f}), kT0, a.Callback());
+  core->Push({"job", 0, 0}, 2, Encode("dense", {1.0f}), kT0, c.Callback());
+  core->Push({"job", 0, 0}, 1, Encode("dense", {-1e8f}), kT0, b.Callback());
+  ASSERT_TRUE(a.result.ok()) << a.result.status();
+  EXPECT_EQ(a.result->update->values, std::vector<float>({1.0f}));
+}
+
 TEST(AggregationCoreTest, DenseRoundAnswersEveryWorkerWithTheSum) {
   const size_t n = 1000;
   auto core = MakeCore(4, {{0, n, "dense"}});
