@@ -5,7 +5,9 @@
 namespace sketchfuse {
 
 absl::Time CoordinatorService::Deadline(const grpc::ServerContext& context) const {
-  return std::min(absl::FromChrono(context.deadline()), absl::Now() + max_wait_);
+  // Answer half a second before the client gives up, so it hears why
+  // (who is missing) instead of a bare deadline.
+  return std::min(absl::FromChrono(context.deadline()) - absl::Milliseconds(500), absl::Now() + max_wait_);
 }
 
 grpc::Status CoordinatorService::Join(grpc::ServerContext* context, const v1::JoinRequest* request,

@@ -34,7 +34,7 @@ class CoordinatorService final : public v1::Coordinator::Service {
                    v1::KeyValue* reply) override;
 
  private:
-  // The earlier of the call's deadline and now + max_wait_.
+  // The earlier of the call's deadline less 500 ms and now + max_wait_.
   absl::Time Deadline(const grpc::ServerContext& context) const;
 
   CoordinatorCore* core_;

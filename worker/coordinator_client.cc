@@ -10,7 +10,8 @@ namespace sketchfuse {
 
 CoordinatorClient::CoordinatorClient(const std::string& address, std::string job, std::string worker_id,
                                      RpcChannelOptions options)
-    : job_(std::move(job)),
+    : address_(address),
+      job_(std::move(job)),
       worker_id_(std::move(worker_id)),
       options_(std::move(options)),
       stub_(v1::Coordinator::NewStub(MakeRpcChannel(address, options_))) {}
@@ -40,6 +41,12 @@ absl::StatusOr<v1::JoinReply> CoordinatorClient::Join(const v1::RunConfig& run, 
     v1::JoinReply reply;
     grpc::Status status = stub_->Join(&context, request, &reply);
     if (status.ok()) return reply;
+    if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && status.error_message() == "Deadline Exceeded") {
+      // gRPC's own deadline: the coordinator never answered.
+      return absl::DeadlineExceededError(absl::StrCat("joining job '", job_, "' as '", worker_id_,
+                                                      "': no answer from the coordinator at ", address_, " within ",
+                                                      absl::FormatDuration(patience), " (is it up?)"));
+    }
     if (status.error_code() != grpc::StatusCode::UNAVAILABLE || absl::Now() >= give_up) {
       return absl::Status(FromGrpcStatus(status).code(),
                           absl::StrCat("joining job '", job_, "' as '", worker_id_, "': ", status.error_message()));

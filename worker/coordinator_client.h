@@ -38,6 +38,7 @@ class CoordinatorClient {
   std::vector<std::string> dead_workers() const;
 
  private:
+  const std::string address_;
   const std::string job_;
   const std::string worker_id_;
   const RpcChannelOptions options_;

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The sketchfuse_worker daemon answers malformed flags, bad files and an
+# unreachable coordinator with a clear error on stderr and a non-zero exit,
+# and writes nothing.
+set -uo pipefail
+bin="$1"
+out_dir="${TEST_TMPDIR:-$(mktemp -d)}"
+failures=0
+
+expect_refusal() {
+  local needle="$1"; shift
+  local stderr_file="$out_dir/stderr"
+  if "$bin" "$@" >/dev/null 2>"$stderr_file"; then
+    echo "FAIL: '$*' succeeded"; failures=$((failures + 1)); return
+  fi
+  if ! grep -qF -- "$needle" "$stderr_file"; then
+    echo "FAIL: '$*' did not say '$needle'; it said:"; cat "$stderr_file"
+    failures=$((failures + 1)); return
+  fi
+  echo "ok: $* -> $(head -1 "$stderr_file")"
+}
+
+plan=(--write_job_config="$out_dir/job.json" --train_examples=2000)
+expect_refusal "--world_size must be >= 1" "${plan[@]}"
+expect_refusal "--learning_rate must be > 0" "${plan[@]}" --world_size=2 --learning_rate=-1
+expect_refusal "--momentum must be in [0, 1)" "${plan[@]}" --world_size=2 --momentum=1
+expect_refusal "--batch_size must be >= 1" "${plan[@]}" --world_size=2 --batch_size=0
+expect_refusal "scheme sketch_ps needs the count_sketch compressor" "${plan[@]}" --world_size=2 --compressor=topk
+expect_refusal "unknown scheme 'gossip'" "${plan[@]}" --world_size=2 --scheme=gossip
+expect_refusal "unknown parameter 'depth'" "${plan[@]}" --world_size=2 --compressor=count_sketch:depth=3
+expect_refusal 'unknown model "resnet"; known models: mlp, cnn' "${plan[@]}" --world_size=2 --workload=resnet
+expect_refusal "is larger than a worker's" "${plan[@]}" --world_size=2 --batch_size=5000
+expect_refusal "fusion" "${plan[@]}" --world_size=2 --fusion=sometimes
+expect_refusal "Illegal value 'many' specified for flag 'epochs'" "${plan[@]}" --world_size=2 --epochs=many
+expect_refusal "unexpected argument 'extra'" "${plan[@]}" --world_size=2 extra
+[ -e "$out_dir/job.json" ] && { echo "FAIL: a refused run wrote its job config"; failures=$((failures + 1)); }
+
+run=(--world_size=1 --train_examples=2000 --worker_id=w-0)
+expect_refusal "--coordinator is required" "${run[@]}"
+expect_refusal "cannot read --token_file file" "${run[@]}" --coordinator=127.0.0.1:1 --token_file="$out_dir/missing"
+: >"$out_dir/empty_token"
+expect_refusal "is empty" "${run[@]}" --coordinator=127.0.0.1:1 --token_file="$out_dir/empty_token"
+expect_refusal "--tls_cert and --tls_key must be given together" "${run[@]}" --coordinator=127.0.0.1:1 --tls_cert=x
+expect_refusal "no answer from the coordinator at 127.0.0.1:1 within 1s" "${run[@]}" --coordinator=127.0.0.1:1 --join_timeout_s=1
+
+# A valid run writes its job config.
+if "$bin" "${plan[@]}" --world_size=2 >/dev/null 2>&1 && grep -q '"layerSizes"' "$out_dir/job.json"; then
+  echo "ok: a valid run writes its job config"
+else
+  echo "FAIL: a valid run did not write its job config"; failures=$((failures + 1))
+fi
+
+if "$bin" --help >"$out_dir/help" 2>&1; then :; fi
+for flag in coordinator worker_id world_size workload scheme compressor fusion epochs batch_size \
+            learning_rate checkpoint_dir token_file tls_ca tls_cert tls_key write_job_config; do
+  grep -q -- "-$flag" "$out_dir/help" || { echo "FAIL: --help does not explain --$flag"; failures=$((failures + 1)); }
+done
+[ "$failures" -eq 0 ] && echo "all refusals are clear" || echo "$failures failure(s)"
+exit "$failures"
