@@ -24,6 +24,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "proto/rpc_channel.h"
 #include "server/aggregation_core.h"
 #include "server/aggregator_service.h"
 #include "server/coordinator_service.h"
@@ -66,14 +67,6 @@ ABSL_FLAG(int, reaper_period_ms, 100, "How often overdue rounds are failed, ms (
 
 namespace {
 
-absl::StatusOr<std::string> ReadFile(const std::string& path, const std::string& what) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", what, " file '", path, "'"));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials() {
   const std::string cert = absl::GetFlag(FLAGS_tls_cert), key = absl::GetFlag(FLAGS_tls_key);
   const std::string ca = absl::GetFlag(FLAGS_tls_client_ca);
@@ -87,13 +80,13 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials() {
   grpc::SslServerCredentialsOptions options(
       ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
                  : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  absl::StatusOr<std::string> cert_pem = ReadFile(cert, "--tls_cert");
+  absl::StatusOr<std::string> cert_pem = sketchfuse::ReadFlagFile(cert, "--tls_cert");
   if (!cert_pem.ok()) return cert_pem.status();
-  absl::StatusOr<std::string> key_pem = ReadFile(key, "--tls_key");
+  absl::StatusOr<std::string> key_pem = sketchfuse::ReadFlagFile(key, "--tls_key");
   if (!key_pem.ok()) return key_pem.status();
   options.pem_key_cert_pairs.push_back({*key_pem, *cert_pem});
   if (!ca.empty()) {
-    absl::StatusOr<std::string> ca_pem = ReadFile(ca, "--tls_client_ca");
+    absl::StatusOr<std::string> ca_pem = sketchfuse::ReadFlagFile(ca, "--tls_client_ca");
     if (!ca_pem.ok()) return ca_pem.status();
     options.pem_root_certs = *ca_pem;
   }
@@ -102,30 +95,14 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials() {
 
 // Registers this shard with a remote coordinator, retrying while it is not
 // up yet (UNAVAILABLE) for up to a minute or until `stopping`.
-absl::Status RegisterRemotely(const sketchfuse::v1::RegisterShardRequest& request, const std::string& token,
-                              const std::atomic<bool>& stopping) {
-  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-  if (!absl::GetFlag(FLAGS_coordinator_ca).empty()) {
-    grpc::SslCredentialsOptions options;
-    absl::StatusOr<std::string> ca = ReadFile(absl::GetFlag(FLAGS_coordinator_ca), "--coordinator_ca");
-    if (!ca.ok()) return ca.status();
-    options.pem_root_certs = *ca;
-    if (!absl::GetFlag(FLAGS_tls_cert).empty()) {
-      absl::StatusOr<std::string> cert = ReadFile(absl::GetFlag(FLAGS_tls_cert), "--tls_cert");
-      absl::StatusOr<std::string> key = ReadFile(absl::GetFlag(FLAGS_tls_key), "--tls_key");
-      if (!cert.ok()) return cert.status();
-      if (!key.ok()) return key.status();
-      options.pem_cert_chain = *cert;
-      options.pem_private_key = *key;
-    }
-    credentials = grpc::SslCredentials(options);
-  }
+absl::Status RegisterRemotely(const sketchfuse::v1::RegisterShardRequest& request,
+                              const sketchfuse::RpcChannelOptions& options, const std::atomic<bool>& stopping) {
   auto stub = sketchfuse::v1::Coordinator::NewStub(
-      grpc::CreateChannel(absl::GetFlag(FLAGS_coordinator_address), credentials));
+      sketchfuse::MakeRpcChannel(absl::GetFlag(FLAGS_coordinator_address), options));
   const absl::Time give_up = absl::Now() + absl::Minutes(1);
   while (true) {
     grpc::ClientContext context;
-    if (!token.empty()) context.AddMetadata("authorization", absl::StrCat("Bearer ", token));
+    sketchfuse::AddCallCredentials(options, context);
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     sketchfuse::v1::RegisterShardReply reply;
     grpc::Status status = stub->RegisterShard(&context, request, &reply);
@@ -203,13 +180,14 @@ int main(int argc, char** argv) {
   absl::StatusOr<sketchfuse::AggregationConfig> shard = sketchfuse::ShardConfig(
       *job, absl::GetFlag(FLAGS_shard_index), absl::GetFlag(FLAGS_num_shards));
   if (!shard.ok()) return Fail(shard.status());
-  std::string token;
-  if (!absl::GetFlag(FLAGS_token_file).empty()) {
-    absl::StatusOr<std::string> text = ReadFile(absl::GetFlag(FLAGS_token_file), "--token_file");
-    if (!text.ok()) return Fail(text.status());
-    token = std::string(absl::StripAsciiWhitespace(*text));
-    if (token.empty()) return Fail(absl::InvalidArgumentError("--token_file is empty"));
-  }
+  // The token, and the client side of this shard's calls to a remote
+  // coordinator (its CA; this shard's certificate as client certificate).
+  const bool tls_to_coordinator = !absl::GetFlag(FLAGS_coordinator_ca).empty();
+  absl::StatusOr<sketchfuse::RpcChannelOptions> client = sketchfuse::LoadRpcChannelOptions(
+      absl::GetFlag(FLAGS_token_file), absl::GetFlag(FLAGS_coordinator_ca),
+      tls_to_coordinator ? absl::GetFlag(FLAGS_tls_cert) : "", tls_to_coordinator ? absl::GetFlag(FLAGS_tls_key) : "", "--coordinator_ca");
+  if (!client.ok()) return Fail(client.status());
+  const std::string token = client->token;
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = Credentials();
   if (!credentials.ok()) return Fail(credentials.status());
 
@@ -291,8 +269,8 @@ int main(int argc, char** argv) {
     std::cout << "sketchfuse_server: serving the coordinator of job '" << shard->job << "' (run "
               << coordinator->fingerprint() << ")" << std::endl;
   } else if (!absl::GetFlag(FLAGS_coordinator_address).empty()) {
-    registrar = std::thread([&registration, &token, &exit_code, &stopping] {
-      absl::Status registered = RegisterRemotely(registration, token, stopping);
+    registrar = std::thread([&registration, &client, &exit_code, &stopping] {
+      absl::Status registered = RegisterRemotely(registration, *client, stopping);
       if (registered.ok()) {
         std::cout << "sketchfuse_server: registered as " << registration.address() << " with the coordinator at "
                   << absl::GetFlag(FLAGS_coordinator_address) << std::endl;

@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/coordinator.grpc.pb.h"
-#include "worker/rpc_channel.h"
+#include "proto/rpc_channel.h"
 
 namespace sketchfuse {
 

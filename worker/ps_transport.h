@@ -22,7 +22,7 @@
 #include "absl/time/time.h"
 #include "common/payload.h"
 #include "proto/aggregator.grpc.pb.h"
-#include "worker/rpc_channel.h"
+#include "proto/rpc_channel.h"
 
 namespace sketchfuse {
 

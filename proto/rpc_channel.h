@@ -1,8 +1,9 @@
-// How a worker reaches the job's gRPC endpoints (coordinator and shards):
-// credentials, the bearer token, and message-size limits, shared by every
-// client the worker opens.
-#ifndef SKETCHFUSE_WORKER_RPC_CHANNEL_H_
-#define SKETCHFUSE_WORKER_RPC_CHANNEL_H_
+// How a client reaches the job's gRPC endpoints (a worker its coordinator and
+// shards, a shard its coordinator): credentials, the bearer token, and
+// message-size limits, shared by every client a process opens. Also the file
+// reading the daemons' token and certificate flags share.
+#ifndef SKETCHFUSE_PROTO_RPC_CHANNEL_H_
+#define SKETCHFUSE_PROTO_RPC_CHANNEL_H_
 
 #include <memory>
 #include <string>
@@ -24,13 +25,19 @@ struct RpcChannelOptions {
   int max_message_bytes = 256 << 20;
 };
 
+// The whole content of a (small) file. NOT_FOUND "cannot read <what> file
+// '<path>'" when it cannot be opened.
+absl::StatusOr<std::string> ReadFlagFile(const std::string& path, const std::string& what);
+
 // Reads the token and PEM files named by the caller (any may be empty: not
-// used). NOT_FOUND naming the file that cannot be read; INVALID_ARGUMENT for
+// used). `ca_flag` is the CA file's flag name in messages. NOT_FOUND naming
+// the file that cannot be read; INVALID_ARGUMENT for
 // an empty token file or a client certificate without its key.
 absl::StatusOr<RpcChannelOptions> LoadRpcChannelOptions(const std::string& token_file,
                                                         const std::string& tls_ca_file,
                                                         const std::string& client_cert_file,
-                                                        const std::string& client_key_file);
+                                                        const std::string& client_key_file,
+                                                        const std::string& ca_flag = "--tls_ca");
 
 // A channel to `address` (host:port) with the options' credentials and limits.
 std::shared_ptr<grpc::Channel> MakeRpcChannel(const std::string& address,
@@ -41,4 +48,4 @@ void AddCallCredentials(const RpcChannelOptions& options, grpc::ClientContext& c
 
 }  // namespace sketchfuse
 
-#endif  // SKETCHFUSE_WORKER_RPC_CHANNEL_H_
+#endif  // SKETCHFUSE_PROTO_RPC_CHANNEL_H_

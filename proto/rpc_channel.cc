@@ -1,4 +1,4 @@
-#include "worker/rpc_channel.h"
+#include "proto/rpc_channel.h"
 
 #include <fstream>
 #include <sstream>
@@ -7,9 +7,7 @@
 #include "absl/strings/strip.h"
 
 namespace sketchfuse {
-namespace {
-
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path, const std::string& what) {
+absl::StatusOr<std::string> ReadFlagFile(const std::string& path, const std::string& what) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", what, " file '", path, "'"));
   std::stringstream text;
@@ -17,15 +15,14 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path, const std::st
   return text.str();
 }
 
-}  // namespace
-
 absl::StatusOr<RpcChannelOptions> LoadRpcChannelOptions(const std::string& token_file,
                                                         const std::string& tls_ca_file,
                                                         const std::string& client_cert_file,
-                                                        const std::string& client_key_file) {
+                                                        const std::string& client_key_file,
+                                                        const std::string& ca_flag) {
   RpcChannelOptions options;
   if (!token_file.empty()) {
-    absl::StatusOr<std::string> token = ReadWholeFile(token_file, "--token_file");
+    absl::StatusOr<std::string> token = ReadFlagFile(token_file, "--token_file");
     if (!token.ok()) return token.status();
     options.token = std::string(absl::StripAsciiWhitespace(*token));
     if (options.token.empty()) {
@@ -36,17 +33,17 @@ absl::StatusOr<RpcChannelOptions> LoadRpcChannelOptions(const std::string& token
     return absl::InvalidArgumentError("--tls_cert and --tls_key must be given together");
   }
   if (!client_cert_file.empty() && tls_ca_file.empty()) {
-    return absl::InvalidArgumentError("--tls_cert needs --tls_ca (a client certificate is only sent over TLS)");
+    return absl::InvalidArgumentError(absl::StrCat("--tls_cert needs ", ca_flag, " (a client certificate is only sent over TLS)"));
   }
   if (!tls_ca_file.empty()) {
-    absl::StatusOr<std::string> ca = ReadWholeFile(tls_ca_file, "--tls_ca");
+    absl::StatusOr<std::string> ca = ReadFlagFile(tls_ca_file, ca_flag);
     if (!ca.ok()) return ca.status();
     options.tls_ca = *ca;
   }
   if (!client_cert_file.empty()) {
-    absl::StatusOr<std::string> cert = ReadWholeFile(client_cert_file, "--tls_cert");
+    absl::StatusOr<std::string> cert = ReadFlagFile(client_cert_file, "--tls_cert");
     if (!cert.ok()) return cert.status();
-    absl::StatusOr<std::string> key = ReadWholeFile(client_key_file, "--tls_key");
+    absl::StatusOr<std::string> key = ReadFlagFile(client_key_file, "--tls_key");
     if (!key.ok()) return key.status();
     options.client_cert = *cert;
     options.client_key = *key;

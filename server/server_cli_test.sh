@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The sketchfuse_server daemon answers malformed flags and files with a clear
+# error on stderr and a non-zero exit before it listens.
+set -uo pipefail
+bin="$1"
+dir="${TEST_TMPDIR:-$(mktemp -d)}"
+failures=0
+
+expect_refusal() {
+  local needle="$1"; shift
+  if timeout 30 "$bin" "$@" >/dev/null 2>"$dir/stderr"; then
+    echo "FAIL: '$*' succeeded"; failures=$((failures + 1)); return
+  fi
+  if ! grep -qF -- "$needle" "$dir/stderr"; then
+    echo "FAIL: '$*' did not say '$needle'; it said:"; cat "$dir/stderr"; failures=$((failures + 1)); return
+  fi
+  echo "ok: $* -> $(head -1 "$dir/stderr")"
+}
+
+# A job for the servers alone (no run section) and one with a run.
+echo '{"job": "j", "worldSize": 2, "groups": [{"group": 0, "dim": 100, "compressor": "dense"}]}' >"$dir/servers.json"
+echo '{"job": "j", "worldSize": 2, "run": {"workload": "mlp", "layerSizes": ["100"]},
+  "groups": [{"group": 0, "dim": 100, "compressor": "dense", "layerEnd": 1}]}' >"$dir/run.json"
+echo '{"job": "j", "worldSize": 2, "run": {"layerSizes": ["100", "5"]},
+  "groups": [{"group": 0, "dim": 100, "compressor": "dense", "layerEnd": 1}]}' >"$dir/untiled.json"
+echo '{"job": "j", "worldSize": ' >"$dir/broken.json"
+: >"$dir/empty_token"
+
+expect_refusal "--job_config is required" --port=0
+expect_refusal "cannot read job config file" --job_config="$dir/missing.json"
+expect_refusal "is not valid JSON for JobConfig" --job_config="$dir/broken.json"
+expect_refusal "the coordinator needs the workers' run configuration" --job_config="$dir/servers.json" --coordinator
+expect_refusal "the groups cover layers [0, 1) of the run's 2 layers" --job_config="$dir/untiled.json"
+expect_refusal "--coordinator and --coordinator_address exclude each other" \
+  --job_config="$dir/run.json" --coordinator --coordinator_address=127.0.0.1:1
+expect_refusal "--coordinator_ca needs --coordinator_address" --job_config="$dir/run.json" --coordinator_ca=x
+expect_refusal "--liveness_timeout_ms must be in [100, 3600000]" --job_config="$dir/run.json" --liveness_timeout_ms=5
+expect_refusal "--port must be in [0, 65535]" --job_config="$dir/run.json" --port=70000
+expect_refusal "shard index 2 is out of range for 2 shards" --job_config="$dir/run.json" --shard_index=2 --num_shards=2
+expect_refusal "is empty" --job_config="$dir/run.json" --token_file="$dir/empty_token"
+expect_refusal "cannot read --coordinator_ca file" --job_config="$dir/run.json" --shard_index=1 --num_shards=2 \
+  --coordinator_address=127.0.0.1:1 --coordinator_ca="$dir/missing.pem"
+expect_refusal "--tls_cert and --tls_key must be given together" --job_config="$dir/run.json" --tls_cert=x
+
+if "$bin" --help >"$dir/help" 2>&1; then :; fi
+for flag in job_config shard_index num_shards port token_file tls_cert tls_key tls_client_ca coordinator \
+            coordinator_address coordinator_ca advertise_address liveness_timeout_ms max_message_mb; do
+  grep -q -- "-$flag" "$dir/help" || { echo "FAIL: --help does not explain --$flag"; failures=$((failures + 1)); }
+done
+[ "$failures" -eq 0 ] && echo "all refusals are clear" || echo "$failures failure(s)"
+exit "$failures"
