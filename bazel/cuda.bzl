@@ -12,7 +12,7 @@ gpu_test builds a test that skips with a message, so that `bazel test //...`
 passes on CPU-only machines and still counts every GPU test.
 """
 
-load("@local_cuda//:defs.bzl", "CUDA_ENABLED")
+load("@local_cuda//:defs.bzl", "CUDA_ENABLED", "NCCL_ENABLED")
 load("@local_cuda//:defs.bzl", _NVCC = "NVCC")
 
 CUDA_ARCH_FLAGS = [
@@ -99,15 +99,15 @@ def cuda_library(name, srcs = [], hdrs = [], cpu_srcs = [], deps = [], copts = [
             **kwargs
         )
 
-def gpu_test(name, srcs, deps = [], **kwargs):
+def gpu_test(name, srcs, deps = [], requires_nccl = False, **kwargs):
     """A GoogleTest target that runs on a GPU and skips with a message elsewhere.
 
     With a toolkit, the test is built from `srcs`; each test body must call
     SKIP_WITHOUT_GPU() (cuda/gpu_test_util.h) so it skips when no device is
-    visible. Without a toolkit, the target is a single test that skips and
-    says the build is CPU-only.
+    visible. Without a toolkit (or without NCCL, for `requires_nccl` tests),
+    the target is a single test that skips and says the build is CPU-only.
     """
-    if CUDA_ENABLED:
+    if CUDA_ENABLED and (NCCL_ENABLED or not requires_nccl):
         native.cc_test(
             name = name,
             srcs = srcs,

@@ -1,11 +1,15 @@
-// One checking macro for every CUDA runtime call.
+// One checking macro for every CUDA runtime and NCCL call.
 //
-//   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(...), "copying the gradient");
+//   GPU_RETURN_IF_ERROR(cudaMemcpyAsync(...), "copying the gradient");
+//   GPU_RETURN_IF_ERROR(ncclAllReduce(...), "allreducing the sketch");
 //
-// On failure it clears the (non-sticky) error state with cudaGetLastError and
-// returns an absl::Status naming the call, the CUDA error and the context.
-// Out-of-memory maps to RESOURCE_EXHAUSTED, a missing device to UNAVAILABLE,
-// bad arguments to INVALID_ARGUMENT, anything else to INTERNAL.
+// The macro turns the call's result into an absl::Status with the overloads
+// of GpuCallStatus: this header's for cudaError_t, cuda/nccl_check.h's for
+// ncclResult_t. On failure the status names the call, the error and the
+// context. A CUDA failure also clears the (non-sticky) error state with
+// cudaGetLastError; out-of-memory maps to RESOURCE_EXHAUSTED, a missing
+// device to UNAVAILABLE, bad arguments to INVALID_ARGUMENT, anything else to
+// INTERNAL.
 #ifndef SKETCHFUSE_CUDA_CUDA_CHECK_H_
 #define SKETCHFUSE_CUDA_CUDA_CHECK_H_
 
@@ -17,7 +21,7 @@
 
 namespace sketchfuse {
 
-inline absl::Status CudaErrorToStatus(cudaError_t error, absl::string_view call,
+inline absl::Status GpuCallStatus(cudaError_t error, absl::string_view call,
                                       absl::string_view context) {
   if (error == cudaSuccess) return absl::OkStatus();
   (void)cudaGetLastError();
@@ -36,10 +40,10 @@ inline absl::Status CudaErrorToStatus(cudaError_t error, absl::string_view call,
 
 }  // namespace sketchfuse
 
-#define CUDA_RETURN_IF_ERROR(call, context)                                       \
-  do {                                                                            \
-    ::absl::Status sf_cuda_status_ = ::sketchfuse::CudaErrorToStatus((call), #call, (context)); \
-    if (!sf_cuda_status_.ok()) return sf_cuda_status_;                            \
+#define GPU_RETURN_IF_ERROR(call, context)                                         \
+  do {                                                                             \
+    ::absl::Status sf_gpu_status_ = ::sketchfuse::GpuCallStatus((call), #call, (context)); \
+    if (!sf_gpu_status_.ok()) return sf_gpu_status_;                               \
   } while (false)
 
 #endif  // SKETCHFUSE_CUDA_CUDA_CHECK_H_

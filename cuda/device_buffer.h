@@ -37,7 +37,7 @@ class DeviceBuffer {
   static absl::StatusOr<DeviceBuffer> Allocate(size_t size) {
     DeviceBuffer buffer;
     if (size > 0) {
-      CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&buffer.data_), size * sizeof(T)),
+      GPU_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&buffer.data_), size * sizeof(T)),
                            "allocating a device buffer");
     }
     buffer.size_ = size;
@@ -49,7 +49,7 @@ class DeviceBuffer {
     absl::StatusOr<DeviceBuffer> buffer = Allocate(host.size());
     if (!buffer.ok()) return buffer.status();
     if (!host.empty()) {
-      CUDA_RETURN_IF_ERROR(cudaMemcpy(buffer->data_, host.data(), host.size() * sizeof(T),
+      GPU_RETURN_IF_ERROR(cudaMemcpy(buffer->data_, host.data(), host.size() * sizeof(T),
                                       cudaMemcpyHostToDevice),
                            "copying to the device");
     }
@@ -60,7 +60,7 @@ class DeviceBuffer {
   absl::StatusOr<std::vector<T>> ToHost() const {
     std::vector<T> host(size_);
     if (size_ > 0) {
-      CUDA_RETURN_IF_ERROR(
+      GPU_RETURN_IF_ERROR(
           cudaMemcpy(host.data(), data_, size_ * sizeof(T), cudaMemcpyDeviceToHost),
           "copying to the host");
     }
@@ -70,7 +70,7 @@ class DeviceBuffer {
   // Sets every byte to zero on `stream`.
   absl::Status ZeroAsync(cudaStream_t stream) {
     if (size_ == 0) return absl::OkStatus();
-    CUDA_RETURN_IF_ERROR(cudaMemsetAsync(data_, 0, size_ * sizeof(T), stream),
+    GPU_RETURN_IF_ERROR(cudaMemsetAsync(data_, 0, size_ * sizeof(T), stream),
                          "zeroing a device buffer");
     return absl::OkStatus();
   }

@@ -1,0 +1,93 @@
+// Device-side Count-Sketch helpers shared by the kernels of cuda/ (include
+// only from .cu files). The row hashes are computed once on the host and
+// passed by value as a kernel parameter.
+#ifndef SKETCHFUSE_CUDA_COUNT_SKETCH_DEVICE_CU_H_
+#define SKETCHFUSE_CUDA_COUNT_SKETCH_DEVICE_CU_H_
+
+#include <cstdint>
+
+#include "common/count_sketch.h"
+#include "common/sketch_hash.h"
+
+namespace sketchfuse {
+
+// A sketch's shape with every row's hash precomputed (1 KB: a kernel parameter).
+struct SketchHashParams {
+  uint32_t rows;
+  uint32_t cols;
+  RowHash row[kMaxSketchRows];
+};
+
+// The shape must be valid (ValidateSketchShape).
+inline SketchHashParams MakeSketchHashParams(const SketchShape& shape) {
+  SketchHashParams params{};
+  params.rows = shape.rows;
+  params.cols = shape.cols;
+  for (uint32_t r = 0; r < shape.rows; ++r) params.row[r] = MakeRowHash(shape.seed, r);
+  return params;
+}
+
+// Estimate of coordinate i for a sketch of exactly kRows rows: the rows'
+// cells are gathered first (independent loads in flight), then sorted by a
+// stable compare-exchange network with constant indices, so the values stay
+// in registers.
+template <int kRows>
+__device__ __forceinline__ float EstimateOfFixedRows(const SketchHashParams& p,
+                                                     const float* table, uint32_t i) {
+  float v[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const uint32_t bits = HashBits(p.row[r], i);
+    v[r] = SignOf(bits) * __ldg(table + static_cast<size_t>(r) * p.cols + BucketOf(bits, p.cols));
+  }
+#pragma unroll
+  for (int pass = 0; pass < kRows; ++pass) {
+#pragma unroll
+    for (int j = 0; j + 1 < kRows - pass; ++j) {
+      if (v[j] > v[j + 1]) {
+        const float t = v[j];
+        v[j] = v[j + 1];
+        v[j + 1] = t;
+      }
+    }
+  }
+  return (kRows % 2 == 1) ? v[kRows / 2] : (v[kRows / 2 - 1] + v[kRows / 2]) * 0.5f;
+}
+
+// Any number of rows (an array in local memory).
+__device__ __forceinline__ float EstimateOfAnyRows(const SketchHashParams& p, const float* table,
+                                                   uint32_t i) {
+  float v[kMaxSketchRows];
+  for (uint32_t r = 0; r < p.rows; ++r) {
+    const uint32_t bits = HashBits(p.row[r], i);
+    const float value = SignOf(bits) * __ldg(table + static_cast<size_t>(r) * p.cols +
+                                            BucketOf(bits, p.cols));
+    uint32_t j = r;  // insertion sort while gathering
+    while (j > 0 && v[j - 1] > value) {
+      v[j] = v[j - 1];
+      --j;
+    }
+    v[j] = value;
+  }
+  return (p.rows % 2 == 1) ? v[p.rows / 2] : (v[p.rows / 2 - 1] + v[p.rows / 2]) * 0.5f;
+}
+
+// Estimate of coordinate i: the median over rows of sign * cell, for an even
+// number of rows the mean of the two middle values. Both sorts are stable and
+// compare with `>`, and the final operation is the CPU's, so the result is
+// bit-identical to SketchView's for the same table.
+__device__ __forceinline__ float EstimateOf(const SketchHashParams& p, const float* table,
+                                            uint32_t i) {
+  switch (p.rows) {
+    case 1: return EstimateOfFixedRows<1>(p, table, i);
+    case 3: return EstimateOfFixedRows<3>(p, table, i);
+    case 4: return EstimateOfFixedRows<4>(p, table, i);
+    case 5: return EstimateOfFixedRows<5>(p, table, i);
+    case 7: return EstimateOfFixedRows<7>(p, table, i);
+    default: return EstimateOfAnyRows(p, table, i);
+  }
+}
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_CUDA_COUNT_SKETCH_DEVICE_CU_H_

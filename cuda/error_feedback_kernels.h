@@ -1,0 +1,37 @@
+// Error feedback and momentum on the GPU: the state updates of
+// common/error_feedback.h, for a fused group resident in device memory.
+//
+//   encode:   u = m * u + g  (when a velocity is given)      velocity u
+//             e = e + u      (e = e + g without momentum)    residual e
+//   applied:  e[i] = 0 and u[i] = 0 at every applied coordinate i
+//
+// Together they keep the residual equal to exactly what was not applied. The
+// products and sums are rounded separately (no fused multiply-add), as the
+// CPU decorators compute them. Launchers enqueue on `stream` and return
+// without synchronizing.
+#ifndef SKETCHFUSE_CUDA_ERROR_FEEDBACK_KERNELS_H_
+#define SKETCHFUSE_CUDA_ERROR_FEEDBACK_KERNELS_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+
+namespace sketchfuse {
+
+// The encode-side update over n elements. `velocity` may be null (no
+// momentum; `momentum` is then ignored); momentum must be in [0, 1).
+absl::Status LaunchErrorFeedbackAccumulate(const float* grad, uint64_t n, float momentum,
+                                           float* velocity, float* residual,
+                                           cudaStream_t stream);
+
+// Zeroes residual (and velocity, when not null) at indices[0, count), each
+// < n. Out-of-range indices are skipped; the update's indices are validated
+// on the host before it is applied (common/error_feedback.h ValidateUpdate).
+absl::Status LaunchClearApplied(const uint32_t* indices, uint64_t count, uint64_t n,
+                                float* residual, float* velocity, cudaStream_t stream);
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_CUDA_ERROR_FEEDBACK_KERNELS_H_
