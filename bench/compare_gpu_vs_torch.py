@@ -61,8 +61,10 @@ def main():
             if target:
                 met = target[1](r["sketchfuse_ms"], r["speedup"])
                 verdict = f"{target[0]}: {'met' if met else 'NOT met'}"
-            print(f"  {r['op']:<20}{r['sketchfuse_ms']:>14.3f}{r['torch_ms']:>12.3f}"
-                  f"{r['speedup']:>9.1f}x{r['sketchfuse_gbps']:>9.0f}"
+            torch_ms = f"{r['torch_ms']:>12.3f}" if r["torch_ms"] == r["torch_ms"] else f"{'-':>12}"
+            speedup = f"{r['speedup']:>9.1f}x" if r["speedup"] == r["speedup"] else f"{'-':>10}"
+            print(f"  {r['op']:<20}{r['sketchfuse_ms']:>14.3f}{torch_ms}{speedup}"
+                  f"{r['sketchfuse_gbps']:>9.0f}"
                   f"{100 * r['fraction_of_copy']:>8.0f}%  {verdict}")
     with open(prefix + ".csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
@@ -81,7 +83,8 @@ def main():
     profiles = list(dict.fromkeys(r["profile"] for r in rows))
     fig, axes = plt.subplots(1, len(profiles), figsize=(7 * len(profiles), 4.5), squeeze=False)
     for ax, profile in zip(axes[0], profiles):
-        sel = [r for r in rows if r["profile"] == profile and r["op"] != "copy"]
+        sel = [r for r in rows if r["profile"] == profile and r["op"] != "copy"
+               and r["torch_ms"] == r["torch_ms"]]
         xs = range(len(sel))
         ax.bar([x - 0.2 for x in xs], [r["sketchfuse_ms"] for r in sel], 0.4, label="SketchFuse")
         ax.bar([x + 0.2 for x in xs], [r["torch_ms"] for r in sel], 0.4, label="PyTorch")

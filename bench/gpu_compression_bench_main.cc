@@ -4,14 +4,18 @@
 //
 // Operations (k = d/1000, sketch rows x (d/51) columns, as FetchSGD sizes it):
 //   copy               cudaMemcpyAsync device to device (bytes read + written)
-//   sketch_insert      zero the table, insert the gradient
-//   heavy_hitters      estimate every coordinate (median over rows) + top-k
+//   sketch_insert      zero the table, insert the gradient (_r1: one-row sketch)
+//   heavy_hitters      estimate every coordinate (median over rows) + top-k (_r1 too)
 //   compress_decode    the two above: the whole sketch round of one worker
 //   compress_decode_r1 the same with a one-row sketch
 //   topk               exact top-k of the gradient by magnitude
 //   gather, scatter_add    k (index, value) pairs
 //   ef_momentum        u = m u + g; e += u
 //   pack               the model's layers into one fused buffer
+//   ceiling_reductions n * rows float atomics at hashed addresses of the table:
+//                      the hardware bound of sketch_insert
+//   ceiling_loads      n * rows loads at hashed addresses: the bound of the
+//                      estimate inside heavy_hitters
 // Each is warmed up, then timed `--reps` times with CUDA events; the median
 // and the minimum are reported, with the effective bandwidth counted from the
 // fewest bytes the operation must move. Figures go to stdout and, as JSON, to
@@ -35,6 +39,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "bench/gpu_ceilings.h"
 #include "common/count_sketch.h"
 #include "common/model_profiles.h"
 #include "cuda/count_sketch_kernels.h"
@@ -198,6 +203,9 @@ void RunProfile(const ModelProfile& profile, cudaStream_t stream, std::vector<Re
     BENCH_CHECK(CudaCopy(y.data(), x.data(), n, stream));
   });
   record("sketch_insert", vec, [&] { insert(shape); });
+  record("sketch_insert_r1", vec, [&] { insert(one_row); });
+  insert(one_row);
+  record("heavy_hitters_r1", vec, [&] { decode(one_row); });
   insert(shape);
   record("heavy_hitters", vec, [&] { decode(shape); });
   record("compress_decode", vec, [&] {
@@ -222,6 +230,16 @@ void RunProfile(const ModelProfile& profile, cudaStream_t stream, std::vector<Re
                                               residual.data(), stream));
   });
   record("pack", 2 * vec, [&] { BENCH_CHECK(layout.Pack(y.data(), stream)); });
+  // Ceilings: the scattered reductions of an insert (n * rows of them into
+  // the table) and the scattered loads of an estimate, with no other work.
+  // Their bytes are 4 per operation.
+  const uint64_t scattered = n * shape.rows;
+  record("ceiling_reductions", 4.0 * scattered, [&] {
+    BENCH_CHECK(LaunchScatteredReductions(table.data(), shape.num_cells(), scattered, stream));
+  });
+  record("ceiling_loads", 4.0 * scattered, [&] {
+    BENCH_CHECK(LaunchScatteredLoads(table.data(), shape.num_cells(), scattered, y.data(), stream));
+  });
 }
 
 void WriteJson(const std::string& path, const std::string& device,

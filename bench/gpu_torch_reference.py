@@ -11,6 +11,7 @@ row, a gather per row and a median over rows, then torch.topk.
   copy               y.copy_(x)
   sketch_insert      table.zero_(); table[r].scatter_add_(0, buckets[r], signs[r] * x)
   heavy_hitters      median over rows of signs[r] * table[r][buckets[r]], torch.topk(|est|, k)
+  (_r1: the same two with a one-row sketch)
   compress_decode    the two above
   compress_decode_r1 the same with a one-row sketch
   topk               torch.topk(x.abs(), k)
@@ -95,6 +96,8 @@ def run_profile(name, n, layer_sizes, rows, cols_divisor, k_fraction, reps):
     ops = [
         ("copy", 8.0 * n, lambda: y.copy_(x)),
         ("sketch_insert", 4.0 * n, lambda: insert(table, rows)),
+        ("sketch_insert_r1", 4.0 * n, lambda: insert(table1, 1)),
+        ("heavy_hitters_r1", 4.0 * n, lambda: heavy_hitters(table1, 1)),
         ("heavy_hitters", 4.0 * n, lambda: heavy_hitters(table, rows)),
         ("compress_decode", 4.0 * n, lambda: (insert(table, rows), heavy_hitters(table, rows))),
         ("compress_decode_r1", 4.0 * n, lambda: (insert(table1, 1), heavy_hitters(table1, 1))),

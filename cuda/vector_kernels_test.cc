@@ -135,6 +135,17 @@ TEST(GpuSparseTest, OutOfRangeIndicesAreCountedNotWritten) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(GpuVectorEdgeTest, EmptyInputsAreNoOps) {
+  SKIP_WITHOUT_GPU();
+  auto d = *DeviceBuffer<float>::FromHost(std::vector<float>{4, 5});
+  EXPECT_TRUE(LaunchGather(d.data(), 2, nullptr, 0, nullptr, nullptr, nullptr).ok());
+  EXPECT_TRUE(LaunchScatterAdd(nullptr, nullptr, 0, d.data(), 2, nullptr, nullptr).ok());
+  EXPECT_TRUE(LaunchScatterSet(nullptr, nullptr, 0, d.data(), 2, nullptr, nullptr).ok());
+  EXPECT_TRUE(LaunchErrorFeedbackAccumulate(nullptr, 0, 0.9f, nullptr, nullptr, nullptr).ok());
+  EXPECT_TRUE(LaunchClearApplied(nullptr, 0, 2, d.data(), nullptr, nullptr).ok());
+  EXPECT_EQ(*d.ToHost(), (std::vector<float>{4, 5}));
+}
+
 TEST(GpuErrorFeedbackTest, RefusesMomentumOutsideItsRange) {
   SKIP_WITHOUT_GPU();
   auto d = *DeviceBuffer<float>::Allocate(4);

@@ -82,7 +82,7 @@ run() {
   nccl="$(nccl_dir)"
   [ -n "$nccl" ] || echo "warning: no libnccl.so.2 found; the NCCL test cannot load" >&2
   libs="$root/$bundle/lib${nccl:+:$nccl}"
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv \
+  command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv \
     2>&1 | tee "$out/gpu.txt" || true
   local failed=0
   if [ "$mode" != bench ]; then
@@ -90,8 +90,8 @@ run() {
       echo "== $t"
       if LD_LIBRARY_PATH="$libs" "$bundle/bin/$t" --gtest_brief=1 \
            --gtest_output="xml:$out/$t.xml" >"$out/$t.log" 2>&1; then
-        echo "   passed ($(grep -c '^\[       OK \]\|^\[  SKIPPED \]' "$out/$t.log" || true) reported;" \
-             "$(grep -o '[0-9]* tests\? from [0-9]* test suites\? ran' "$out/$t.log" | tail -1))"
+        echo "   passed: $(grep -o '[0-9]* tests\? from [0-9]* test suites\? ran' "$out/$t.log" | tail -1)" \
+             "$(grep -o 'SKIPPED \] [0-9]* tests\?' "$out/$t.log" | sed 's/SKIPPED \] \(.*\)/(\1 skipped: no GPU here)/')"
       else
         failed=1
         echo "   FAILED; the end of its log:"
