@@ -19,10 +19,6 @@ TARGETS = {
                                       lambda ms, x: ms <= 0.3 and x >= 10),
     ("resnet50", "compress_decode_r1"): ("<= 0.3 ms and >= 10x PyTorch",
                                          lambda ms, x: ms <= 0.3 and x >= 10),
-    ("resnet50", "compress_decode_cluster"): ("<= 0.3 ms and >= 10x PyTorch",
-                                              lambda ms, x: ms <= 0.3 and x >= 10),
-    ("resnet50", "compress_decode_r1_cluster"): ("<= 0.3 ms and >= 10x PyTorch",
-                                                 lambda ms, x: ms <= 0.3 and x >= 10),
     ("resnet50", "topk"): (">= 5x torch.topk", lambda ms, x: x >= 5),
 }
 
@@ -44,8 +40,7 @@ def main():
     prefix = sys.argv[3]
     rows = []
     for (profile, op), r in ours.items():
-        # A *_cluster variant does the same work as the operation without the suffix.
-        t = theirs.get((profile, op)) or theirs.get((profile, op.removesuffix("_cluster")))
+        t = theirs.get((profile, op))
         copy = ours.get((profile, "copy"))
         speedup = t["median_ms"] / r["median_ms"] if t else float("nan")
         rows.append({

@@ -8,8 +8,6 @@
 //   heavy_hitters      estimate every coordinate (median over rows) + top-k (_r1 too)
 //   compress_decode    the two above: the whole sketch round of one worker
 //   compress_decode_r1 the same with a one-row sketch
-//   *_cluster          the same with the insert in distributed shared memory
-//                      (InsertStrategy::kClusterSharedMemory, sm_90)
 //   topk               exact top-k of the gradient by magnitude
 //   gather, scatter_add    k (index, value) pairs
 //   ef_momentum        u = m u + g; e += u
@@ -192,12 +190,10 @@ void RunProfile(const ModelProfile& profile, cudaStream_t stream, std::vector<Re
                 bytes / (median * 1e-3) / 1e9);
   };
   const double vec = 4.0 * n;
-  auto insert = [&](const SketchShape& s,
-                    InsertStrategy strategy = InsertStrategy::kGlobalReductions) {
+  auto insert = [&](const SketchShape& s) {
     BENCH_CHECK(table.ZeroAsync(stream));
-    BENCH_CHECK(LaunchCountSketchInsert(s, x.data(), n, table.data(), stream, strategy));
+    BENCH_CHECK(LaunchCountSketchInsert(s, x.data(), n, table.data(), stream));
   };
-  const InsertStrategy cluster = InsertStrategy::kClusterSharedMemory;
   auto decode = [&](const SketchShape& s) {
     BENCH_CHECK(LaunchSketchHeavyHitters(s, table.data(), n, k, workspace, indices.data(),
                                          values.data(), stream));
@@ -220,24 +216,6 @@ void RunProfile(const ModelProfile& profile, cudaStream_t stream, std::vector<Re
     insert(one_row);
     decode(one_row);
   });
-  // The same work with the insert in distributed shared memory, where a row
-  // fits in a cluster.
-  const absl::Status cluster_status =
-      LaunchCountSketchInsert(one_row, x.data(), n, table.data(), stream, cluster);
-  if (cluster_status.ok()) {
-    record("sketch_insert_cluster", vec, [&] { insert(shape, cluster); });
-    record("sketch_insert_r1_cluster", vec, [&] { insert(one_row, cluster); });
-    record("compress_decode_cluster", vec, [&] {
-      insert(shape, cluster);
-      decode(shape);
-    });
-    record("compress_decode_r1_cluster", vec, [&] {
-      insert(one_row, cluster);
-      decode(one_row);
-    });
-  } else {
-    std::printf("  (cluster insert not measured: %s)\n", cluster_status.ToString().c_str());
-  }
   record("topk", vec, [&] {
     BENCH_CHECK(LaunchTopK(x.data(), n, k, workspace, indices.data(), values.data(), stream));
   });

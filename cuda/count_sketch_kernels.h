@@ -23,24 +23,9 @@ namespace sketchfuse {
 absl::Status LaunchSketchHashes(const SketchShape& shape, uint32_t row, uint32_t n,
                                 uint32_t* buckets, float* signs, cudaStream_t stream);
 
-// How an insert adds values into the table.
-enum class InsertStrategy {
-  // Float reductions straight into the table in global memory (L2), several
-  // rows per pass over x. Works on every GPU.
-  kGlobalReductions,
-  // One row per pass: a cluster of up to 16 blocks keeps a private copy of the
-  // row in its distributed shared memory, adds into it, then adds the copy
-  // into the table. Needs sm_90 and a row of at most 16 * 56K floats.
-  kClusterSharedMemory,
-  // kClusterSharedMemory where it is possible, else kGlobalReductions.
-  kAuto,
-};
-
-// table += Sketch(x) for x of n elements. FAILED_PRECONDITION if the strategy
-// asked for cannot run on this device or for this shape.
+// table += Sketch(x) for x of n elements.
 absl::Status LaunchCountSketchInsert(const SketchShape& shape, const float* x, uint32_t n,
-                                     float* table, cudaStream_t stream,
-                                     InsertStrategy strategy = InsertStrategy::kGlobalReductions);
+                                     float* table, cudaStream_t stream);
 
 // out[i] = estimate of coordinate i (median over rows) for i < n.
 absl::Status LaunchCountSketchEstimate(const SketchShape& shape, const float* table, uint32_t n,
