@@ -1,6 +1,8 @@
 // Radix-select top-k (see topk_kernels.h for the algorithm and its contract).
 #include "cuda/topk_kernels.h"
 
+#include <algorithm>
+
 #include <cub/block/block_scan.cuh>
 
 #include "absl/strings/str_cat.h"
@@ -350,6 +352,35 @@ absl::Status SelectAfterHistogram(const float* x, uint32_t n, uint32_t k,
   return absl::OkStatus();
 }
 
+// The whole selection of the k <= n entries ranking first: of x, or, with
+// kFromSketch, of the sketch's estimates, which are written to `estimates`
+// on the way and selected from there.
+template <bool kFromSketch>
+absl::Status Select(const float* x, const SketchHashParams& sketch, const float* table,
+                    uint32_t n, uint64_t k, const WorkspaceView& w, float* estimates,
+                    uint32_t* indices, float* values, cudaStream_t stream) {
+  if (k == 0) return absl::OkStatus();
+  const float* keys = kFromSketch ? estimates : x;
+  if (k == n) {
+    if (kFromSketch) {
+      EstimateAllKernel<<<PersistentBlocks(kPassThreads, n), kPassThreads, 0, stream>>>(
+          sketch, table, n, estimates);
+      GPU_RETURN_IF_ERROR(cudaGetLastError(), "launching the sketch estimate");
+    }
+    SelectAllKernel<<<PersistentBlocks(kPassThreads, n), kPassThreads, 0, stream>>>(
+        keys, n, indices, values);
+    GPU_RETURN_IF_ERROR(cudaGetLastError(), "launching the top-k copy");
+    return absl::OkStatus();
+  }
+  GPU_RETURN_IF_ERROR(cudaMemsetAsync(w.state, 0, kStateWords * sizeof(uint32_t), stream),
+                      "clearing the top-k histograms");
+  HistogramKernel<kFromSketch>
+      <<<PersistentBlocks(kPassThreads, n / 4), kPassThreads, 0, stream>>>(x, sketch, table, n,
+                                                                           estimates, w.state);
+  GPU_RETURN_IF_ERROR(cudaGetLastError(), "launching the top-k histogram");
+  return SelectAfterHistogram(keys, n, static_cast<uint32_t>(k), w, indices, values, stream);
+}
+
 }  // namespace
 
 absl::StatusOr<TopKWorkspace> TopKWorkspace::Create(uint64_t capacity, bool for_sketches) {
@@ -388,24 +419,11 @@ absl::Status LaunchTopK(const float* x, uint64_t n, uint64_t k, TopKWorkspace& w
                         uint32_t* indices, float* values, cudaStream_t stream) {
   absl::Status valid = CheckSelection(n, workspace);
   if (!valid.ok()) return valid;
-  if (k > n) k = n;
-  if (k == 0) return absl::OkStatus();
-  const uint32_t n32 = static_cast<uint32_t>(n);
-  if (k == n) {
-    SelectAllKernel<<<PersistentBlocks(kPassThreads, n), kPassThreads, 0, stream>>>(
-        x, n32, indices, values);
-    GPU_RETURN_IF_ERROR(cudaGetLastError(), "launching the top-k copy");
-    return absl::OkStatus();
-  }
   const WorkspaceView w{workspace.state_.data(), workspace.candidates_.data(),
                         workspace.above_bits_.data(), workspace.tie_bits_.data(),
                         workspace.block_counts_.data()};
-  GPU_RETURN_IF_ERROR(cudaMemsetAsync(w.state, 0, kStateWords * sizeof(uint32_t), stream),
-                      "clearing the top-k histograms");
-  HistogramKernel<false><<<PersistentBlocks(kPassThreads, n / 4), kPassThreads, 0, stream>>>(
-      x, SketchHashParams{}, nullptr, n32, nullptr, w.state);
-  GPU_RETURN_IF_ERROR(cudaGetLastError(), "launching the top-k histogram");
-  return SelectAfterHistogram(x, n32, static_cast<uint32_t>(k), w, indices, values, stream);
+  return Select<false>(x, SketchHashParams{}, nullptr, static_cast<uint32_t>(n), std::min(k, n),
+                       w, nullptr, indices, values, stream);
 }
 
 absl::Status LaunchSketchHeavyHitters(const SketchShape& shape, const float* table, uint64_t dim,
@@ -419,30 +437,11 @@ absl::Status LaunchSketchHeavyHitters(const SketchShape& shape, const float* tab
     return absl::FailedPreconditionError(
         "sketch heavy hitters need a top-k workspace made for sketches");
   }
-  if (k > dim) k = dim;
-  if (k == 0) return absl::OkStatus();
-  const uint32_t n32 = static_cast<uint32_t>(dim);
-  const SketchHashParams params = MakeSketchHashParams(shape);
-  float* estimates = workspace.estimates_.data();
-  if (k == dim) {
-    EstimateAllKernel<<<PersistentBlocks(kPassThreads, dim), kPassThreads, 0, stream>>>(
-        params, table, n32, estimates);
-    GPU_RETURN_IF_ERROR(cudaGetLastError(), "launching the sketch estimate");
-    SelectAllKernel<<<PersistentBlocks(kPassThreads, dim), kPassThreads, 0, stream>>>(
-        estimates, n32, indices, values);
-    GPU_RETURN_IF_ERROR(cudaGetLastError(), "launching the top-k copy");
-    return absl::OkStatus();
-  }
   const WorkspaceView w{workspace.state_.data(), workspace.candidates_.data(),
                         workspace.above_bits_.data(), workspace.tie_bits_.data(),
                         workspace.block_counts_.data()};
-  GPU_RETURN_IF_ERROR(cudaMemsetAsync(w.state, 0, kStateWords * sizeof(uint32_t), stream),
-                      "clearing the top-k histograms");
-  HistogramKernel<true><<<PersistentBlocks(kPassThreads, dim / 4), kPassThreads, 0, stream>>>(
-      nullptr, params, table, n32, estimates, w.state);
-  GPU_RETURN_IF_ERROR(cudaGetLastError(), "launching the sketch estimate and histogram");
-  return SelectAfterHistogram(estimates, n32, static_cast<uint32_t>(k), w, indices, values,
-                              stream);
+  return Select<true>(nullptr, MakeSketchHashParams(shape), table, static_cast<uint32_t>(dim),
+                      std::min(k, dim), w, workspace.estimates_.data(), indices, values, stream);
 }
 
 }  // namespace sketchfuse
