@@ -285,13 +285,6 @@ int main(int argc, char** argv) {
                  "0 < --k_fraction <= 1\n");
     return 2;
   }
-  const GpuAvailability gpus = ProbeGpus();
-  if (gpus.device_count == 0) {
-    std::fprintf(stderr, "gpu_compression_bench: no GPU (%s); nothing measured\n",
-                 gpus.reason.c_str());
-    return 2;
-  }
-  std::printf("device: %s\n", gpus.first_device.c_str());
   std::vector<ModelProfile> profiles;
   for (absl::string_view name : absl::StrSplit(absl::GetFlag(FLAGS_profiles), ',')) {
     absl::StatusOr<ModelProfile> profile = ModelProfileByName(name);
@@ -301,6 +294,13 @@ int main(int argc, char** argv) {
     }
     profiles.push_back(*std::move(profile));
   }
+  const GpuAvailability gpus = ProbeGpus();
+  if (gpus.device_count == 0) {
+    std::fprintf(stderr, "gpu_compression_bench: no GPU (%s); nothing measured\n",
+                 gpus.reason.c_str());
+    return 2;
+  }
+  std::printf("device: %s\n", gpus.first_device.c_str());
   cudaStream_t stream;
   if (cudaStreamCreate(&stream) != cudaSuccess) {
     std::fprintf(stderr, "error: cannot create a CUDA stream\n");

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# gpu_compression_bench refuses malformed flags with a clear error before it
+# touches a GPU, says so and measures nothing where there is no GPU, and
+# compare_gpu_vs_torch.py names a file that is not benchmark JSON. Runs
+# without a GPU (a machine with one measures instead of refusing at "no GPU").
+set -uo pipefail
+bin="$1"
+compare="$2"
+out_dir="${TEST_TMPDIR:-$(mktemp -d)}"
+failures=0
+
+expect_refusal() {
+  local needle="$1"; shift
+  if "$@" >/dev/null 2>"$out_dir/stderr"; then
+    echo "FAIL: '$*' succeeded"; failures=$((failures + 1)); return
+  fi
+  if ! grep -qF -- "$needle" "$out_dir/stderr"; then
+    echo "FAIL: '$*' did not say '$needle'; it said:"; cat "$out_dir/stderr"
+    failures=$((failures + 1)); return
+  fi
+  echo "ok: ${*##*/} -> $(head -1 "$out_dir/stderr")"
+}
+
+expect_refusal "need 1 <= --rows <= 64" "$bin" --rows=0
+expect_refusal "need 1 <= --rows <= 64" "$bin" --reps=0
+expect_refusal "need 1 <= --rows <= 64" "$bin" --k_fraction=2
+expect_refusal "Illegal value 'many' specified for flag 'rows'" "$bin" --rows=many
+expect_refusal 'unknown model profile "resnet51"' "$bin" --profiles=resnet50,resnet51
+
+# A valid command line on a machine without a GPU: refused with the reason,
+# and no JSON written.
+if "$bin" --profiles=resnet50 --json="$out_dir/figures.json" >/dev/null 2>"$out_dir/stderr"; then
+  echo "note: a GPU is present; the benchmark ran"
+else
+  if grep -qF "no GPU" "$out_dir/stderr" && [ ! -e "$out_dir/figures.json" ]; then
+    echo "ok: no GPU -> $(head -1 "$out_dir/stderr")"
+  else
+    echo "FAIL: without a GPU it said:"; cat "$out_dir/stderr"; failures=$((failures + 1))
+  fi
+fi
+
+echo '{"results": [' > "$out_dir/broken.json"
+echo '{"device": "x", "results": []}' > "$out_dir/torch.json"
+expect_refusal "broken.json: cannot read benchmark figures" \
+  python3 "$compare" "$out_dir/broken.json" "$out_dir/torch.json" "$out_dir/cmp"
+expect_refusal "missing.json: cannot read benchmark figures" \
+  python3 "$compare" "$out_dir/missing.json" "$out_dir/torch.json" "$out_dir/cmp"
+
+[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
+echo "all refusals clear"
