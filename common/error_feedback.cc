@@ -75,6 +75,17 @@ absl::Status ErrorFeedback::OnApplied(const Update& update) {
   return inner_->OnApplied(update);
 }
 
+absl::Status ErrorFeedback::AddBack(const Update& values) {
+  absl::Status valid = ValidateUpdate(values, residual_.size());
+  if (!valid.ok()) return valid;
+  if (values.dense) {
+    for (size_t i = 0; i < residual_.size(); ++i) residual_[i] += values.values[i];
+  } else {
+    for (size_t j = 0; j < values.indices.size(); ++j) residual_[values.indices[j]] += values.values[j];
+  }
+  return absl::OkStatus();
+}
+
 std::string Momentum::spec() const {
   return absl::StrCat("momentum(", momentum_, ", ", inner_->spec(), ")");
 }
@@ -95,6 +106,13 @@ absl::Status Momentum::OnApplied(const Update& update) {
   if (!valid.ok()) return valid;
   ZeroApplied(update, &velocity_);
   return inner_->OnApplied(update);
+}
+
+absl::Status Momentum::MaskVelocity(const Update& mask) {
+  absl::Status valid = ValidateUpdate(mask, velocity_.size());
+  if (!valid.ok()) return valid;
+  ZeroApplied(mask, &velocity_);
+  return absl::OkStatus();
 }
 
 std::unique_ptr<Compressor> WithErrorFeedback(std::unique_ptr<Compressor> inner) {

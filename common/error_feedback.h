@@ -66,6 +66,12 @@ class ErrorFeedback final : public CompressorDecorator {
   // if the update does not fit the group.
   absl::Status OnApplied(const Update& update) override;
 
+  // e += values (dense or sparse): what a decentralized scheme received from
+  // its peers and did not forward (global residual collection), so no
+  // gradient is lost. INVALID_ARGUMENT (and e unchanged) if `values` does not
+  // fit the group.
+  absl::Status AddBack(const Update& values);
+
   // The current residual (empty before the first Encode).
   absl::Span<const float> residual() const { return residual_; }
   // Replaces the residual (a worker resuming from its checkpoint).
@@ -90,6 +96,10 @@ class Momentum final : public CompressorDecorator {
                                  const EncodeContext& context) override;
   // Zeroes u at the update's coordinates, then informs the inner compressor.
   absl::Status OnApplied(const Update& update) override;
+
+  // Zeroes u at the coordinates of `mask` only (the inner compressor is not
+  // told): for schemes whose residual release and velocity masking differ.
+  absl::Status MaskVelocity(const Update& mask);
 
   absl::Span<const float> velocity() const { return velocity_; }
   // Replaces the velocity (a worker resuming from its checkpoint).

@@ -97,6 +97,46 @@ TEST(ErrorFeedbackTest, RefusesBadUpdatesAndResizedGroupsWithoutChangingState) {
   EXPECT_EQ(std::vector<float>(ef.residual().begin(), ef.residual().end()), before);
 }
 
+TEST(ErrorFeedbackTest, AddBackReturnsValuesToTheResidualAndRefusesMisfits) {
+  ErrorFeedback ef(Make("topk:k=1"));
+  ASSERT_TRUE(ef.Encode(std::vector<float>{1, 2, 3}, {}).ok());
+  Update sparse;
+  sparse.dim = 3;
+  sparse.indices = {0, 2};
+  sparse.values = {0.5f, -3.0f};
+  ASSERT_TRUE(ef.AddBack(sparse).ok());
+  EXPECT_EQ(std::vector<float>(ef.residual().begin(), ef.residual().end()), (std::vector<float>{1.5f, 2, 0}));
+  Update dense;
+  dense.dense = true;
+  dense.dim = 3;
+  dense.values = {1, 1, 1};
+  ASSERT_TRUE(ef.AddBack(dense).ok());
+  EXPECT_EQ(std::vector<float>(ef.residual().begin(), ef.residual().end()), (std::vector<float>{2.5f, 3, 1}));
+  sparse.indices = {2, 0};  // not ascending
+  EXPECT_EQ(ef.AddBack(sparse).code(), absl::StatusCode::kInvalidArgument);
+  dense.values.pop_back();
+  EXPECT_EQ(ef.AddBack(dense).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::vector<float>(ef.residual().begin(), ef.residual().end()), (std::vector<float>{2.5f, 3, 1}));
+}
+
+TEST(MomentumTest, MaskVelocityZeroesOnlyTheMask) {
+  absl::StatusOr<std::unique_ptr<Compressor>> c = WithMomentum(WithErrorFeedback(Make("topk:k=1")), 0.5);
+  ASSERT_TRUE(c.ok());
+  auto* m = static_cast<Momentum*>(c->get());
+  auto* ef = static_cast<ErrorFeedback*>(m->inner());
+  ASSERT_TRUE(m->Encode(std::vector<float>{1.0f, 4.0f}, {}).ok());
+  Update mask;
+  mask.dim = 2;
+  mask.indices = {1};
+  mask.values = {0};
+  ASSERT_TRUE(m->MaskVelocity(mask).ok());
+  EXPECT_EQ(std::vector<float>(m->velocity().begin(), m->velocity().end()), (std::vector<float>{1.0f, 0.0f}));
+  // The residual is the error feedback's to release, untouched here.
+  EXPECT_EQ(std::vector<float>(ef->residual().begin(), ef->residual().end()), (std::vector<float>{1.0f, 4.0f}));
+  mask.dim = 3;
+  EXPECT_EQ(m->MaskVelocity(mask).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(MomentumTest, AccumulatesAndMasksAppliedCoordinates) {
   absl::StatusOr<std::unique_ptr<Compressor>> c = WithMomentum(Make("topk:k=1"), 0.5);
   ASSERT_TRUE(c.ok());

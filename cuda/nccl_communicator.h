@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 struct ncclComm;
 
@@ -54,6 +55,23 @@ class NcclCommunicator {
                          cudaStream_t stream);
   // buffer[0, count) of rank `root` is copied to every rank's buffer.
   absl::Status Broadcast(float* buffer, size_t count, int root, cudaStream_t stream);
+  absl::Status Broadcast(uint32_t* buffer, size_t count, int root, cudaStream_t stream);
+
+  // Point to point: `bytes` bytes to or from `peer`. NCCL matches a Send with
+  // the peer's Recv by order (no tags), so both sides must issue them in the
+  // same order. INVALID_ARGUMENT for a peer that is not another rank.
+  absl::Status Send(const void* buffer, size_t bytes, int peer, cudaStream_t stream);
+  absl::Status Recv(void* buffer, size_t bytes, int peer, cudaStream_t stream);
+  // Both at once, in one NCCL group (so two ranks exchanging cannot deadlock).
+  // A zero byte count skips that direction.
+  absl::Status SendRecv(const void* send, size_t send_bytes, int send_to, void* recv, size_t recv_bytes,
+                        int recv_from, cudaStream_t stream);
+
+  // Waits for `stream` up to `timeout`, checking for asynchronous NCCL
+  // errors meanwhile. On a timeout the communicator is aborted (it cannot be
+  // used again) and DEADLINE_EXCEEDED returned: a lost peer cannot hang the
+  // caller.
+  absl::Status Synchronize(cudaStream_t stream, absl::Duration timeout);
 
   // OK unless an earlier collective failed asynchronously.
   absl::Status CheckAsyncError();
@@ -61,7 +79,10 @@ class NcclCommunicator {
  private:
   NcclCommunicator(ncclComm* comm, int rank, int size) : comm_(comm), rank_(rank), size_(size) {}
 
+  absl::Status CheckPeer(int peer) const;
+
   ncclComm* comm_;
+  bool aborted_ = false;
   int rank_;
   int size_;
 };

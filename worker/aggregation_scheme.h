@@ -1,18 +1,27 @@
 // The interface every aggregation scheme implements, centralized (sketch_ps,
-// topk_ps, dense_ps) or decentralized (later): it turns each worker's fused
-// gradient of a group into the update that every worker applies.
+// topk_ps, dense_ps), decentralized (dense_allreduce, sketch_allreduce,
+// topk_allgather, gtopk, importance_allreduce, spardl) or both (auto): it
+// turns each worker's fused gradient of a group into the update that every
+// worker applies.
 //
-// Contract: for a step, Exchange is called once per group (from one thread,
-// the worker's communication thread), in the order the groups become ready.
-// `done` runs exactly once, on any thread, with the update holding the SUM
-// over the job's workers (the caller divides by the world size), or with an
-// error. After the caller has applied a step's updates it calls OnApplied
-// for each group, so error feedback keeps what was not applied.
+// Contract, per step:
+//  1. Exchange is called once per group, from one thread (the worker's
+//     communication thread), in group order (the order of the plan, the same
+//     on every worker; collectives depend on it). `done` runs exactly once,
+//     on any thread, with the update holding the SUM over the job's workers
+//     (the caller divides by the world size), or with an error.
+//  2. Once every group's `done` has run, Reconcile is called once (from the
+//     trainer's thread) with every group's result; a scheme may repair failed
+//     groups there (the hybrid redoes them on the decentralized route).
+//  3. After the caller has applied the step's updates it calls OnApplied for
+//     each group, so error feedback keeps what was not applied. Residual state
+//     changes only there: a step that is not applied loses nothing.
 #ifndef SKETCHFUSE_WORKER_AGGREGATION_SCHEME_H_
 #define SKETCHFUSE_WORKER_AGGREGATION_SCHEME_H_
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,10 +33,13 @@ namespace sketchfuse {
 
 struct ExchangeResult {
   Update update;
-  // Bytes this worker sent for the group (payload as serialized on the wire).
+  // Bytes this worker sent for the group (payload as serialized on the wire,
+  // or as the collective's algorithm sends it).
   size_t bytes_sent = 0;
   // Bytes of the group's dense gradient (4 per element), for the ratio.
   size_t dense_bytes = 0;
+  // The route that produced the update: "ps" or "collective".
+  std::string route;
 };
 
 using ExchangeDone = std::function<void(absl::StatusOr<ExchangeResult>)>;
@@ -38,16 +50,27 @@ class AggregationScheme {
 
   virtual std::string name() const = 0;
 
-  // Starts the exchange of `group`'s gradient for `step`. `grad` is only read
-  // before Exchange returns.
-  virtual void Exchange(uint64_t step, int group, absl::Span<const float> grad, ExchangeDone done) = 0;
+  // True when Exchange needs the group's parameter values (importance-weighted
+  // selection); the caller then passes them, else an empty span.
+  virtual bool needs_parameters() const { return false; }
+
+  // Starts the exchange of `group`'s gradient for `step`. `grad` and `params`
+  // are only read before Exchange returns.
+  virtual void Exchange(uint64_t step, int group, absl::Span<const float> grad, absl::Span<const float> params,
+                        ExchangeDone done) = 0;
+
+  // Every group's result of `step`, in group order; the scheme may replace
+  // failed results. An error here fails the step.
+  virtual absl::Status Reconcile(uint64_t step, std::vector<absl::StatusOr<ExchangeResult>>& results) {
+    return absl::OkStatus();
+  }
 
   // The step's update for `group` was applied.
   virtual absl::Status OnApplied(int group, const Update& update) = 0;
 
-  // The per-group state a restarted worker needs (error-feedback residuals;
-  // an empty vector for a group without state), and its restoration.
-  // RestoreState: INVALID_ARGUMENT if the state does not fit the groups.
+  // The per-group state a restarted worker needs (error-feedback residuals
+  // and velocities; an empty vector for state a group does not keep), and its
+  // restoration. RestoreState: INVALID_ARGUMENT if the state does not fit.
   virtual std::vector<std::vector<float>> SaveState() const = 0;
   virtual absl::Status RestoreState(const std::vector<std::vector<float>>& state) = 0;
 };

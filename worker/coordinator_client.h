@@ -14,23 +14,25 @@
 #include "absl/time/time.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "proto/rpc_channel.h"
+#include "worker/collective/key_value_store.h"
 
 namespace sketchfuse {
 
-class CoordinatorClient {
+// The coordinator's key-value store is the collectives' rendezvous store.
+class CoordinatorClient final : public KeyValueStore {
  public:
   CoordinatorClient(const std::string& address, std::string job, std::string worker_id,
                     RpcChannelOptions options);
-  ~CoordinatorClient();  // stops the heartbeat thread
+  ~CoordinatorClient() override;  // stops the heartbeat thread
 
   // Joins with `run`, retrying while the coordinator is unreachable, and waits
   // up to `patience` for the job to assemble. The coordinator's refusal
   // (a different configuration, a full job) is returned as is.
   absl::StatusOr<v1::JoinReply> Join(const v1::RunConfig& run, absl::Duration patience);
 
-  absl::Status Set(const std::string& key, const std::string& value);
+  absl::Status Set(const std::string& key, const std::string& value) override;
   // Waits up to `wait` for the key; NOT_FOUND if it is not set by then.
-  absl::StatusOr<std::string> Get(const std::string& key, absl::Duration wait);
+  absl::StatusOr<std::string> Get(const std::string& key, absl::Duration wait) override;
 
   // Sends a heartbeat every `period` on a thread of its own until destroyed.
   // The latest reply's dead workers are readable through dead_workers().

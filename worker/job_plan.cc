@@ -10,7 +10,7 @@
 #include "common/cost_model.h"
 #include "common/fusion_planner.h"
 #include "google/protobuf/util/json_util.h"
-#include "worker/ps_scheme.h"
+#include "worker/scheme_registry.h"
 
 namespace sketchfuse {
 namespace {
@@ -66,9 +66,9 @@ absl::StatusOr<v1::JobConfig> MakeJobConfig(const std::string& job_name, uint32_
     if (!check.ok()) return check.status();
     if (run.scheme() == "topk_ps") {
       // The server keeps the k largest of the union, k as each worker's.
-      const double density = spec->params.count("density") ? std::stod(spec->params.at("density")) : 0.001;
-      const uint64_t k = spec->params.count("k") ? std::stoull(spec->params.at("k")) : 0;
-      group->set_reselect_top_k(SelectionSize(group->dim(), density, k));
+      absl::StatusOr<uint64_t> k = SpecSelectionSize(group_compressor, group->dim());
+      if (!k.ok()) return k.status();
+      group->set_reselect_top_k(*k);
     }
   }
   return job;

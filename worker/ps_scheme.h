@@ -12,49 +12,47 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/compressor.h"
 #include "proto/coordinator.pb.h"
 #include "worker/aggregation_scheme.h"
+#include "worker/group_compressors.h"
 #include "worker/ps_transport.h"
 
 namespace sketchfuse {
 
-// The compressor a scheme requires: INVALID_ARGUMENT when `compressor`'s
-// name does not fit `scheme` (or the scheme is not a PS scheme).
-absl::Status CheckSchemeCompressor(const std::string& scheme, const std::string& compressor);
-
-// Where momentum lives. Compressed schemes keep it on the worker, before
-// compression, with momentum-factor masking (DGC's momentum correction): the
-// velocity is accumulated per group and zeroed where an update was applied.
-// Applying momentum after aggregation instead amplifies the bursts in which
-// error feedback releases its residual, and costs accuracy. The dense scheme
-// leaves momentum to the optimizer, which is exact there.
-bool UsesMomentumCorrection(const v1::RunConfig& run);
+// The transport to a joined job's shards (INVALID_ARGUMENT for a shard map
+// that does not cover the job's groups), and each group's shard.
+struct ShardRoute {
+  std::vector<std::string> addresses;  // by shard index
+  std::vector<int> shard_of_group;     // by group index
+};
+absl::StatusOr<ShardRoute> RouteToShards(const v1::JoinReply& joined);
 
 class PsScheme final : public AggregationScheme {
  public:
-  // Builds one compressor per group of the joined job, and a transport to
-  // its shards. INVALID_ARGUMENT for a job this scheme cannot run.
+  // Builds one compressor stack per group of the joined job, and a transport
+  // to its shards. INVALID_ARGUMENT for a job this scheme cannot run.
   static absl::StatusOr<std::unique_ptr<PsScheme>> Create(const v1::JoinReply& joined,
                                                           RpcChannelOptions options, RetryPolicy policy);
 
   std::string name() const override { return scheme_; }
-  void Exchange(uint64_t step, int group, absl::Span<const float> grad, ExchangeDone done) override;
+  void Exchange(uint64_t step, int group, absl::Span<const float> grad, absl::Span<const float> params,
+                ExchangeDone done) override;
   absl::Status OnApplied(int group, const Update& update) override;
-  std::vector<std::vector<float>> SaveState() const override;
-  absl::Status RestoreState(const std::vector<std::vector<float>>& state) override;
+  std::vector<std::vector<float>> SaveState() const override { return compressors_.SaveState(); }
+  absl::Status RestoreState(const std::vector<std::vector<float>>& state) override {
+    return compressors_.RestoreState(state);
+  }
 
  private:
   PsScheme(std::string scheme, std::string job, uint32_t rank, std::vector<uint32_t> group_ids,
-           std::vector<int> shard_of_group, std::vector<std::unique_ptr<Compressor>> compressors,
-           std::unique_ptr<PsTransport> transport);
+           std::vector<int> shard_of_group, GroupCompressors compressors, std::unique_ptr<PsTransport> transport);
 
   const std::string scheme_;
   const std::string job_;
   const uint32_t rank_;
   const std::vector<uint32_t> group_ids_;
   const std::vector<int> shard_of_group_;
-  std::vector<std::unique_ptr<Compressor>> compressors_;  // one per group, used on the comm thread
+  GroupCompressors compressors_;  // used on the communication thread
   std::unique_ptr<PsTransport> transport_;
 };
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "proto/grpc_status.h"
+#include "proto/health.grpc.pb.h"
 #include "proto/payload_convert.h"
 
 namespace sketchfuse {
@@ -25,6 +26,32 @@ PsTransport::PsTransport(const std::vector<std::string>& shard_addresses, RpcCha
     : options_(std::move(options)), policy_(policy), addresses_(shard_addresses) {
   for (const std::string& address : addresses_) {
     stubs_.push_back(v1::Aggregator::NewStub(MakeRpcChannel(address, options_)));
+  }
+}
+
+absl::Status PsTransport::ProbeShards(absl::Duration timeout) const {
+  for (size_t shard = 0; shard < addresses_.size(); ++shard) {
+    auto health = grpc::health::v1::Health::NewStub(MakeRpcChannel(addresses_[shard], options_));
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    grpc::health::v1::HealthCheckRequest request;
+    grpc::health::v1::HealthCheckResponse response;
+    const grpc::Status status = health->Check(&context, request, &response);
+    if (!status.ok()) {
+      return absl::UnavailableError(absl::StrCat("shard ", shard, " at ", addresses_[shard],
+                                                 " does not answer its health check: ", status.error_message()));
+    }
+    if (response.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
+      return absl::UnavailableError(absl::StrCat("shard ", shard, " at ", addresses_[shard], " is not serving"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void PsTransport::Reconnect() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t shard = 0; shard < addresses_.size(); ++shard) {
+    stubs_[shard] = v1::Aggregator::NewStub(MakeRpcChannel(addresses_[shard], options_));
   }
 }
 

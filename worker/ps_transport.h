@@ -61,6 +61,16 @@ class PsTransport {
 
   int num_shards() const { return static_cast<int>(stubs_.size()); }
 
+  // OK if every shard answers gRPC's health check with SERVING within
+  // `timeout` (over fresh connections, so a shard that restarted is seen at
+  // once); otherwise UNAVAILABLE naming the first shard that does not.
+  absl::Status ProbeShards(absl::Duration timeout) const;
+
+  // Replaces the connections to the shards by fresh ones (after the shards
+  // restarted; the old channels may still be backing off). Must not be
+  // called while pushes are in flight.
+  void Reconnect();
+
  private:
   struct Call;
   void Attempt(std::shared_ptr<Call> call);

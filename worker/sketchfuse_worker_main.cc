@@ -1,7 +1,8 @@
 // sketchfuse_worker: one worker of a SketchFuse job. Joins the coordinator,
-// trains its shard of the data, pushes each fused gradient group as the
-// backward pass produces it, applies the aggregated update, and reports
-// progress and a JSON summary.
+// trains its shard of the data, aggregates each fused gradient group as the
+// backward pass produces it (through the servers, through the workers'
+// collectives, or both with --scheme=auto), applies the aggregated update,
+// and reports progress and a JSON summary.
 //
 //   sketchfuse_worker --coordinator=127.0.0.1:7070 --job=demo --worker_id=worker-0 \
 //       --world_size=4 --workload=mlp --scheme=sketch_ps
@@ -20,9 +21,13 @@
 #include "absl/strings/str_format.h"
 #include "proto/run_config.h"
 #include "torch/utils.h"
+#include "worker/collective/collective_factory.h"
+#include "worker/collective_scheme.h"
 #include "worker/coordinator_client.h"
+#include "worker/hybrid_scheme.h"
 #include "worker/job_plan.h"
 #include "worker/ps_scheme.h"
+#include "worker/scheme_registry.h"
 #include "worker/trainer.h"
 
 ABSL_FLAG(std::string, coordinator, "", "host:port of the job's coordinator (the shard started with --coordinator).");
@@ -33,11 +38,22 @@ ABSL_FLAG(std::string, worker_id, "",
 ABSL_FLAG(int, world_size, 0, "Number of workers in the job (>= 1).");
 ABSL_FLAG(std::string, workload, "mlp", "Model trained on Fashion-MNIST: mlp or cnn.");
 ABSL_FLAG(std::string, scheme, "sketch_ps",
-          "Aggregation scheme: sketch_ps (Count-Sketch, summed on the servers), topk_ps (local top-k, "
-          "union re-selected on the servers), dense_ps (no compression).");
+          "Aggregation scheme (see the list above): centralized sketch_ps, topk_ps, dense_ps; decentralized "
+          "dense_allreduce, sketch_allreduce, topk_allgather, gtopk, importance_allreduce, spardl; or auto.");
 ABSL_FLAG(std::string, compressor, "",
-          "Compressor spec, e.g. count_sketch:density=0.02,rows=1,width=5 (the sketch_ps default, 10x) or topk:density=0.01. "
-          "Empty: the scheme's default.");
+          "Compressor spec of the scheme's compressor, e.g. count_sketch:density=0.02,rows=1,width=5 (the sketch "
+          "schemes' default, 10x) or topk:density=0.01. Empty: the scheme's default.");
+ABSL_FLAG(bool, second_round, false,
+          "sketch_allreduce: a second allreduce replaces the decoded estimates by the workers' exact sums.");
+ABSL_FLAG(std::string, collective, "gloo",
+          "Backend of the decentralized schemes and of auto's fallback: gloo (CPU, TCP) or nccl (GPU builds).");
+ABSL_FLAG(std::string, collective_host, "127.0.0.1",
+          "Address this worker's collective endpoint listens on and its peers reach it at (gloo).");
+ABSL_FLAG(int, collective_device, 0, "CUDA device of this worker (nccl).");
+ABSL_FLAG(int, collective_timeout_s, 120,
+          "Limit of the collectives' rendezvous and of each collective operation, seconds.");
+ABSL_FLAG(int, probe_every, 20,
+          "auto: steps on the decentralized route between health probes of the servers.");
 ABSL_FLAG(std::string, fusion, "optimal",
           "Fusion planner mode: optimal, omgs, per_layer, single, or a number N of equal groups.");
 ABSL_FLAG(int, epochs, 2, "Training epochs (>= 1).");
@@ -77,11 +93,6 @@ int Fail(const absl::Status& status) {
   return 2;
 }
 
-std::string DefaultCompressor(const std::string& scheme) {
-  if (scheme == "sketch_ps") return "count_sketch:density=0.02,rows=1,width=5";
-  if (scheme == "topk_ps") return "topk:density=0.01";
-  return "dense";
-}
 
 absl::StatusOr<sketchfuse::v1::RunConfig> RunFromFlags() {
   const int world = absl::GetFlag(FLAGS_world_size), epochs = absl::GetFlag(FLAGS_epochs);
@@ -99,11 +110,17 @@ absl::StatusOr<sketchfuse::v1::RunConfig> RunFromFlags() {
   if (absl::GetFlag(FLAGS_train_examples) < 0 || absl::GetFlag(FLAGS_test_examples) < 0) {
     return absl::InvalidArgumentError("--train_examples and --test_examples must be >= 0");
   }
+  absl::StatusOr<sketchfuse::SchemeInfo> scheme = sketchfuse::FindScheme(absl::GetFlag(FLAGS_scheme));
+  if (!scheme.ok()) return absl::InvalidArgumentError(absl::StrCat("--scheme: ", scheme.status().message()));
   sketchfuse::v1::RunConfig run;
   run.set_workload(absl::GetFlag(FLAGS_workload));
-  run.set_scheme(absl::GetFlag(FLAGS_scheme));
-  run.set_compressor(absl::GetFlag(FLAGS_compressor).empty() ? DefaultCompressor(run.scheme())
+  run.set_scheme(scheme->name);
+  run.set_compressor(absl::GetFlag(FLAGS_compressor).empty() ? scheme->default_compressor_spec
                                                              : absl::GetFlag(FLAGS_compressor));
+  run.set_second_round(absl::GetFlag(FLAGS_second_round));
+  if (run.second_round() && run.scheme() != "sketch_allreduce") {
+    return absl::InvalidArgumentError("--second_round is for --scheme=sketch_allreduce only");
+  }
   run.set_fusion(absl::GetFlag(FLAGS_fusion));
   run.set_seed(absl::GetFlag(FLAGS_seed));
   run.set_batch_size(batch);
@@ -134,21 +151,23 @@ std::string SummaryJson(const std::string& worker_id, uint32_t rank, const sketc
       "{\"worker\": \"%s\", \"rank\": %d, \"workload\": \"%s\", \"scheme\": \"%s\", \"compressor\": \"%s\", "
       "\"fusion\": \"%s\", \"run\": \"%s\", \"steps\": %d, \"resumed_from_step\": %d, "
       "\"final_test_accuracy\": %.6f, \"wall_s\": %.3f, \"mean_step_s\": %.6f, \"bytes_sent_per_step\": %.1f, "
-      "\"compression_ratio\": %.3f, \"epochs\": [%s]}",
+      "\"compression_ratio\": %.3f, \"collective_steps\": %d, \"epochs\": [%s]}",
       worker_id, rank, run.workload(), run.scheme(), run.compressor(), run.fusion(),
       sketchfuse::RunFingerprint(run), summary.steps, summary.resumed_from_step, summary.final_test_accuracy,
       summary.wall_seconds, summary.mean_step_seconds, summary.bytes_sent_per_step, summary.compression_ratio,
-      epochs);
+      summary.collective_steps, epochs);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  absl::SetProgramUsageMessage(absl::StrCat(
       "One worker of a SketchFuse job: trains a model on its shard of Fashion-MNIST and aggregates\n"
-      "fused, compressed gradients through the job's servers.\n"
+      "fused, compressed gradients through the job's servers or among the workers.\n"
       "Usage: sketchfuse_worker --coordinator=HOST:PORT --worker_id=ID --world_size=W [--scheme=sketch_ps]\n"
-      "       sketchfuse_worker --write_job_config=job.json --world_size=W [run flags]");
+      "       sketchfuse_worker --write_job_config=job.json --world_size=W [run flags]\n"
+      "Schemes:\n",
+      sketchfuse::SchemesHelp()));
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() > 1) {
     return Fail(absl::InvalidArgumentError(absl::StrCat("unexpected argument '", positional[1], "' (see --help)")));
@@ -179,9 +198,25 @@ int main(int argc, char** argv) {
   if (worker_id.empty()) return Fail(absl::InvalidArgumentError("--worker_id is required"));
   const int join_s = absl::GetFlag(FLAGS_join_timeout_s), push_s = absl::GetFlag(FLAGS_push_timeout_s);
   const int attempts = absl::GetFlag(FLAGS_push_attempts), every = absl::GetFlag(FLAGS_checkpoint_every);
-  if (join_s < 1 || push_s < 1 || attempts < 1) {
-    return Fail(absl::InvalidArgumentError("--join_timeout_s, --push_timeout_s and --push_attempts must be >= 1"));
+  const int collective_s = absl::GetFlag(FLAGS_collective_timeout_s), probe_every = absl::GetFlag(FLAGS_probe_every);
+  if (join_s < 1 || push_s < 1 || attempts < 1 || collective_s < 1 || probe_every < 1) {
+    return Fail(absl::InvalidArgumentError(
+        "--join_timeout_s, --push_timeout_s, --push_attempts, --collective_timeout_s and --probe_every must be >= 1"));
   }
+  const sketchfuse::Route route = sketchfuse::SchemeRoute(run->scheme());
+  sketchfuse::CollectiveConfig collective_config;
+  collective_config.backend = absl::GetFlag(FLAGS_collective);
+  collective_config.hostname = absl::GetFlag(FLAGS_collective_host);
+  collective_config.device = absl::GetFlag(FLAGS_collective_device);
+  collective_config.timeout = absl::Seconds(collective_s);
+  if (collective_config.backend != "gloo" && collective_config.backend != "nccl") {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--collective must be gloo or nccl; got '",
+                                                        collective_config.backend, "'")));
+  }
+  if (collective_config.backend == "nccl" && !sketchfuse::NcclBackendBuilt()) {
+    return Fail(absl::InvalidArgumentError("--collective=nccl: this build has no NCCL (CPU-only build); use gloo"));
+  }
+  if (collective_config.hostname.empty()) return Fail(absl::InvalidArgumentError("--collective_host is empty"));
   absl::StatusOr<sketchfuse::RpcChannelOptions> channel = sketchfuse::LoadRpcChannelOptions(
       absl::GetFlag(FLAGS_token_file), absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_cert),
       absl::GetFlag(FLAGS_tls_key));
@@ -205,9 +240,37 @@ int main(int argc, char** argv) {
   sketchfuse::RetryPolicy policy;
   policy.push_deadline = absl::Seconds(push_s);
   policy.max_attempts = attempts;
-  absl::StatusOr<std::unique_ptr<sketchfuse::PsScheme>> scheme =
-      sketchfuse::PsScheme::Create(*joined, *channel, policy);
-  if (!scheme.ok()) return Fail(scheme.status());
+  // The decentralized route: every worker joins the collective group at
+  // start-up (auto's fallback is then always ready).
+  std::unique_ptr<sketchfuse::Collective> collective;
+  if (route != sketchfuse::Route::kCentralized) {
+    collective_config.prefix = absl::StrCat("collective/", joined->fingerprint());
+    absl::StatusOr<std::unique_ptr<sketchfuse::Collective>> made = sketchfuse::MakeCollective(
+        collective_config, coordinator, static_cast<int>(joined->rank()), static_cast<int>(joined->world_size()));
+    if (!made.ok()) return Fail(made.status());
+    collective = *std::move(made);
+    std::cout << "sketchfuse_worker: " << worker_id << " joined the " << collective->backend()
+              << " collective group as rank " << collective->rank() << " of " << collective->size() << std::endl;
+  }
+  std::unique_ptr<sketchfuse::AggregationScheme> scheme;
+  if (route == sketchfuse::Route::kCentralized) {
+    absl::StatusOr<std::unique_ptr<sketchfuse::PsScheme>> ps = sketchfuse::PsScheme::Create(*joined, *channel, policy);
+    if (!ps.ok()) return Fail(ps.status());
+    scheme = *std::move(ps);
+  } else if (route == sketchfuse::Route::kDecentralized) {
+    absl::StatusOr<std::unique_ptr<sketchfuse::CollectiveScheme>> decentralized =
+        sketchfuse::CollectiveScheme::Create(joined->job(), collective.get());
+    if (!decentralized.ok()) return Fail(decentralized.status());
+    scheme = *std::move(decentralized);
+  } else {
+    sketchfuse::HybridOptions hybrid;
+    hybrid.probe_every = probe_every;
+    hybrid.log = [worker_id](const std::string& line) { std::cout << worker_id << " " << line << std::endl; };
+    absl::StatusOr<std::unique_ptr<sketchfuse::HybridScheme>> both =
+        sketchfuse::HybridScheme::Create(*joined, *channel, policy, collective.get(), hybrid);
+    if (!both.ok()) return Fail(both.status());
+    scheme = *std::move(both);
+  }
 
   sketchfuse::TrainerConfig config;
   config.joined = *joined;
@@ -218,7 +281,7 @@ int main(int argc, char** argv) {
   }
   config.report_every = absl::GetFlag(FLAGS_report_every);
   absl::StatusOr<std::unique_ptr<sketchfuse::Trainer>> trainer =
-      sketchfuse::Trainer::Create(config, scheme->get());
+      sketchfuse::Trainer::Create(config, scheme.get());
   if (!trainer.ok()) return Fail(trainer.status());
 
   const int64_t total = static_cast<int64_t>(run->steps_per_epoch()) * run->epochs();

@@ -56,9 +56,12 @@ StepPipeline::StepPipeline(std::vector<int64_t> layer_sizes, std::vector<GroupLa
     }
     group_sizes_.push_back(size);
     buffers_.emplace_back(size);
+    parameter_buffers_.emplace_back(scheme_->needs_parameters() ? size : 0);
   }
   layer_seen_.assign(layer_sizes_.size(), true);  // no step begun
   layers_missing_.assign(groups_.size(), 0);
+  ready_.assign(groups_.size(), false);
+  next_to_exchange_ = static_cast<int>(groups_.size());  // no step begun
   results_.resize(groups_.size());
   communication_ = std::thread([this] { CommunicationLoop(); });
 }
@@ -66,7 +69,7 @@ StepPipeline::StepPipeline(std::vector<int64_t> layer_sizes, std::vector<GroupLa
 StepPipeline::~StepPipeline() {
   {
     std::unique_lock<std::mutex> lock(mu_);
-    changed_.wait(lock, [this] { return exchanges_in_flight_ == 0 && ready_.empty(); });
+    changed_.wait(lock, [this] { return exchanges_in_flight_ == 0 && !HasGroupToExchangeLocked(); });
     stop_ = true;
   }
   changed_.notify_all();
@@ -83,10 +86,27 @@ void StepPipeline::BeginStep(uint64_t step) {
   layer_seen_.assign(layer_sizes_.size(), false);
   for (size_t g = 0; g < groups_.size(); ++g) {
     layers_missing_[g] = groups_[g].num_layers;
+    ready_[g] = false;
     results_[g].reset();
   }
+  next_to_exchange_ = 0;
   step_error_ = absl::OkStatus();
   events_.clear();
+}
+
+absl::Status StepPipeline::AddLayerParameters(int layer, absl::Span<const float> params) {
+  if (!scheme_->needs_parameters()) return absl::OkStatus();
+  if (layer < 0 || layer >= static_cast<int>(layer_sizes_.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("layer ", layer, " is out of range [0, ", layer_sizes_.size(), ")"));
+  }
+  if (static_cast<int64_t>(params.size()) != layer_sizes_[layer]) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer ", layer, " has ", layer_sizes_[layer], " elements; got ", params.size(), " parameters"));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  const int g = group_of_layer_[layer];
+  std::memcpy(parameter_buffers_[g].data() + layer_offsets_[layer], params.data(), params.size() * sizeof(float));
+  return absl::OkStatus();
 }
 
 absl::Status StepPipeline::AddLayerGradient(int layer, absl::Span<const float> grad) {
@@ -113,7 +133,7 @@ absl::Status StepPipeline::AddLayerGradient(int layer, absl::Span<const float> g
   std::memcpy(buffers_[g].data() + layer_offsets_[layer], grad.data(), grad.size() * sizeof(float));
   if (--layers_missing_[g] == 0) {
     RecordLocked(PipelineEvent::Kind::kGroupReady, g);
-    ready_.push_back(g);
+    ready_[g] = true;
     changed_.notify_all();
   }
   return absl::OkStatus();
@@ -131,18 +151,21 @@ void StepPipeline::MarkBackwardEnd() {
   changed_.notify_all();
 }
 
+bool StepPipeline::HasGroupToExchangeLocked() const {
+  return next_to_exchange_ < static_cast<int>(groups_.size()) && ready_[next_to_exchange_];
+}
+
 void StepPipeline::CommunicationLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    changed_.wait(lock, [this] { return stop_ || !ready_.empty(); });
+    changed_.wait(lock, [this] { return stop_ || HasGroupToExchangeLocked(); });
     if (stop_) return;
-    const int g = ready_.front();
-    ready_.pop_front();
+    const int g = next_to_exchange_++;
     ++exchanges_in_flight_;
     const uint64_t step = step_;
     RecordLocked(PipelineEvent::Kind::kExchangeStart, g);
     lock.unlock();
-    scheme_->Exchange(step, g, buffers_[g], [this, g](absl::StatusOr<ExchangeResult> result) {
+    scheme_->Exchange(step, g, buffers_[g], parameter_buffers_[g], [this, g](absl::StatusOr<ExchangeResult> result) {
       std::lock_guard<std::mutex> done_lock(mu_);
       RecordLocked(PipelineEvent::Kind::kUpdateReceived, g);
       results_[g] = std::move(result);
@@ -157,7 +180,7 @@ void StepPipeline::CommunicationLoop() {
 absl::StatusOr<std::vector<Update>> StepPipeline::FinishStep(absl::Duration timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   auto all_done = [this] {
-    if (!step_error_.ok()) return exchanges_in_flight_ == 0 && ready_.empty();
+    if (!step_error_.ok()) return exchanges_in_flight_ == 0 && !HasGroupToExchangeLocked();
     for (const auto& result : results_) {
       if (!result.has_value()) return false;
     }
@@ -175,11 +198,22 @@ absl::StatusOr<std::vector<Update>> StepPipeline::FinishStep(absl::Duration time
                      absl::StrJoin(missing, ", ")));
   }
   if (!step_error_.ok()) return step_error_;
-  std::vector<Update> updates;
-  updates.reserve(results_.size());
+  // Every group is in: the scheme may repair failed groups (the hybrid redoes
+  // them on the other route). The communication thread is idle meanwhile.
+  std::vector<absl::StatusOr<ExchangeResult>> results;
+  results.reserve(results_.size());
+  for (auto& result : results_) results.push_back(std::move(*result));
+  const uint64_t step = step_;
+  lock.unlock();
+  absl::Status reconciled = scheme_->Reconcile(step, results);
+  lock.lock();
+  for (size_t g = 0; g < results.size(); ++g) results_[g] = std::move(results[g]);
+  if (!reconciled.ok()) return reconciled;
   for (size_t g = 0; g < results_.size(); ++g) {
     if (!results_[g]->ok()) return results_[g]->status();
   }
+  std::vector<Update> updates;
+  updates.reserve(results_.size());
   for (auto& result : results_) updates.push_back(std::move((*result)->update));
   return updates;
 }
@@ -206,6 +240,7 @@ StepTraffic StepPipeline::traffic() const {
     if (result.has_value() && result->ok()) {
       traffic.bytes_sent += (*result)->bytes_sent;
       traffic.dense_bytes += (*result)->dense_bytes;
+      if ((*result)->route == "collective") ++traffic.collective_groups;
     }
   }
   return traffic;

@@ -2,8 +2,11 @@
 // library: layer gradients are copied into their group's fusion buffer as the
 // backward pass produces them; a group whose last layer arrives is handed to
 // the communication thread, which runs the scheme's exchange (compress and
-// push) while the backward pass goes on with the other layers. A step ends
-// when every group's update has arrived.
+// push, or compress and allreduce) while the backward pass goes on with the
+// other layers. Groups are exchanged in plan order, the same on every worker
+// (collectives match by order): a group ready early waits for those before
+// it. A step ends when every group's update has arrived and the scheme has
+// reconciled the step (AggregationScheme::Reconcile).
 //
 // Layers are numbered in backward order (layer 0 is the first whose gradient
 // is ready), and the groups of the plan are contiguous layer ranges.
@@ -15,7 +18,6 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -48,6 +50,8 @@ const char* PipelineEventName(PipelineEvent::Kind kind);
 struct StepTraffic {
   size_t bytes_sent = 0;
   size_t dense_bytes = 0;
+  // Groups whose update came over the workers' collectives.
+  int collective_groups = 0;
 };
 
 class StepPipeline {
@@ -65,6 +69,12 @@ class StepPipeline {
   // layer out of range, a size that is not the layer's, or a layer given
   // twice in a step; the step is then failed (FinishStep reports it).
   absl::Status AddLayerGradient(int layer, absl::Span<const float> grad);
+
+  // Copies layer `layer`'s parameter values for this step, for schemes that
+  // need them (AggregationScheme::needs_parameters); call it before the
+  // layer's gradient. INVALID_ARGUMENT like AddLayerGradient.
+  absl::Status AddLayerParameters(int layer, absl::Span<const float> params);
+  bool needs_parameters() const { return scheme_->needs_parameters(); }
 
   // Records the end of the backward pass (for the timeline). A layer that
   // has not delivered its gradient by then fails the step.
@@ -90,6 +100,7 @@ class StepPipeline {
  private:
   StepPipeline(std::vector<int64_t> layer_sizes, std::vector<GroupLayout> groups, AggregationScheme* scheme);
   void RecordLocked(PipelineEvent::Kind kind, int group);
+  bool HasGroupToExchangeLocked() const;
   void CommunicationLoop();
 
   const std::vector<int64_t> layer_sizes_;
@@ -98,13 +109,15 @@ class StepPipeline {
   std::vector<int64_t> group_sizes_, layer_offsets_;
   std::vector<int> group_of_layer_;
   std::vector<std::vector<float>> buffers_;  // one per group
+  std::vector<std::vector<float>> parameter_buffers_;  // one per group, when the scheme needs them
 
   mutable std::mutex mu_;
   std::condition_variable changed_;
   uint64_t step_ = 0;
   std::vector<bool> layer_seen_;
   std::vector<int> layers_missing_;  // per group
-  std::deque<int> ready_;            // groups waiting for the communication thread
+  std::vector<bool> ready_;          // per group: all its layers are in
+  int next_to_exchange_ = 0;         // groups below were handed to the scheme
   std::vector<std::optional<absl::StatusOr<ExchangeResult>>> results_;
   absl::Status step_error_;
   int exchanges_in_flight_ = 0;

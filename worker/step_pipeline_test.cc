@@ -202,7 +202,7 @@ TEST_F(PipelineTest, RefusesBadLayerGradientsAndFailsTheStep) {
 TEST(StepPipelineCreateTest, RefusesLayoutsThatDoNotTileTheLayers) {
   class NoScheme : public AggregationScheme {
     std::string name() const override { return "none"; }
-    void Exchange(uint64_t, int, absl::Span<const float>, ExchangeDone done) override {
+    void Exchange(uint64_t, int, absl::Span<const float>, absl::Span<const float>, ExchangeDone done) override {
       done(absl::UnimplementedError("none"));
     }
     absl::Status OnApplied(int, const Update&) override { return absl::OkStatus(); }

@@ -13,7 +13,7 @@
 #include "torch/optim/sgd.h"
 #include "torch/serialize.h"
 #include "worker/job_plan.h"
-#include "worker/ps_scheme.h"
+#include "worker/group_compressors.h"
 
 namespace sketchfuse {
 namespace {
@@ -111,9 +111,15 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerConfig config, A
   StepPipeline* sink = trainer->pipeline_.get();
   for (int i = 0; i < num_params; ++i) {
     const int layer = num_params - 1 - i;  // layers are numbered in backward order
-    trainer->state_->params[i].register_hook([sink, layer](torch::Tensor grad) {
+    // The parameter vector outlives the hooks (both belong to the trainer).
+    const torch::Tensor* param = &trainer->state_->params[i];
+    trainer->state_->params[i].register_hook([sink, layer, param](torch::Tensor grad) {
       torch::Tensor g = grad.detach().contiguous();
       // Errors fail the step; FinishStep reports them.
+      if (sink->needs_parameters()) {
+        torch::Tensor w = param->detach().contiguous();
+        sink->AddLayerParameters(layer, absl::MakeConstSpan(w.data_ptr<float>(), w.numel())).IgnoreError();
+      }
       sink->AddLayerGradient(layer, absl::MakeConstSpan(g.data_ptr<float>(), g.numel())).IgnoreError();
     });
   }
@@ -229,6 +235,7 @@ absl::StatusOr<TrainingSummary> Trainer::Run(const std::function<void(const Prog
     total_seconds += seconds;
     total_bytes += traffic.bytes_sent;
     total_dense += traffic.dense_bytes;
+    if (traffic.collective_groups > 0) ++summary.collective_steps;
     ++measured_steps;
 
     const bool checkpoint_due = !s.config.checkpoint_path.empty() && s.config.checkpoint_every > 0 &&

@@ -61,6 +61,8 @@ struct TrainingSummary {
   double mean_step_seconds = 0;
   double bytes_sent_per_step = 0;
   double compression_ratio = 0;
+  // Steps aggregated (at least in part) over the workers' collectives.
+  int64_t collective_steps = 0;
 };
 
 // The run's data-dependent fields: layer sizes (model parameters in backward

@@ -1,0 +1,26 @@
+#include "worker/collective/key_value_store.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace sketchfuse {
+
+absl::Status InMemoryKeyValueStore::Set(const std::string& key, const std::string& value) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_[key] = value;
+  }
+  changed_.notify_all();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> InMemoryKeyValueStore::Get(const std::string& key, absl::Duration wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const bool found = changed_.wait_for(lock, absl::ToChronoMilliseconds(wait),
+                                       [&] { return entries_.count(key) > 0; });
+  if (!found) {
+    return absl::NotFoundError(absl::StrCat("key '", key, "' was not set within ", absl::FormatDuration(wait)));
+  }
+  return entries_.at(key);
+}
+
+}  // namespace sketchfuse

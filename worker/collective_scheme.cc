@@ -1,0 +1,100 @@
+#include "worker/collective_scheme.h"
+
+#include "absl/strings/str_cat.h"
+#include "worker/scheme_registry.h"
+
+namespace sketchfuse {
+
+absl::StatusOr<DecentralizedFn> AlgorithmOf(const std::string& scheme) {
+  if (scheme == "dense_allreduce") return &DenseAllreduce;
+  if (scheme == "sketch_allreduce") return &SketchAllreduce;
+  if (scheme == "topk_allgather") return &TopKAllgather;
+  if (scheme == "gtopk") return &GTopK;
+  if (scheme == "importance_allreduce") return &ImportanceAllreduce;
+  if (scheme == "spardl") return &SparDL;
+  return absl::InvalidArgumentError(absl::StrCat("'", scheme, "' is not a decentralized scheme"));
+}
+
+absl::StatusOr<std::unique_ptr<CollectiveScheme>> CollectiveScheme::Create(const v1::JobConfig& job,
+                                                                          Collective* collective) {
+  if (collective == nullptr) return absl::InvalidArgumentError("no collective");
+  const v1::RunConfig& run = job.run();
+  if (absl::Status s = CheckSchemeCompressor(run.scheme(), run.compressor()); !s.ok()) return s;
+  absl::StatusOr<DecentralizedFn> algorithm = AlgorithmOf(run.scheme());
+  if (!algorithm.ok()) return algorithm.status();
+  if (job.world_size() != static_cast<uint32_t>(collective->size())) {
+    return absl::InvalidArgumentError(absl::StrCat("the job has ", job.world_size(), " workers; the collective ",
+                                                   collective->size(), " ranks"));
+  }
+  if (run.second_round() && run.scheme() != "sketch_allreduce") {
+    return absl::InvalidArgumentError("a second round exists for sketch_allreduce (and auto) only");
+  }
+  absl::StatusOr<GroupCompressors> compressors = GroupCompressors::Create(job);
+  if (!compressors.ok()) return compressors.status();
+  std::vector<uint64_t> selection;
+  for (const v1::GroupConfig& group : job.groups()) {
+    absl::StatusOr<uint64_t> k = SpecSelectionSize(group.compressor(), group.dim());
+    if (!k.ok()) return k.status();
+    selection.push_back(*k);
+  }
+  return std::unique_ptr<CollectiveScheme>(new CollectiveScheme(run.scheme(), *algorithm, *std::move(compressors),
+                                                                std::move(selection), run.second_round(),
+                                                                collective));
+}
+
+CollectiveScheme::CollectiveScheme(std::string scheme, DecentralizedFn algorithm,
+                                   GroupCompressors compressors, std::vector<uint64_t> selection, bool second_round,
+                                   Collective* collective)
+    : scheme_(std::move(scheme)),
+      algorithm_(algorithm),
+      compressors_(std::move(compressors)),
+      selection_(std::move(selection)),
+      second_round_(second_round),
+      collective_(collective),
+      pending_(compressors_.size()) {}
+
+void CollectiveScheme::Exchange(uint64_t step, int group, absl::Span<const float> grad,
+                                absl::Span<const float> params, ExchangeDone done) {
+  EncodeContext context;
+  context.step = step;
+  context.params = params;
+  absl::StatusOr<Payload> payload = compressors_.Encode(group, grad, context);
+  if (!payload.ok()) {
+    done(payload.status());
+    return;
+  }
+  GroupInput input;
+  input.step = step;
+  input.group = group;
+  input.payload = &*payload;
+  input.encoded = compressors_.EncodedInput(group, grad);
+  input.k = selection_[group];
+  input.second_round = second_round_;
+  input.decoder = &compressors_.compressor(group);
+  const uint64_t bytes_before = collective_->bytes_sent();
+  absl::StatusOr<GroupOutcome> outcome = algorithm_(*collective_, input);
+  if (!outcome.ok()) {
+    done(absl::Status(outcome.status().code(),
+                      absl::StrCat(scheme_, " of group ", group, " at step ", step, ": ", outcome.status().message())));
+    return;
+  }
+  pending_[group] = std::move(outcome->settlement);
+  ExchangeResult result;
+  result.update = std::move(outcome->update);
+  result.bytes_sent = collective_->bytes_sent() - bytes_before;
+  result.dense_bytes = grad.size() * sizeof(float);
+  result.route = "collective";
+  done(std::move(result));
+}
+
+absl::Status CollectiveScheme::OnApplied(int group, const Update& update) {
+  if (absl::Status s = compressors_.CheckGroup(group); !s.ok()) return s;
+  if (!pending_[group].has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat("group ", group, " has no exchanged update to settle"));
+  }
+  absl::Status settled = compressors_.Settle(group, *pending_[group]);
+  pending_[group].reset();
+  return settled;
+}
+
+}  // namespace sketchfuse

@@ -1,0 +1,60 @@
+// The decentralized schemes as an AggregationScheme: each group is encoded
+// with the job's compressor (under error feedback and momentum correction,
+// as on the centralized route) and aggregated among the workers by the
+// scheme's algorithm (worker/decentralized/algorithms.h) over a Collective.
+// The exchange runs on the communication thread while the backward pass
+// continues; the settlement of the residual waits for OnApplied.
+#ifndef SKETCHFUSE_WORKER_COLLECTIVE_SCHEME_H_
+#define SKETCHFUSE_WORKER_COLLECTIVE_SCHEME_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/job_config.pb.h"
+#include "worker/aggregation_scheme.h"
+#include "worker/collective/collective.h"
+#include "worker/decentralized/algorithms.h"
+#include "worker/group_compressors.h"
+
+namespace sketchfuse {
+
+// The algorithm of a decentralized scheme; INVALID_ARGUMENT for another name.
+absl::StatusOr<DecentralizedFn> AlgorithmOf(const std::string& scheme);
+
+class CollectiveScheme final : public AggregationScheme {
+ public:
+  // The scheme job.run().scheme() over `collective` (not owned; it must
+  // outlive the scheme and have the job's world size). INVALID_ARGUMENT for a
+  // scheme that is not decentralized, a compressor that does not fit it, or a
+  // group size mismatch.
+  static absl::StatusOr<std::unique_ptr<CollectiveScheme>> Create(const v1::JobConfig& job, Collective* collective);
+
+  std::string name() const override { return scheme_; }
+  bool needs_parameters() const override { return scheme_ == "importance_allreduce"; }
+  // Runs the whole exchange before returning (done included).
+  void Exchange(uint64_t step, int group, absl::Span<const float> grad, absl::Span<const float> params,
+                ExchangeDone done) override;
+  absl::Status OnApplied(int group, const Update& update) override;
+  std::vector<std::vector<float>> SaveState() const override { return compressors_.SaveState(); }
+  absl::Status RestoreState(const std::vector<std::vector<float>>& state) override {
+    return compressors_.RestoreState(state);
+  }
+
+ private:
+  CollectiveScheme(std::string scheme, DecentralizedFn algorithm, GroupCompressors compressors,
+                   std::vector<uint64_t> selection, bool second_round, Collective* collective);
+
+  const std::string scheme_;
+  const DecentralizedFn algorithm_;
+  GroupCompressors compressors_;
+  const std::vector<uint64_t> selection_;  // k per group
+  const bool second_round_;
+  Collective* const collective_;
+  std::vector<std::optional<Settlement>> pending_;  // per group, until applied
+};
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_WORKER_COLLECTIVE_SCHEME_H_

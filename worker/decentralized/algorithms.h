@@ -1,0 +1,94 @@
+// The decentralized aggregation algorithms, one per scheme, written against
+// the Collective interface. Each takes this worker's encoded group and
+// returns the update every worker applies (the SUM over workers, identical
+// on every rank) and the settlement of this worker's residual (see
+// worker/group_compressors.h), which the caller applies only once the update
+// is applied.
+//
+// Conservation: with error feedback, for every algorithm but one-round
+// sketching, the updates applied plus the residuals of all workers equal the
+// sum of all gradients (up to float rounding): what a worker does not send,
+// or receives and does not forward, goes back into its own residual. A
+// one-round sketch applies estimates of the sum, and each worker releases
+// its own residual at the chosen coordinates (Sketched-SGD); its second round
+// replaces the estimates by the exact sums.
+//
+// Every rank must call the same algorithm for the same group in the same
+// order (the collectives match by order). Errors are the collective's
+// (UNAVAILABLE, DEADLINE_EXCEEDED), DATA_LOSS for a malformed message from a
+// peer, INVALID_ARGUMENT for an input that does not fit.
+#ifndef SKETCHFUSE_WORKER_DECENTRALIZED_ALGORITHMS_H_
+#define SKETCHFUSE_WORKER_DECENTRALIZED_ALGORITHMS_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/compressor.h"
+#include "common/payload.h"
+#include "worker/collective/collective.h"
+#include "worker/group_compressors.h"
+
+namespace sketchfuse {
+
+struct GroupInput {
+  uint64_t step = 0;
+  int group = 0;
+  // This worker's payload of the group (Compressor::Encode's output).
+  const Payload* payload = nullptr;
+  // The vector that was encoded (the residual under error feedback), dim
+  // values: exact values for second rounds, the start of SparDL's reduction.
+  absl::Span<const float> encoded;
+  // Coordinates to select (sparse algorithms).
+  uint64_t k = 0;
+  // sketch_allreduce: a second round replaces the estimates by exact sums.
+  bool second_round = false;
+  // sketch_allreduce: decodes the summed sketch (the group's compressor).
+  const Compressor* decoder = nullptr;
+};
+
+struct GroupOutcome {
+  Update update;
+  Settlement settlement;
+};
+
+// Allreduce of the dense payload; releases everything.
+absl::StatusOr<GroupOutcome> DenseAllreduce(Collective& collective, const GroupInput& input);
+
+// Allreduce of the sketch table, decode of the sum by every rank; optional
+// second round: allreduce of the exact encoded values at the decoded indices.
+absl::StatusOr<GroupOutcome> SketchAllreduce(Collective& collective, const GroupInput& input);
+
+// Allgather of every rank's (index, value) payload, summed; a rank releases
+// the coordinates it sent.
+absl::StatusOr<GroupOutcome> TopKAllgather(Collective& collective, const GroupInput& input);
+
+// gTop-k: in round j (gap 2^j) rank r with r mod 2^(j+1) == 2^j sends its set
+// to r - 2^j, which sums it into its own and keeps the top k; rank 0
+// broadcasts the result. A rank releases what it sent or kept of its own and
+// gives back what it dropped (its own or received).
+absl::StatusOr<GroupOutcome> GTopK(Collective& collective, const GroupInput& input);
+
+// Importance-weighted pruning on allreduce: rank step mod P broadcasts its
+// payload's indices (its k largest |g|/|w|); every rank allreduces its exact
+// encoded values there and releases them.
+absl::StatusOr<GroupOutcome> ImportanceAllreduce(Collective& collective, const GroupInput& input);
+
+// SparDL on the largest power of two P2 <= P ranks (each further rank first
+// hands its top k to rank r - P2): Spar-Reduce-Scatter by recursive halving
+// over P2 blocks, sending the top k/P2 per block of the half given away and
+// adding what arrives; then each rank's top k/P2 of its own block, and
+// Spar-All-Gather of those. Global residual collection: everything a rank
+// neither sent nor contributed stays in its residual, received values
+// included.
+absl::StatusOr<GroupOutcome> SparDL(Collective& collective, const GroupInput& input);
+
+// The signature every algorithm has.
+using DecentralizedFn = absl::StatusOr<GroupOutcome> (*)(Collective&, const GroupInput&);
+
+// The message tag of round `round` of (step, group) for point-to-point steps.
+uint32_t PointToPointTag(uint64_t step, int group, int round);
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_WORKER_DECENTRALIZED_ALGORITHMS_H_

@@ -1,0 +1,240 @@
+// Every decentralized algorithm on real Gloo groups of 1 to 5 ranks (threads
+// with TCP connections on loopback), against direct computations:
+//  - the update is identical on every rank;
+//  - dense_allreduce is the sum, topk_allgather the union-sum of the sent
+//    sets, sketch_allreduce the decode of the directly summed sketch (and its
+//    second round the exact sums there), importance_allreduce the exact sums
+//    at the root's indices, gtopk and spardl at most k (or k per block);
+//  - conservation: the update plus every rank's settled residual equals the
+//    sum of the encoded vectors (tolerance 1e-5 of the magnitudes);
+//  - a payload of the wrong kind is refused before any communication.
+#include "worker/decentralized/algorithms.h"
+
+#include <cmath>
+#include <mutex>
+
+#include "common/compressor_registry.h"
+#include "common/test_vectors.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/collective/local_group.h"
+
+namespace sketchfuse {
+namespace {
+
+std::vector<float> Densify(const Update& u) {
+  if (u.dense) return u.values;
+  std::vector<float> d(u.dim, 0.0f);
+  for (size_t j = 0; j < u.indices.size(); ++j) d[u.indices[j]] += u.values[j];
+  return d;
+}
+
+// The residual after a settlement: released coordinates zeroed, then the
+// give-back added.
+std::vector<float> Settled(std::vector<float> residual, const Settlement& s) {
+  if (s.release.dense) {
+    std::fill(residual.begin(), residual.end(), 0.0f);
+  } else {
+    for (uint32_t i : s.release.indices) residual[i] = 0.0f;
+  }
+  const std::vector<float> back = Densify(s.give_back);
+  for (size_t i = 0; i < back.size() && i < residual.size(); ++i) residual[i] += back[i];
+  return residual;
+}
+
+struct RankResult {
+  Payload payload;
+  std::vector<float> encoded;
+  absl::StatusOr<GroupOutcome> outcome = absl::UnknownError("not run");
+};
+
+// Runs `algorithm` on `size` ranks; rank r encodes GaussianVector(dim, seed+r)
+// with `spec` (no error feedback: the vector is the residual).
+std::vector<RankResult> RunAlgorithm(DecentralizedFn algorithm, int size, uint64_t dim, const std::string& spec,
+                            uint64_t k, uint64_t step = 0, bool second_round = false) {
+  std::vector<RankResult> results(size);
+  std::unique_ptr<Compressor> decoder = *CompressorRegistry::Default().Create(spec);
+  for (int r = 0; r < size; ++r) {
+    results[r].encoded = GaussianVector(dim, 1000 * step + 17 * r + dim);
+    std::unique_ptr<Compressor> c = *CompressorRegistry::Default().Create(spec);
+    EncodeContext context;
+    context.step = step;
+    const std::vector<float> params = GaussianVector(dim, 5);
+    context.params = params;
+    results[r].payload = *c->Encode(results[r].encoded, context);
+  }
+  const std::vector<absl::Status> statuses = RunOnLocalGlooGroup(size, [&](Collective& c) {
+    RankResult& mine = results[c.rank()];
+    GroupInput input;
+    input.step = step;
+    input.group = 3;
+    input.payload = &mine.payload;
+    input.encoded = mine.encoded;
+    input.k = k;
+    input.second_round = second_round;
+    input.decoder = decoder.get();
+    mine.outcome = algorithm(c, input);
+    return mine.outcome.status();
+  });
+  for (int r = 0; r < size; ++r) EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
+  return results;
+}
+
+void ExpectSameUpdateEverywhere(const std::vector<RankResult>& results) {
+  for (size_t r = 1; r < results.size(); ++r) {
+    EXPECT_EQ(results[r].outcome->update.indices, results[0].outcome->update.indices) << "rank " << r;
+    EXPECT_EQ(results[r].outcome->update.values, results[0].outcome->update.values) << "rank " << r;
+  }
+}
+
+void ExpectConservation(const std::vector<RankResult>& results) {
+  const std::vector<float> update = Densify(results[0].outcome->update);
+  std::vector<double> left(update.begin(), update.end()), right(update.size(), 0.0), magnitude(update.size(), 0.0);
+  for (const RankResult& r : results) {
+    const std::vector<float> residual = Settled(r.encoded, r.outcome->settlement);
+    for (size_t i = 0; i < update.size(); ++i) {
+      left[i] += residual[i];
+      right[i] += r.encoded[i];
+      magnitude[i] += std::abs(r.encoded[i]);
+    }
+  }
+  for (size_t i = 0; i < update.size(); ++i) {
+    ASSERT_NEAR(left[i], right[i], 1e-5 * magnitude[i] + 1e-6) << "coordinate " << i;
+  }
+}
+
+struct Case {
+  int size;
+  uint64_t dim;
+};
+
+class AlgorithmsTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(AlgorithmsTest, DenseAllreduceIsTheSum) {
+  const auto [size, dim] = GetParam();
+  const std::vector<RankResult> results = RunAlgorithm(&DenseAllreduce, size, dim, "dense", 0);
+  ExpectSameUpdateEverywhere(results);
+  ExpectConservation(results);
+  EXPECT_TRUE(results[0].outcome->update.dense);
+}
+
+TEST_P(AlgorithmsTest, TopKAllgatherIsTheUnionSumOfTheSentSets) {
+  const auto [size, dim] = GetParam();
+  const uint64_t k = std::max<uint64_t>(1, dim / 10);
+  const std::vector<RankResult> results = RunAlgorithm(&TopKAllgather, size, dim, "topk:k=" + std::to_string(k), k);
+  ExpectSameUpdateEverywhere(results);
+  ExpectConservation(results);
+  // Direct: sum of the payloads, in rank order.
+  std::vector<float> direct(dim, 0.0f);
+  std::vector<bool> present(dim, false);
+  for (const RankResult& r : results) {
+    for (size_t j = 0; j < r.payload.indices.size(); ++j) {
+      direct[r.payload.indices[j]] += r.payload.values[j];
+      present[r.payload.indices[j]] = true;
+    }
+  }
+  const Update& update = results[0].outcome->update;
+  std::vector<uint32_t> expected_indices;
+  for (uint32_t i = 0; i < dim; ++i) {
+    if (present[i]) expected_indices.push_back(i);
+  }
+  EXPECT_EQ(update.indices, expected_indices);
+  EXPECT_EQ(Densify(update), direct);
+}
+
+TEST_P(AlgorithmsTest, SketchAllreduceDecodesTheSummedSketch) {
+  const auto [size, dim] = GetParam();
+  const std::string spec = "count_sketch:k=" + std::to_string(std::max<uint64_t>(1, dim / 20)) + ",rows=3,width=4";
+  for (bool second_round : {false, true}) {
+    const std::vector<RankResult> results = RunAlgorithm(&SketchAllreduce, size, dim, spec, 0, 0, second_round);
+    ExpectSameUpdateEverywhere(results);
+    // The direct computation: sum the tables, decode once.
+    Payload sum = results[0].payload;
+    for (int r = 1; r < size; ++r) ASSERT_TRUE(MergeInto(results[r].payload, &sum).ok());
+    const Update direct = *(*CompressorRegistry::Default().Create(spec))->Decode(sum);
+    const Update& update = results[0].outcome->update;
+    EXPECT_EQ(update.indices, direct.indices) << "second round " << second_round;
+    for (size_t j = 0; j < update.indices.size() && j < direct.indices.size(); ++j) {
+      double expected = direct.values[j], magnitude = std::abs(direct.values[j]);
+      if (second_round) {
+        expected = magnitude = 0;
+        for (const RankResult& r : results) {
+          expected += r.encoded[update.indices[j]];
+          magnitude += std::abs(r.encoded[update.indices[j]]);
+        }
+      }
+      EXPECT_NEAR(update.values[j], expected, 1e-5 * magnitude + 1e-6) << j;
+    }
+    if (second_round) ExpectConservation(results);
+  }
+}
+
+TEST_P(AlgorithmsTest, ImportanceAllreduceSumsExactlyAtTheRotatingRootsIndices) {
+  const auto [size, dim] = GetParam();
+  const uint64_t k = std::max<uint64_t>(1, dim / 10);
+  for (uint64_t step : {0, 1, 2}) {
+    const std::vector<RankResult> results =
+        RunAlgorithm(&ImportanceAllreduce, size, dim, "importance:k=" + std::to_string(k), k, step);
+    ExpectSameUpdateEverywhere(results);
+    ExpectConservation(results);
+    EXPECT_EQ(results[0].outcome->update.indices, results[step % size].payload.indices) << "step " << step;
+  }
+}
+
+TEST_P(AlgorithmsTest, GTopKKeepsAtMostKAndLosesNothing) {
+  const auto [size, dim] = GetParam();
+  const uint64_t k = std::max<uint64_t>(1, dim / 10);
+  const std::vector<RankResult> results = RunAlgorithm(&GTopK, size, dim, "topk:k=" + std::to_string(k), k);
+  ExpectSameUpdateEverywhere(results);
+  ExpectConservation(results);
+  EXPECT_LE(results[0].outcome->update.indices.size(), k);
+  if (size == 1) EXPECT_EQ(results[0].outcome->update.indices, results[0].payload.indices);
+}
+
+TEST_P(AlgorithmsTest, SparDLKeepsKPerBlockAndLosesNothing) {
+  const auto [size, dim] = GetParam();
+  const uint64_t k = std::max<uint64_t>(1, dim / 10);
+  const std::vector<RankResult> results = RunAlgorithm(&SparDL, size, dim, "topk:k=" + std::to_string(k), k);
+  ExpectSameUpdateEverywhere(results);
+  ExpectConservation(results);
+  int p2 = 1;
+  while (2 * p2 <= size) p2 *= 2;
+  const uint64_t per_block = std::max<uint64_t>(1, (k + p2 - 1) / p2);
+  EXPECT_LE(results[0].outcome->update.indices.size(), per_block * p2);
+  // Heavy coordinates survive: with one rank SparDL is the local top-k.
+  if (size == 1 && dim >= 10) {
+    EXPECT_EQ(results[0].outcome->update.indices.size(), k);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Groups, AlgorithmsTest,
+                         ::testing::Values(Case{1, 1}, Case{1, 1000}, Case{2, 37}, Case{2, 5000}, Case{3, 1000},
+                                           Case{4, 5000}, Case{4, 100003}, Case{5, 2001}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return "ranks" + std::to_string(info.param.size) + "_dim" + std::to_string(info.param.dim);
+                         });
+
+TEST(AlgorithmsInputTest, APayloadOfTheWrongKindIsRefusedBeforeAnyCommunication) {
+  const std::vector<absl::Status> statuses = RunOnLocalGlooGroup(2, [](Collective& c) {
+    Payload dense;
+    dense.dim = 4;
+    dense.values = {1, 2, 3, 4};
+    GroupInput input;
+    input.payload = &dense;
+    input.encoded = dense.values;
+    input.k = 1;
+    for (DecentralizedFn algorithm : {&SketchAllreduce, &TopKAllgather, &GTopK, &ImportanceAllreduce, &SparDL}) {
+      absl::StatusOr<GroupOutcome> outcome = algorithm(c, input);
+      EXPECT_EQ(outcome.status().code(), absl::StatusCode::kInvalidArgument) << outcome.status();
+    }
+    input.payload = nullptr;
+    EXPECT_EQ(DenseAllreduce(c, input).status().code(), absl::StatusCode::kInvalidArgument);
+    // The group is intact afterwards.
+    std::vector<float> x = {1};
+    return c.AllReduceSum(absl::MakeSpan(x));
+  });
+  for (const absl::Status& s : statuses) EXPECT_TRUE(s.ok()) << s;
+}
+
+}  // namespace
+}  // namespace sketchfuse

@@ -1,0 +1,33 @@
+#include "absl/strings/str_cat.h"
+#include "worker/decentralized/algorithms.h"
+#include "worker/decentralized/input_checks.h"
+
+namespace sketchfuse {
+
+absl::StatusOr<GroupOutcome> SketchAllreduce(Collective& collective, const GroupInput& input) {
+  if (absl::Status s = decentralized_internal::CheckInput(input, PayloadKind::kSketch, input.second_round);
+      !s.ok()) {
+    return s;
+  }
+  if (input.decoder == nullptr) return absl::InvalidArgumentError("sketch_allreduce needs the group's decoder");
+  // Sketches are linear: the allreduced table is the sketch of the sum.
+  Payload sum = *input.payload;
+  if (absl::Status s = collective.AllReduceSum(absl::MakeSpan(sum.values)); !s.ok()) return s;
+  absl::StatusOr<Update> decoded = input.decoder->Decode(sum);
+  if (!decoded.ok()) return decoded.status();
+  GroupOutcome outcome;
+  outcome.update = *std::move(decoded);
+  if (outcome.update.dense) return absl::InternalError("a sketch decoded to a dense update");
+  if (input.second_round) {
+    // Every rank decoded the same indices from the same bits: the exact sum
+    // of the encoded values there replaces the estimates.
+    for (size_t j = 0; j < outcome.update.indices.size(); ++j) {
+      outcome.update.values[j] = input.encoded[outcome.update.indices[j]];
+    }
+    if (absl::Status s = collective.AllReduceSum(absl::MakeSpan(outcome.update.values)); !s.ok()) return s;
+  }
+  outcome.settlement = decentralized_internal::Release(outcome.update);
+  return outcome;
+}
+
+}  // namespace sketchfuse

@@ -1,0 +1,144 @@
+#include "worker/group_compressors.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/compressor_registry.h"
+
+namespace sketchfuse {
+
+bool UsesMomentumCorrection(const v1::RunConfig& run) {
+  return run.momentum() > 0 && run.scheme() != "dense_ps" && run.scheme() != "dense_allreduce";
+}
+
+Settlement SettleAt(const Update& update) {
+  Settlement settlement;
+  settlement.release = update;
+  settlement.velocity_mask = update;
+  settlement.give_back.dim = update.dim;
+  return settlement;
+}
+
+absl::StatusOr<GroupCompressors> GroupCompressors::Create(const v1::JobConfig& job) {
+  std::vector<Stack> stacks;
+  for (const v1::GroupConfig& group : job.groups()) {
+    absl::StatusOr<std::unique_ptr<Compressor>> compressor = CompressorRegistry::Default().Create(group.compressor());
+    if (!compressor.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("group ", group.group(), ": ", compressor.status().message()));
+    }
+    Stack stack;
+    stack.top = *std::move(compressor);
+    if (job.run().error_feedback()) {
+      auto ef = std::make_unique<ErrorFeedback>(std::move(stack.top));
+      stack.error_feedback = ef.get();
+      stack.top = std::move(ef);
+    }
+    if (UsesMomentumCorrection(job.run())) {
+      if (!(job.run().momentum() >= 0 && job.run().momentum() < 1)) {
+        return absl::InvalidArgumentError(absl::StrCat("momentum must be in [0, 1); got ", job.run().momentum()));
+      }
+      auto momentum = std::make_unique<Momentum>(std::move(stack.top), static_cast<float>(job.run().momentum()));
+      stack.momentum = momentum.get();
+      stack.top = std::move(momentum);
+    }
+    stacks.push_back(std::move(stack));
+  }
+  return GroupCompressors(std::move(stacks));
+}
+
+absl::Status GroupCompressors::CheckGroup(int group) const {
+  if (group < 0 || group >= size()) {
+    return absl::InvalidArgumentError(absl::StrCat("group index ", group, " is out of range [0, ", size(), ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Payload> GroupCompressors::Encode(int group, absl::Span<const float> grad,
+                                                 const EncodeContext& context) {
+  if (absl::Status s = CheckGroup(group); !s.ok()) return s;
+  return stacks_[group].top->Encode(grad, context);
+}
+
+absl::StatusOr<Update> GroupCompressors::Decode(int group, const Payload& aggregate) const {
+  if (absl::Status s = CheckGroup(group); !s.ok()) return s;
+  return stacks_[group].top->Decode(aggregate);
+}
+
+absl::Span<const float> GroupCompressors::residual(int group) const {
+  const ErrorFeedback* ef = stacks_[group].error_feedback;
+  return ef == nullptr ? absl::Span<const float>() : ef->residual();
+}
+
+absl::Span<const float> GroupCompressors::EncodedInput(int group, absl::Span<const float> grad) const {
+  const Stack& stack = stacks_[group];
+  if (stack.error_feedback != nullptr) return stack.error_feedback->residual();
+  if (stack.momentum != nullptr) return stack.momentum->velocity();
+  return grad;
+}
+
+bool GroupCompressors::has_error_feedback() const {
+  return !stacks_.empty() && stacks_.front().error_feedback != nullptr;
+}
+
+absl::Status GroupCompressors::Settle(int group, const Settlement& settlement) {
+  if (absl::Status s = CheckGroup(group); !s.ok()) return s;
+  Stack& stack = stacks_[group];
+  // Validate every part first, so a misfit changes nothing.
+  if (stack.momentum != nullptr) {
+    if (absl::Status s = ValidateUpdate(settlement.velocity_mask, stack.momentum->velocity().size()); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("group ", group, " velocity mask: ", s.message()));
+    }
+  }
+  if (stack.error_feedback != nullptr) {
+    const size_t dim = stack.error_feedback->residual().size();
+    if (absl::Status s = ValidateUpdate(settlement.release, dim); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("group ", group, " release: ", s.message()));
+    }
+    if (absl::Status s = ValidateUpdate(settlement.give_back, dim); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("group ", group, " give-back: ", s.message()));
+    }
+  }
+  if (stack.momentum != nullptr) {
+    if (absl::Status s = stack.momentum->MaskVelocity(settlement.velocity_mask); !s.ok()) return s;
+  }
+  if (stack.error_feedback != nullptr) {
+    if (absl::Status s = stack.error_feedback->OnApplied(settlement.release); !s.ok()) return s;
+    if (absl::Status s = stack.error_feedback->AddBack(settlement.give_back); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::vector<float>> GroupCompressors::SaveState() const {
+  std::vector<std::vector<float>> state;
+  for (const Stack& stack : stacks_) {
+    state.emplace_back();
+    if (stack.error_feedback != nullptr) {
+      state.back().assign(stack.error_feedback->residual().begin(), stack.error_feedback->residual().end());
+    }
+    state.emplace_back();
+    if (stack.momentum != nullptr) {
+      state.back().assign(stack.momentum->velocity().begin(), stack.momentum->velocity().end());
+    }
+  }
+  return state;
+}
+
+absl::Status GroupCompressors::RestoreState(const std::vector<std::vector<float>>& state) {
+  if (state.size() != 2 * stacks_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("saved state has ", state.size(), " entries; the job's ",
+                                                   stacks_.size(), " groups need ", 2 * stacks_.size()));
+  }
+  for (size_t g = 0; g < stacks_.size(); ++g) {
+    const Stack& stack = stacks_[g];
+    if ((!state[2 * g].empty() && stack.error_feedback == nullptr) ||
+        (!state[2 * g + 1].empty() && stack.momentum == nullptr)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "saved state of group ", g, " has error-feedback or momentum state this run does not keep"));
+    }
+  }
+  for (size_t g = 0; g < stacks_.size(); ++g) {
+    if (stacks_[g].error_feedback != nullptr) stacks_[g].error_feedback->RestoreResidual(state[2 * g]);
+    if (stacks_[g].momentum != nullptr) stacks_[g].momentum->RestoreVelocity(state[2 * g + 1]);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sketchfuse

@@ -1,0 +1,170 @@
+#include "worker/hybrid_scheme.h"
+
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "worker/ps_scheme.h"
+#include "worker/scheme_registry.h"
+
+namespace sketchfuse {
+
+absl::StatusOr<std::unique_ptr<HybridScheme>> HybridScheme::Create(const v1::JoinReply& joined,
+                                                                  RpcChannelOptions rpc, RetryPolicy policy,
+                                                                  Collective* collective, HybridOptions options) {
+  const v1::JobConfig& job = joined.job();
+  if (job.run().scheme() != "auto") {
+    return absl::InvalidArgumentError(absl::StrCat("the hybrid runs scheme auto, not '", job.run().scheme(), "'"));
+  }
+  if (absl::Status s = CheckSchemeCompressor("auto", job.run().compressor()); !s.ok()) return s;
+  if (collective == nullptr) return absl::InvalidArgumentError("the hybrid needs a collective for its fallback");
+  if (job.world_size() != static_cast<uint32_t>(collective->size())) {
+    return absl::InvalidArgumentError(absl::StrCat("the job has ", job.world_size(), " workers; the collective ",
+                                                   collective->size(), " ranks"));
+  }
+  if (options.probe_every < 1) return absl::InvalidArgumentError("probe_every must be >= 1");
+  if (job.run().second_round()) {
+    return absl::InvalidArgumentError(
+        "auto has no second round: the aggregation servers decode in one round (use sketch_allreduce)");
+  }
+  absl::StatusOr<ShardRoute> route = RouteToShards(joined);
+  if (!route.ok()) return route.status();
+  absl::StatusOr<GroupCompressors> compressors = GroupCompressors::Create(job);
+  if (!compressors.ok()) return compressors.status();
+  std::vector<uint32_t> group_ids;
+  for (const v1::GroupConfig& group : job.groups()) group_ids.push_back(group.group());
+  auto transport = std::make_unique<PsTransport>(route->addresses, std::move(rpc), policy);
+  return std::unique_ptr<HybridScheme>(new HybridScheme(
+      job.job(), joined.rank(), std::move(group_ids), std::move(route->shard_of_group), *std::move(compressors),
+      std::move(transport), collective, job.run().second_round(), std::move(options)));
+}
+
+HybridScheme::HybridScheme(std::string job, uint32_t rank, std::vector<uint32_t> group_ids,
+                           std::vector<int> shard_of_group, GroupCompressors compressors,
+                           std::unique_ptr<PsTransport> transport, Collective* collective, bool second_round,
+                           HybridOptions options)
+    : job_(std::move(job)),
+      rank_(rank),
+      group_ids_(std::move(group_ids)),
+      shard_of_group_(std::move(shard_of_group)),
+      compressors_(std::move(compressors)),
+      transport_(std::move(transport)),
+      collective_(collective),
+      second_round_(second_round),
+      options_(std::move(options)),
+      payloads_(compressors_.size()),
+      encoded_(compressors_.size()),
+      dense_bytes_(compressors_.size()) {}
+
+void HybridScheme::Log(const std::string& line) const {
+  if (options_.log) {
+    options_.log(line);
+  } else {
+    std::cerr << line << std::endl;
+  }
+}
+
+void HybridScheme::Exchange(uint64_t step, int group, absl::Span<const float> grad, absl::Span<const float> params,
+                            ExchangeDone done) {
+  EncodeContext context;
+  context.step = step;
+  context.params = params;
+  absl::StatusOr<Payload> payload = compressors_.Encode(group, grad, context);
+  if (!payload.ok()) {
+    done(payload.status());
+    return;
+  }
+  payloads_[group] = *std::move(payload);
+  encoded_[group] = compressors_.EncodedInput(group, grad);
+  dense_bytes_[group] = grad.size() * sizeof(float);
+  if (mode_ == Mode::kDecentralized) {
+    done(ExchangeByCollective(step, group));
+    return;
+  }
+  const size_t dense_bytes = dense_bytes_[group];
+  transport_->Push(shard_of_group_[group], job_, step, group_ids_[group], rank_, payloads_[group],
+                   [done = std::move(done), dense_bytes](absl::StatusOr<PushOutcome> outcome) {
+                     if (!outcome.ok()) {
+                       done(outcome.status());
+                       return;
+                     }
+                     ExchangeResult result;
+                     result.update = std::move(outcome->update);
+                     result.bytes_sent = outcome->bytes_sent;
+                     result.dense_bytes = dense_bytes;
+                     result.route = "ps";
+                     done(std::move(result));
+                   });
+}
+
+absl::StatusOr<ExchangeResult> HybridScheme::ExchangeByCollective(uint64_t step, int group) {
+  GroupInput input;
+  input.step = step;
+  input.group = group;
+  input.payload = &payloads_[group];
+  input.encoded = encoded_[group];
+  input.second_round = second_round_;
+  input.decoder = &compressors_.compressor(group);
+  const uint64_t bytes_before = collective_->bytes_sent();
+  absl::StatusOr<GroupOutcome> outcome = SketchAllreduce(*collective_, input);
+  if (!outcome.ok()) {
+    return absl::Status(outcome.status().code(), absl::StrCat("sketch_allreduce of group ", group, " at step ", step,
+                                                              ": ", outcome.status().message()));
+  }
+  ExchangeResult result;
+  result.update = std::move(outcome->update);
+  result.bytes_sent = collective_->bytes_sent() - bytes_before;
+  result.dense_bytes = dense_bytes_[group];
+  result.route = "collective";
+  return result;
+}
+
+absl::Status HybridScheme::Reconcile(uint64_t step, std::vector<absl::StatusOr<ExchangeResult>>& results) {
+  if (mode_ == Mode::kCentralized) {
+    // One flag per group: did it fail on any worker?
+    std::vector<float> failed(results.size(), 0.0f);
+    std::string first_error;
+    for (size_t g = 0; g < results.size(); ++g) {
+      if (!results[g].ok()) {
+        failed[g] = 1.0f;
+        if (first_error.empty()) first_error = results[g].status().ToString();
+      }
+    }
+    if (absl::Status s = collective_->AllReduceSum(absl::MakeSpan(failed)); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("agreeing on the failed groups of step ", step, ": ", s.message()));
+    }
+    std::vector<int> redo;
+    for (size_t g = 0; g < failed.size(); ++g) {
+      if (failed[g] > 0) redo.push_back(static_cast<int>(g));
+    }
+    if (redo.empty()) return absl::OkStatus();
+    Log(absl::StrCat("auto: step ", step, ": the aggregation servers failed group(s) ", absl::StrJoin(redo, ","),
+                     first_error.empty() ? " on another worker" : absl::StrCat(" (here: ", first_error, ")"),
+                     "; redoing them with sketch_allreduce and staying decentralized"));
+    for (int g : redo) results[g] = ExchangeByCollective(step, g);
+    mode_ = Mode::kDecentralized;
+    steps_decentralized_ = 0;
+    ++switches_;
+    return absl::OkStatus();
+  }
+  if (++steps_decentralized_ % options_.probe_every != 0) return absl::OkStatus();
+  const absl::Status probe = transport_->ProbeShards(options_.probe_timeout);
+  float healthy = probe.ok() ? 1.0f : 0.0f;
+  if (absl::Status s = collective_->AllReduceSum(absl::MakeSpan(&healthy, 1)); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("agreeing on the servers' health at step ", step, ": ", s.message()));
+  }
+  if (healthy < static_cast<float>(collective_->size())) return absl::OkStatus();
+  transport_->Reconnect();
+  mode_ = Mode::kCentralized;
+  ++switches_;
+  Log(absl::StrCat("auto: step ", step, ": every worker sees every aggregation server healthy; returning to sketch_ps"));
+  return absl::OkStatus();
+}
+
+absl::Status HybridScheme::OnApplied(int group, const Update& update) {
+  // Both routes apply the decoded top-k of the same summed sketch: each
+  // worker releases its own residual there.
+  return compressors_.Settle(group, SettleAt(update));
+}
+
+}  // namespace sketchfuse
