@@ -1,0 +1,73 @@
+// A local training cluster of real processes on loopback, for the
+// multi-process training tests: sketchfuse_server shards (shard 0 serving
+// the coordinator) and sketchfuse_worker processes, each with its logs in
+// the cluster's directory. Everything still running is killed when the
+// cluster is destroyed.
+#ifndef SKETCHFUSE_TESTS_TRAINING_CLUSTER_H_
+#define SKETCHFUSE_TESTS_TRAINING_CLUSTER_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace sketchfuse {
+
+// What a worker's JSON summary says.
+struct WorkerResult {
+  double accuracy = -1;
+  // The last epoch record without times and training loss: equal between
+  // workers that hold the same model.
+  std::string last_epoch;
+  long resumed_from = -1;
+  long steps = -1;
+  long collective_steps = -1;
+};
+
+WorkerResult ParseSummary(const std::string& out);
+
+class TrainingCluster {
+ public:
+  // `run_flags` are the flags every process of the run shares (job, world
+  // size, workload, scheme, ...).
+  TrainingCluster(std::string server_binary, std::string worker_binary, std::string dir,
+                  std::vector<std::string> run_flags);
+  ~TrainingCluster();
+
+  // Writes the job config and starts `shards` servers, on `ports` if given
+  // (else free ones); returns the coordinator's address ("" on failure, with
+  // a test failure recorded).
+  std::string StartServers(int shards, const std::vector<int>& ports = {});
+  // Sends `signal` to every server and reaps them; with SIGTERM, expects a
+  // clean exit.
+  void StopServers(int signal);
+
+  pid_t StartWorker(int w, const std::vector<std::string>& extra = {});
+  // Kills a started worker with SIGKILL, reaps it and forgets it; returns its
+  // exit code (128 + SIGKILL).
+  int KillWorker(pid_t pid);
+  // Waits for every worker started and not killed (test failure on a
+  // non-zero exit) and returns their summaries, by worker index.
+  std::vector<WorkerResult> WaitForWorkers();
+
+  // A whole job: servers, `world` workers, their summaries, servers stopped.
+  std::vector<WorkerResult> Train(int world, int shards, const std::vector<std::string>& worker_flags = {});
+
+  std::string WorkerOut(int w) const;
+  const std::string& dir() const { return dir_; }
+  const std::string& coordinator() const { return coordinator_; }
+
+ private:
+  const std::string server_binary_, worker_binary_, dir_;
+  const std::vector<std::string> run_flags_;
+  std::string coordinator_;
+  std::vector<pid_t> servers_;
+  std::vector<std::pair<int, pid_t>> workers_;  // (index, pid)
+};
+
+// `n` distinct free TCP ports on loopback (bound and released).
+std::vector<int> FreePorts(int n);
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_TESTS_TRAINING_CLUSTER_H_

@@ -1,0 +1,161 @@
+// The decentralized schemes as the worker runs them (CollectiveScheme over
+// real Gloo groups of threads on loopback), over several steps and groups:
+//  - every worker receives the same update;
+//  - residual conservation with error feedback: the sum of the applied
+//    updates plus every worker's residual equals the sum of every gradient
+//    (each scheme; sketch_allreduce with its second round, which makes the
+//    applied values exact);
+//  - jobs the scheme cannot run are refused naming the problem.
+#include "worker/collective_scheme.h"
+
+#include <cmath>
+#include <mutex>
+
+#include "common/test_vectors.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/collective/local_group.h"
+
+namespace sketchfuse {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr uint64_t kDims[] = {1000, 3001};
+
+v1::JobConfig Job(const std::string& scheme, const std::string& compressor, int world, bool second_round) {
+  v1::JobConfig job;
+  job.set_job("test");
+  job.set_world_size(world);
+  v1::RunConfig* run = job.mutable_run();
+  run->set_scheme(scheme);
+  run->set_compressor(compressor);
+  run->set_error_feedback(true);
+  run->set_second_round(second_round);
+  for (size_t g = 0; g < 2; ++g) {
+    v1::GroupConfig* group = job.add_groups();
+    group->set_group(g);
+    group->set_dim(kDims[g]);
+    group->set_compressor(compressor);
+  }
+  return job;
+}
+
+std::vector<float> Densify(const Update& u) {
+  if (u.dense) return u.values;
+  std::vector<float> d(u.dim, 0.0f);
+  for (size_t j = 0; j < u.indices.size(); ++j) d[u.indices[j]] += u.values[j];
+  return d;
+}
+
+struct Case {
+  std::string scheme;
+  std::string compressor;
+  bool second_round = false;
+};
+
+class ConservationTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ConservationTest, AppliedUpdatesPlusResidualsEqualTheGradients) {
+  const Case& c = GetParam();
+  constexpr int kWorld = 3, kSteps = 4;
+  const v1::JobConfig job = Job(c.scheme, c.compressor, kWorld, c.second_round);
+  // Per group: sum of every worker's gradients; the applied updates (rank 0's,
+  // checked equal on every rank); every worker's final residual.
+  std::vector<std::vector<double>> gradients(2), applied(2), residuals(2), magnitude(2);
+  for (int g = 0; g < 2; ++g) {
+    gradients[g].assign(kDims[g], 0.0);
+    applied[g].assign(kDims[g], 0.0);
+    residuals[g].assign(kDims[g], 0.0);
+    magnitude[g].assign(kDims[g], 0.0);
+  }
+  std::vector<std::vector<std::vector<float>>> updates(kWorld);  // [rank][step * 2 + g]
+  std::mutex mu;
+  const std::vector<absl::Status> statuses = RunOnLocalGlooGroup(kWorld, [&](Collective& collective) {
+    absl::StatusOr<std::unique_ptr<CollectiveScheme>> scheme = CollectiveScheme::Create(job, &collective);
+    if (!scheme.ok()) return scheme.status();
+    const int rank = collective.rank();
+    for (int step = 0; step < kSteps; ++step) {
+      std::vector<Update> step_updates(2);
+      for (int g = 0; g < 2; ++g) {
+        const std::vector<float> grad = GaussianVector(kDims[g], 100 * step + 10 * rank + g);
+        std::vector<float> params = GaussianVector(kDims[g], 7 + g);
+        absl::Status exchange = absl::UnknownError("done not called");
+        (*scheme)->Exchange(step, g, grad, params, [&](absl::StatusOr<ExchangeResult> result) {
+          exchange = result.status();
+          if (result.ok()) step_updates[g] = std::move(result->update);
+        });
+        if (!exchange.ok()) return exchange;
+        std::lock_guard<std::mutex> lock(mu);
+        for (size_t i = 0; i < grad.size(); ++i) {
+          gradients[g][i] += grad[i];
+          magnitude[g][i] += std::abs(grad[i]);
+        }
+      }
+      std::vector<absl::StatusOr<ExchangeResult>> results;
+      if (absl::Status s = (*scheme)->Reconcile(step, results); !s.ok()) return s;
+      for (int g = 0; g < 2; ++g) {
+        if (absl::Status s = (*scheme)->OnApplied(g, step_updates[g]); !s.ok()) return s;
+        std::lock_guard<std::mutex> lock(mu);
+        updates[rank].push_back(Densify(step_updates[g]));
+        if (rank == 0) {
+          for (size_t i = 0; i < kDims[g]; ++i) applied[g][i] += updates[rank].back()[i];
+        }
+      }
+    }
+    const std::vector<std::vector<float>> state = (*scheme)->SaveState();
+    std::lock_guard<std::mutex> lock(mu);
+    for (int g = 0; g < 2; ++g) {
+      for (size_t i = 0; i < kDims[g]; ++i) residuals[g][i] += state[2 * g][i];
+    }
+    return absl::OkStatus();
+  });
+  for (int r = 0; r < kWorld; ++r) ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
+  for (int r = 1; r < kWorld; ++r) EXPECT_EQ(updates[r], updates[0]) << "rank " << r << " applied other updates";
+  for (int g = 0; g < 2; ++g) {
+    for (size_t i = 0; i < kDims[g]; ++i) {
+      ASSERT_NEAR(applied[g][i] + residuals[g][i], gradients[g][i], 1e-5 * magnitude[g][i] + 1e-6)
+          << c.scheme << " group " << g << " coordinate " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryScheme, ConservationTest,
+    ::testing::Values(Case{"dense_allreduce", "dense"},
+                      Case{"sketch_allreduce", "count_sketch:density=0.02,rows=3,width=4", true},
+                      Case{"topk_allgather", "topk:density=0.02"}, Case{"gtopk", "topk:density=0.02"},
+                      Case{"importance_allreduce", "importance:density=0.02"}, Case{"spardl", "topk:density=0.02"}),
+    [](const ::testing::TestParamInfo<Case>& info) { return info.param.scheme; });
+
+TEST(CollectiveSchemeTest, RefusesJobsItCannotRun) {
+  const std::vector<absl::Status> statuses = RunOnLocalGlooGroup(2, [](Collective& collective) {
+    EXPECT_THAT(CollectiveScheme::Create(Job("sketch_ps", "count_sketch:density=0.02", 2, false), &collective)
+                    .status()
+                    .message(),
+                HasSubstr("not a decentralized scheme"));
+    EXPECT_THAT(CollectiveScheme::Create(Job("gtopk", "count_sketch:density=0.02", 2, false), &collective)
+                    .status()
+                    .message(),
+                HasSubstr("needs the topk compressor"));
+    EXPECT_THAT(CollectiveScheme::Create(Job("gtopk", "topk:density=0.02", 3, false), &collective).status().message(),
+                HasSubstr("the job has 3 workers"));
+    EXPECT_THAT(CollectiveScheme::Create(Job("gtopk", "topk:density=0.02", 2, true), &collective).status().message(),
+                HasSubstr("second round"));
+    EXPECT_EQ(CollectiveScheme::Create(Job("gtopk", "topk:density=0.02", 2, false), nullptr).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    absl::StatusOr<std::unique_ptr<CollectiveScheme>> scheme =
+        CollectiveScheme::Create(Job("gtopk", "topk:density=0.02", 2, false), &collective);
+    if (!scheme.ok()) return scheme.status();
+    // A group out of range and a settlement before any exchange are refused.
+    absl::Status exchange;
+    (*scheme)->Exchange(0, 5, std::vector<float>(10), {}, [&](absl::StatusOr<ExchangeResult> r) { exchange = r.status(); });
+    EXPECT_EQ(exchange.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ((*scheme)->OnApplied(0, Update{}).code(), absl::StatusCode::kFailedPrecondition);
+    return absl::OkStatus();
+  });
+  for (const absl::Status& s : statuses) EXPECT_TRUE(s.ok()) << s;
+}
+
+}  // namespace
+}  // namespace sketchfuse
