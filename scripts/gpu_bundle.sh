@@ -21,8 +21,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bundle=.gpu_bundle
-gpu_tests=(device_test count_sketch_kernels_test topk_kernels_test vector_kernels_test
-           nccl_communicator_test)
+gpu_tests=(//cuda:device_test //cuda:count_sketch_kernels_test //cuda:topk_kernels_test
+           //cuda:vector_kernels_test //cuda:nccl_communicator_test //worker/collective:nccl_collective_test)
 
 usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
@@ -32,11 +32,14 @@ build() {
     exit 1
   fi
   local targets=(//bench:gpu_compression_bench)
-  for t in "${gpu_tests[@]}"; do targets+=("//cuda:$t"); done
+  targets+=("${gpu_tests[@]}")
   bash scripts/bazel.sh build "${targets[@]}" 2>&1 | grep -v -E 'linux-sandbox(-pid1)?\.cc'
   rm -rf "$bundle"
   mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/bench"
-  for t in "${gpu_tests[@]}"; do cp "bazel-bin/cuda/$t" "$bundle/bin/"; done
+  for t in "${gpu_tests[@]}"; do
+    local path="${t#//}"
+    cp "bazel-bin/${path%%:*}/${path##*:}" "$bundle/bin/"
+  done
   cp bazel-bin/bench/gpu_compression_bench "$bundle/bin/"
   cp bench/gpu_torch_reference.py bench/compare_gpu_vs_torch.py "$bundle/bench/"
   # Every shared library the programs load, except the C library's own parts
@@ -86,7 +89,8 @@ run() {
     2>&1 | tee "$out/gpu.txt" || true
   local failed=0
   if [ "$mode" != bench ]; then
-    for t in "${gpu_tests[@]}"; do
+    for label in "${gpu_tests[@]}"; do
+      local t="${label##*:}"
       echo "== $t"
       if LD_LIBRARY_PATH="$libs" "$bundle/bin/$t" --gtest_brief=1 \
            --gtest_output="xml:$out/$t.xml" >"$out/$t.log" 2>&1; then

@@ -2,10 +2,14 @@
 # A local SketchFuse cluster on loopback: for each scheme, S aggregation
 # server shards (shard 0 also serves the coordinator) and W workers train the
 # Fashion-MNIST model; then a comparison table, CSV and JSON (and a PNG plot
-# when gnuplot is installed). Every process is stopped on exit, on Ctrl-C, or
-# as soon as one of them fails (which is named, with its log).
+# of test accuracy against time and against bytes when gnuplot is installed).
+# Decentralized schemes start one shard only: it serves the coordinator (the
+# workers' rendezvous); no gradient goes through it. Every process is stopped
+# on exit, on Ctrl-C, or as soon as one of them fails (which is named, with
+# its log).
 #
-#   scripts/local_cluster.sh [--workers=4] [--shards=2] [--schemes=dense_ps,sketch_ps]
+#   scripts/local_cluster.sh [--workers=4] [--shards=2]
+#                            [--schemes=dense_allreduce,sketch_ps,sketch_allreduce]
 #                            [--workload=mlp] [--epochs=2] [--train_examples=24000]
 #                            [--batch_size=32] [--out=out/cluster] [-- more worker flags]
 #
@@ -16,7 +20,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 server="$root/bazel-bin/server/sketchfuse_server"
 worker="$root/bazel-bin/worker/sketchfuse_worker"
 
-workers=4 shards=2 schemes=dense_ps,sketch_ps workload=mlp epochs=2 train_examples=24000 batch_size=32
+workers=4 shards=2 schemes=dense_allreduce,sketch_ps,sketch_allreduce workload=mlp epochs=2 train_examples=24000 batch_size=32
 out="$root/out/cluster"
 extra=()
 while [ $# -gt 0 ]; do
@@ -30,7 +34,7 @@ while [ $# -gt 0 ]; do
     --batch_size=*) batch_size="${1#*=}" ;;
     --out=*) out="${1#*=}" ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "local_cluster: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -86,19 +90,23 @@ for scheme in "${scheme_list[@]}"; do
   dir="$out/$scheme"
   rm -rf "$dir"; mkdir -p "$dir"
   echo "$token" >"$dir/token"; chmod 600 "$dir/token"
+  route="$("$worker" --scheme="$scheme" --print_route 2>"$dir/route.log")" \
+    || { echo "local_cluster: $(tail -n 1 "$dir/route.log")" >&2; exit 2; }
+  run_shards=$shards
+  [ "$route" = decentralized ] && run_shards=1
   run_flags=(--job="local-$scheme" --world_size="$workers" --workload="$workload" --scheme="$scheme"
              --epochs="$epochs" --train_examples="$train_examples" --batch_size="$batch_size" "${extra[@]}")
   "$worker" --write_job_config="$dir/job.json" "${run_flags[@]}" >"$dir/plan.log" 2>&1 \
     || { echo "local_cluster: planning $scheme failed; its log: $dir/plan.log" >&2; tail -n 3 "$dir/plan.log" >&2; exit 1; }
-  echo "== $scheme: $shards shards, $workers workers ($(tail -n 1 "$dir/plan.log" | sed 's/.*wrote job [^(]*(//; s/).*//'))"
+  echo "== $scheme ($route): $run_shards shard(s), $workers workers ($(tail -n 1 "$dir/plan.log" | sed 's/.*wrote job [^(]*(//; s/).*//'))"
   start "server shard 0" "$dir/server0.log" "$server" --job_config="$dir/job.json" --shard_index=0 \
-    --num_shards="$shards" --coordinator --port_file="$dir/port0" --token_file="$dir/token"
+    --num_shards="$run_shards" --coordinator --port_file="$dir/port0" --token_file="$dir/token"
   for _ in $(seq 300); do [ -s "$dir/port0" ] && break; check_alive; sleep 0.1; done
   [ -s "$dir/port0" ] || { echo "local_cluster: shard 0 did not start; its log: $dir/server0.log" >&2; exit 1; }
   coordinator="127.0.0.1:$(cat "$dir/port0")"
-  for s in $(seq 1 $((shards - 1))); do
+  for s in $(seq 1 $((run_shards - 1))); do
     start "server shard $s" "$dir/server$s.log" "$server" --job_config="$dir/job.json" --shard_index="$s" \
-      --num_shards="$shards" --coordinator_address="$coordinator" --port_file="$dir/port$s" --token_file="$dir/token"
+      --num_shards="$run_shards" --coordinator_address="$coordinator" --port_file="$dir/port$s" --token_file="$dir/token"
   done
   worker_pids=()
   for w in $(seq 0 $((workers - 1))); do
@@ -142,21 +150,26 @@ with open(f"{out}/comparison.csv", "w", newline="") as f:
 with open(f"{out}/curves.csv", "w", newline="") as f:
     w = csv.DictWriter(f, fieldnames=list(curves[0])); w.writeheader(); w.writerows(curves)
 json.dump({"runs": rows, "curves": curves}, open(f"{out}/comparison.json", "w"), indent=2)
-print(f"\n{'scheme':<12} {'accuracy':>9} {'step ms':>8} {'KiB/step/worker':>16} {'ratio':>7} {'wall s':>7}")
+print(f"\n{'scheme':<20} {'accuracy':>9} {'step ms':>8} {'KiB/step/worker':>16} {'ratio':>7} {'wall s':>7}")
 for r in rows:
-    print(f"{r['scheme']:<12} {100*r['final_test_accuracy']:>8.2f}% {r['mean_step_ms']:>8.1f} "
+    print(f"{r['scheme']:<20} {100*r['final_test_accuracy']:>8.2f}% {r['mean_step_ms']:>8.1f} "
           f"{r['bytes_sent_per_worker_per_step']/1024:>16.1f} {r['compression_ratio']:>6.1f}x {r['wall_s']:>7.1f}")
+print("(ratio: the dense gradient's bytes over the bytes a worker sends; a ring allreduce sends 2(W-1)/W of its data)")
 print(f"\nwritten: {out}/comparison.csv, {out}/comparison.json, {out}/curves.csv")
 PY
 if command -v gnuplot >/dev/null 2>&1; then
-  plot_cmds=""
+  time_cmds="" bytes_cmds=""
   for scheme in "${scheme_list[@]}"; do
     grep "^$scheme," "$out/curves.csv" | tr ',' ' ' >"$out/$scheme/curve.dat"
-    plot_cmds+="'$out/$scheme/curve.dat' using 3:(100*\$4) with linespoints title '$scheme',"
+    time_cmds+="'$out/$scheme/curve.dat' using 3:(100*\$4) with linespoints title '$scheme',"
+    bytes_cmds+="'$out/$scheme/curve.dat' using (\$5/1048576):(100*\$4) with linespoints title '$scheme',"
   done
-  gnuplot -e "set terminal png size 800,500; set output '$out/accuracy_vs_time.png'; \
-    set xlabel 'seconds'; set ylabel 'test accuracy (%)'; set key bottom right; plot ${plot_cmds%,}"
-  echo "plot: $out/accuracy_vs_time.png"
+  gnuplot -e "set terminal png size 1200,500; set output '$out/accuracy_vs_time.png'; \
+    set multiplot layout 1,2 title 'Fashion-MNIST $workload, $workers workers'; \
+    set ylabel 'test accuracy (%)'; set key bottom right; \
+    set xlabel 'wall time (s)'; plot ${time_cmds%,}; \
+    set xlabel 'MiB sent per worker'; set logscale x; plot ${bytes_cmds%,}; unset multiplot"
+  echo "plot: $out/accuracy_vs_time.png (test accuracy against time and against bytes sent)"
 else
   echo "(no plot: gnuplot is not installed; scripts/setup.sh --bench installs it)"
 fi

@@ -5,23 +5,24 @@
 #
 #   scripts/setup.sh            build and test dependencies
 #   scripts/setup.sh --bench    also what the benchmarks compare against
-#                               (Debian's PyTorch, gnuplot for plots)
+#                               (Debian's PyTorch)
 set -euo pipefail
 
 # Build: Bazel (offline, with the rule sets its source package ships), the
 # compiler, and the system libraries of third_party/BUILD; openssl makes the
 # TLS tests' certificates; LibTorch and Fashion-MNIST are the workers' model
-# library and data; python3 formats the local cluster's report.
+# library and data; python3 formats the local cluster's report and gnuplot
+# draws its plot.
 BUILD_PACKAGES=(
   bazel-bootstrap bazel-bootstrap-source g++ git
   libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc grpc-proto
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libgloo-dev prometheus-cpp-dev zlib1g-dev
   openssl
-  libtorch-dev dataset-fashion-mnist python3
+  libtorch-dev dataset-fashion-mnist python3 gnuplot-nox
 )
-# Benchmarks: the PyTorch reference (for /usr/bin/python3.11) and plots.
-BENCH_PACKAGES=(python3-torch gnuplot-nox)
+# Benchmarks: the PyTorch reference (for /usr/bin/python3.11).
+BENCH_PACKAGES=(python3-torch)
 
 want=("${BUILD_PACKAGES[@]}")
 for arg in "$@"; do

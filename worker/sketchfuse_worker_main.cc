@@ -85,6 +85,8 @@ ABSL_FLAG(int, threads, 1, "LibTorch intra-op threads.");
 ABSL_FLAG(std::string, write_job_config, "",
           "Write the job configuration for this run to this file (JSON) and exit.");
 ABSL_FLAG(int, round_deadline_ms, 60000, "With --write_job_config: the servers' round deadline.");
+ABSL_FLAG(bool, print_route, false,
+          "Print the route of --scheme (centralized, decentralized or hybrid) and exit (for launchers).");
 
 namespace {
 
@@ -176,6 +178,13 @@ int main(int argc, char** argv) {
   if (threads < 1 || threads > 256) return Fail(absl::InvalidArgumentError("--threads must be in [1, 256]"));
   torch::set_num_threads(threads);
 
+  if (absl::GetFlag(FLAGS_print_route)) {
+    absl::StatusOr<sketchfuse::SchemeInfo> scheme = sketchfuse::FindScheme(absl::GetFlag(FLAGS_scheme));
+    if (!scheme.ok()) return Fail(scheme.status());
+    const char* routes[] = {"centralized", "decentralized", "hybrid"};
+    std::cout << routes[static_cast<int>(scheme->route)] << std::endl;
+    return 0;
+  }
   absl::StatusOr<sketchfuse::v1::RunConfig> run = RunFromFlags();
   if (!run.ok()) return Fail(run.status());
 
