@@ -83,6 +83,21 @@ check_alive() {
   done
 }
 
+# progress_bar SCHEME LINE LAST_ACCURACY: a bar from a worker progress line
+# ("worker-0 epoch E step S/T loss L step X ms sent K KiB/step ratio Rx [test accuracy A%]").
+progress_bar() {
+  local scheme="$1" line="$2" acc="$3"
+  awk -v scheme="$scheme" -v acc="$acc" -v workers="$workers" -v batch="$batch_size" '{
+    split($5, st, "/"); step = st[1]; total = st[2]; loss = $7; ms = $9
+    for (i = 1; i <= NF; i++) if ($i == "accuracy") acc = $(i + 1)
+    width = 24; done = int(width * step / total); bar = ""
+    for (i = 0; i < width; i++) bar = bar (i < done ? "#" : ".")
+    rate = ms > 0 ? workers * batch * 1000 / ms : 0
+    printf "  %-20s [%s] %4d/%d epoch %s loss %.3f acc %s %.1f ms/step %.0f ex/s", \
+      scheme, bar, step, total, $3, loss, acc, ms, rate
+  }' <<<"$line"
+}
+
 mkdir -p "$out"
 token="$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 IFS=',' read -r -a scheme_list <<<"$schemes"
@@ -114,20 +129,26 @@ for scheme in "${scheme_list[@]}"; do
       --token_file="$dir/token" --summary_json="$dir/summary$w.json" --report_every=25 "${run_flags[@]}"
     worker_pids+=("${pids[-1]}")
   done
-  # Live progress: worker-0's latest line.
-  shown=0
+  # Live progress: one bar per run from worker-0's latest report, redrawn in
+  # place on a terminal; elsewhere (logs, CI) one line per report.
+  shown=0 last_acc="-"
   while true; do
     check_alive
     running=0
     for pid in "${worker_pids[@]}"; do kill -0 "$pid" 2>/dev/null && running=1; done
-    lines=$(grep -c "^worker-0 epoch" "$dir/worker0.log" 2>/dev/null || true)
-    if [ "${lines:-0}" -gt "$shown" ]; then
-      grep "^worker-0 epoch" "$dir/worker0.log" | tail -n $((lines - shown)) | sed "s/^/  [$scheme] /"
-      shown=$lines
-    fi
+    mapfile -t reports < <(grep "^worker-0 epoch" "$dir/worker0.log" 2>/dev/null || true)
+    for ((i = shown; i < ${#reports[@]}; i++)); do
+      line="${reports[$i]}"
+      bar="$(progress_bar "$scheme" "$line" "$last_acc")"
+      acc="$(sed -n 's/.*test accuracy \([0-9.]*%\).*/\1/p' <<<"$line")"
+      [ -n "$acc" ] && last_acc="$acc"
+      if [ -t 1 ]; then printf '\r%s' "$bar"; else echo "$bar"; fi
+    done
+    shown=${#reports[@]}
     [ "$running" -eq 0 ] && break
     sleep 0.5
   done
+  [ -t 1 ] && echo
   check_alive
   cleanup
 done
@@ -165,7 +186,7 @@ if command -v gnuplot >/dev/null 2>&1; then
     bytes_cmds+="'$out/$scheme/curve.dat' using (\$5/1048576):(100*\$4) with linespoints title '$scheme',"
   done
   gnuplot -e "set terminal png size 1200,500; set output '$out/accuracy_vs_time.png'; \
-    set multiplot layout 1,2 title 'Fashion-MNIST $workload, $workers workers'; \
+    set termoption noenhanced; set multiplot layout 1,2 title 'Fashion-MNIST $workload, $workers workers'; \
     set ylabel 'test accuracy (%)'; set key bottom right; \
     set xlabel 'wall time (s)'; plot ${time_cmds%,}; \
     set xlabel 'MiB sent per worker'; set logscale x; plot ${bytes_cmds%,}; unset multiplot"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The sketchfuse_worker daemon answers malformed flags, bad files and an
-# unreachable coordinator with a clear error on stderr and a non-zero exit,
-# and writes nothing.
+# The sketchfuse_worker daemon answers malformed flags (run, scheme,
+# collective and hybrid flags), bad files and an unreachable coordinator with
+# a clear error on stderr and a non-zero exit, and writes nothing.
 set -uo pipefail
 bin="$1"
 out_dir="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -33,6 +33,9 @@ expect_refusal "is larger than a worker's" "${plan[@]}" --world_size=2 --batch_s
 expect_refusal "fusion" "${plan[@]}" --world_size=2 --fusion=sometimes
 expect_refusal "Illegal value 'many' specified for flag 'epochs'" "${plan[@]}" --world_size=2 --epochs=many
 expect_refusal "unexpected argument 'extra'" "${plan[@]}" --world_size=2 extra
+expect_refusal "--second_round is for --scheme=sketch_allreduce only" "${plan[@]}" --world_size=2 --second_round
+expect_refusal "scheme gtopk needs the topk compressor" "${plan[@]}" --world_size=2 --scheme=gtopk --compressor=dense
+expect_refusal "the schemes are sketch_ps, topk_ps, dense_ps, dense_allreduce" --scheme=ring --print_route
 [ -e "$out_dir/job.json" ] && { echo "FAIL: a refused run wrote its job config"; failures=$((failures + 1)); }
 
 run=(--world_size=1 --train_examples=2000 --worker_id=w-0)
@@ -42,6 +45,11 @@ expect_refusal "cannot read --token_file file" "${run[@]}" --coordinator=127.0.0
 expect_refusal "is empty" "${run[@]}" --coordinator=127.0.0.1:1 --token_file="$out_dir/empty_token"
 expect_refusal "--tls_cert and --tls_key must be given together" "${run[@]}" --coordinator=127.0.0.1:1 --tls_cert=x
 expect_refusal "no answer from the coordinator at 127.0.0.1:1 within 1s" "${run[@]}" --coordinator=127.0.0.1:1 --join_timeout_s=1
+decentralized=("${run[@]}" --coordinator=127.0.0.1:1 --scheme=sketch_allreduce)
+expect_refusal "--collective must be gloo or nccl; got 'mpi'" "${decentralized[@]}" --collective=mpi
+expect_refusal "--collective_host is empty" "${decentralized[@]}" --collective_host=
+expect_refusal "--collective_timeout_s and --probe_every must be >= 1" "${decentralized[@]}" --collective_timeout_s=0
+expect_refusal "--collective_timeout_s and --probe_every must be >= 1" "${run[@]}" --coordinator=127.0.0.1:1 --scheme=auto --probe_every=0
 
 # A valid run writes its job config.
 if "$bin" "${plan[@]}" --world_size=2 >/dev/null 2>&1 && grep -q '"layerSizes"' "$out_dir/job.json"; then
@@ -50,9 +58,16 @@ else
   echo "FAIL: a valid run did not write its job config"; failures=$((failures + 1))
 fi
 
+# --print_route answers for every scheme.
+for pair in sketch_ps:centralized dense_allreduce:decentralized spardl:decentralized auto:hybrid; do
+  got="$("$bin" --scheme="${pair%%:*}" --print_route 2>&1)"
+  [ "$got" = "${pair##*:}" ] || { echo "FAIL: --print_route of ${pair%%:*} said '$got'"; failures=$((failures + 1)); }
+done
+
 if "$bin" --help >"$out_dir/help" 2>&1; then :; fi
 for flag in coordinator worker_id world_size workload scheme compressor fusion epochs batch_size \
-            learning_rate checkpoint_dir token_file tls_ca tls_cert tls_key write_job_config; do
+            learning_rate checkpoint_dir token_file tls_ca tls_cert tls_key write_job_config \
+            second_round collective collective_host collective_timeout_s probe_every; do
   grep -q -- "-$flag" "$out_dir/help" || { echo "FAIL: --help does not explain --$flag"; failures=$((failures + 1)); }
 done
 [ "$failures" -eq 0 ] && echo "all refusals are clear" || echo "$failures failure(s)"
