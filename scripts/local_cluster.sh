@@ -126,7 +126,8 @@ for scheme in "${scheme_list[@]}"; do
   worker_pids=()
   for w in $(seq 0 $((workers - 1))); do
     start "worker-$w" "$dir/worker$w.log" "$worker" --coordinator="$coordinator" --worker_id="worker-$w" \
-      --token_file="$dir/token" --summary_json="$dir/summary$w.json" --report_every=25 "${run_flags[@]}"
+      --token_file="$dir/token" --summary_json="$dir/summary$w.json" --report_every=25 \
+      --trace_file="$dir/trace$w.json" "${run_flags[@]}"
     worker_pids+=("${pids[-1]}")
   done
   # Live progress: one bar per run from worker-0's latest report, redrawn in
@@ -171,12 +172,22 @@ with open(f"{out}/comparison.csv", "w", newline="") as f:
 with open(f"{out}/curves.csv", "w", newline="") as f:
     w = csv.DictWriter(f, fieldnames=list(curves[0])); w.writeheader(); w.writerows(curves)
 json.dump({"runs": rows, "curves": curves}, open(f"{out}/comparison.json", "w"), indent=2)
+# One timeline per run: every worker's trace events in one Chrome trace file.
+for scheme in schemes:
+    events = []
+    for w in range(1024):
+        try:
+            events += json.load(open(f"{out}/{scheme}/trace{w}.json"))["traceEvents"]
+        except FileNotFoundError:
+            break
+    json.dump({"displayTimeUnit": "ms", "traceEvents": events}, open(f"{out}/{scheme}/timeline.json", "w"))
 print(f"\n{'scheme':<20} {'accuracy':>9} {'step ms':>8} {'KiB/step/worker':>16} {'ratio':>7} {'wall s':>7}")
 for r in rows:
     print(f"{r['scheme']:<20} {100*r['final_test_accuracy']:>8.2f}% {r['mean_step_ms']:>8.1f} "
           f"{r['bytes_sent_per_worker_per_step']/1024:>16.1f} {r['compression_ratio']:>6.1f}x {r['wall_s']:>7.1f}")
 print("(ratio: the dense gradient's bytes over the bytes a worker sends; a ring allreduce sends 2(W-1)/W of its data)")
 print(f"\nwritten: {out}/comparison.csv, {out}/comparison.json, {out}/curves.csv")
+print(f"timelines (open in ui.perfetto.dev or chrome://tracing): " + ", ".join(f"{out}/{s}/timeline.json" for s in schemes))
 PY
 if command -v gnuplot >/dev/null 2>&1; then
   time_cmds="" bytes_cmds=""

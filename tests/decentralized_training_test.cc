@@ -17,7 +17,8 @@
 //    once (the same number of steps, the same final model on every worker),
 //    and the final accuracy is within 1 point of an uninterrupted auto run
 //    (the allreduce adds the same sketches in another order, so the runs agree
-//    to float rounding, not bit for bit).
+//    to float rounding, not bit for bit). The worker's timeline shows both
+//    routes.
 // Usage (from Bazel): decentralized_training_test <sketchfuse_server> <sketchfuse_worker>
 #include <signal.h>
 
@@ -117,8 +118,13 @@ TEST(FailoverTest, WorkersFallBackWhenEveryServerDiesAndReturnWhenTheServersRest
   TrainingCluster cluster = Cluster("auto_failover", "auto");
   const std::vector<int> ports = FreePorts(2);
   ASSERT_FALSE(cluster.StartServers(2, ports).empty());
-  const std::vector<std::string> flags = {"--report_every=10", "--probe_every=10", "--push_attempts=3"};
-  for (int w = 0; w < kWorld; ++w) cluster.StartWorker(w, flags);
+  const std::vector<std::string> flags = {"--report_every=10", "--probe_every=10", "--push_attempts=3",
+                                          "--trace_steps=400"};
+  for (int w = 0; w < kWorld; ++w) {
+    std::vector<std::string> worker_flags = flags;
+    worker_flags.push_back(absl::StrCat("--trace_file=", cluster.dir(), "/trace", w, ".json"));
+    cluster.StartWorker(w, worker_flags);
+  }
   ASSERT_TRUE(WaitForEveryWorker(cluster, absl::StrCat(" step 60/", kSteps), std::chrono::seconds(300)))
       << cluster.WorkerOut(0);
   cluster.StopServers(SIGKILL);
@@ -139,6 +145,11 @@ TEST(FailoverTest, WorkersFallBackWhenEveryServerDiesAndReturnWhenTheServersRest
   std::printf("final test accuracy: auto uninterrupted %.4f, through failover %.4f (%ld of %d steps decentralized)\n",
               reference[0].accuracy, results[0].accuracy, results[0].collective_steps, kSteps);
   EXPECT_NEAR(results[0].accuracy, reference[0].accuracy, 0.01);
+  // The timeline shows both routes: pushes to the servers, and collectives.
+  const std::string trace = ReadFileOrEmpty(cluster.dir() + "/trace0.json");
+  EXPECT_NE(trace.find("\"name\": \"push, server sum and decode\""), std::string::npos);
+  EXPECT_NE(trace.find("\"route\": \"collective\""), std::string::npos);
+  EXPECT_NE(trace.find("\"name\": \"backward\""), std::string::npos);
 }
 
 }  // namespace

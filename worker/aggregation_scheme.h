@@ -26,10 +26,19 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/payload.h"
 
 namespace sketchfuse {
+
+// A phase of a group's exchange, for the per-step timeline (compress, push,
+// wait, communicate, decode).
+struct TraceSpan {
+  std::string name;
+  absl::Time begin;
+  absl::Time end;
+};
 
 struct ExchangeResult {
   Update update;
@@ -40,6 +49,8 @@ struct ExchangeResult {
   size_t dense_bytes = 0;
   // The route that produced the update: "ps" or "collective".
   std::string route;
+  // Where the exchange's time went, in order.
+  std::vector<TraceSpan> spans;
 };
 
 using ExchangeDone = std::function<void(absl::StatusOr<ExchangeResult>)>;

@@ -1,6 +1,7 @@
 #include "worker/collective_scheme.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "worker/scheme_registry.h"
 
 namespace sketchfuse {
@@ -58,6 +59,7 @@ void CollectiveScheme::Exchange(uint64_t step, int group, absl::Span<const float
   EncodeContext context;
   context.step = step;
   context.params = params;
+  const absl::Time start = absl::Now();
   absl::StatusOr<Payload> payload = compressors_.Encode(group, grad, context);
   if (!payload.ok()) {
     done(payload.status());
@@ -72,6 +74,7 @@ void CollectiveScheme::Exchange(uint64_t step, int group, absl::Span<const float
   input.second_round = second_round_;
   input.decoder = &compressors_.compressor(group);
   const uint64_t bytes_before = collective_->bytes_sent();
+  const absl::Time encoded = absl::Now();
   absl::StatusOr<GroupOutcome> outcome = algorithm_(*collective_, input);
   if (!outcome.ok()) {
     done(absl::Status(outcome.status().code(),
@@ -84,7 +87,14 @@ void CollectiveScheme::Exchange(uint64_t step, int group, absl::Span<const float
   result.bytes_sent = collective_->bytes_sent() - bytes_before;
   result.dense_bytes = grad.size() * sizeof(float);
   result.route = "collective";
+  result.spans = CollectiveSpans(encoded, absl::Now(), outcome->decode_time);
+  result.spans.insert(result.spans.begin(), TraceSpan{"compress", start, encoded});
   done(std::move(result));
+}
+
+std::vector<TraceSpan> CollectiveSpans(absl::Time begin, absl::Time end, absl::Duration decode) {
+  if (decode <= absl::ZeroDuration()) return {{"communicate", begin, end}};
+  return {{"communicate", begin, end - decode}, {"decode", end - decode, end}};
 }
 
 absl::Status CollectiveScheme::OnApplied(int group, const Update& update) {

@@ -23,6 +23,10 @@ namespace sketchfuse {
 // The algorithm of a decentralized scheme; INVALID_ARGUMENT for another name.
 absl::StatusOr<DecentralizedFn> AlgorithmOf(const std::string& scheme);
 
+// The timeline of an algorithm that ran in [begin, end) and spent `decode`
+// of it decoding (at its end): "communicate", then "decode".
+std::vector<TraceSpan> CollectiveSpans(absl::Time begin, absl::Time end, absl::Duration decode);
+
 class CollectiveScheme final : public AggregationScheme {
  public:
   // The scheme job.run().scheme() over `collective` (not owned; it must

@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "worker/collective_scheme.h"
 #include "worker/ps_scheme.h"
 #include "worker/scheme_registry.h"
 
@@ -69,6 +71,7 @@ void HybridScheme::Exchange(uint64_t step, int group, absl::Span<const float> gr
   EncodeContext context;
   context.step = step;
   context.params = params;
+  const absl::Time start = absl::Now();
   absl::StatusOr<Payload> payload = compressors_.Encode(group, grad, context);
   if (!payload.ok()) {
     done(payload.status());
@@ -77,24 +80,15 @@ void HybridScheme::Exchange(uint64_t step, int group, absl::Span<const float> gr
   payloads_[group] = *std::move(payload);
   encoded_[group] = compressors_.EncodedInput(group, grad);
   dense_bytes_[group] = grad.size() * sizeof(float);
+  const TraceSpan compress{"compress", start, absl::Now()};
   if (mode_ == Mode::kDecentralized) {
-    done(ExchangeByCollective(step, group));
+    absl::StatusOr<ExchangeResult> result = ExchangeByCollective(step, group);
+    if (result.ok()) result->spans.insert(result->spans.begin(), compress);
+    done(std::move(result));
     return;
   }
-  const size_t dense_bytes = dense_bytes_[group];
-  transport_->Push(shard_of_group_[group], job_, step, group_ids_[group], rank_, payloads_[group],
-                   [done = std::move(done), dense_bytes](absl::StatusOr<PushOutcome> outcome) {
-                     if (!outcome.ok()) {
-                       done(outcome.status());
-                       return;
-                     }
-                     ExchangeResult result;
-                     result.update = std::move(outcome->update);
-                     result.bytes_sent = outcome->bytes_sent;
-                     result.dense_bytes = dense_bytes;
-                     result.route = "ps";
-                     done(std::move(result));
-                   });
+  PushToShard(shard_of_group_[group], step, group_ids_[group], rank_, payloads_[group], dense_bytes_[group], compress,
+              *transport_, job_, std::move(done));
 }
 
 absl::StatusOr<ExchangeResult> HybridScheme::ExchangeByCollective(uint64_t step, int group) {
@@ -106,6 +100,7 @@ absl::StatusOr<ExchangeResult> HybridScheme::ExchangeByCollective(uint64_t step,
   input.second_round = second_round_;
   input.decoder = &compressors_.compressor(group);
   const uint64_t bytes_before = collective_->bytes_sent();
+  const absl::Time start = absl::Now();
   absl::StatusOr<GroupOutcome> outcome = SketchAllreduce(*collective_, input);
   if (!outcome.ok()) {
     return absl::Status(outcome.status().code(), absl::StrCat("sketch_allreduce of group ", group, " at step ", step,
@@ -116,6 +111,7 @@ absl::StatusOr<ExchangeResult> HybridScheme::ExchangeByCollective(uint64_t step,
   result.bytes_sent = collective_->bytes_sent() - bytes_before;
   result.dense_bytes = dense_bytes_[group];
   result.route = "collective";
+  result.spans = CollectiveSpans(start, absl::Now(), outcome->decode_time);
   return result;
 }
 

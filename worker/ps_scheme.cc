@@ -1,6 +1,7 @@
 #include "worker/ps_scheme.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "worker/scheme_registry.h"
 
 namespace sketchfuse {
@@ -64,25 +65,34 @@ void PsScheme::Exchange(uint64_t step, int group, absl::Span<const float> grad, 
   EncodeContext context;
   context.step = step;
   context.params = params;
+  const absl::Time start = absl::Now();
   absl::StatusOr<Payload> payload = compressors_.Encode(group, grad, context);
   if (!payload.ok()) {
     done(payload.status());
     return;
   }
-  const size_t dense_bytes = grad.size() * sizeof(float);
-  transport_->Push(shard_of_group_[group], job_, step, group_ids_[group], rank_, *payload,
-                   [done = std::move(done), dense_bytes](absl::StatusOr<PushOutcome> outcome) {
-                     if (!outcome.ok()) {
-                       done(outcome.status());
-                       return;
-                     }
-                     ExchangeResult result;
-                     result.update = std::move(outcome->update);
-                     result.bytes_sent = outcome->bytes_sent;
-                     result.dense_bytes = dense_bytes;
-                     result.route = "ps";
-                     done(std::move(result));
-                   });
+  PushToShard(shard_of_group_[group], step, group_ids_[group], rank_, *payload, grad.size() * sizeof(float),
+              {"compress", start, absl::Now()}, *transport_, job_, std::move(done));
+}
+
+void PushToShard(int shard, uint64_t step, uint32_t group_id, uint32_t rank, const Payload& payload,
+                 size_t dense_bytes, TraceSpan compress, PsTransport& transport, const std::string& job,
+                 ExchangeDone done) {
+  const absl::Time pushed = absl::Now();
+  transport.Push(shard, job, step, group_id, rank, payload,
+                 [done = std::move(done), dense_bytes, compress, pushed](absl::StatusOr<PushOutcome> outcome) {
+                   if (!outcome.ok()) {
+                     done(outcome.status());
+                     return;
+                   }
+                   ExchangeResult result;
+                   result.update = std::move(outcome->update);
+                   result.bytes_sent = outcome->bytes_sent;
+                   result.dense_bytes = dense_bytes;
+                   result.route = "ps";
+                   result.spans = {compress, {"push, server sum and decode", pushed, absl::Now()}};
+                   done(std::move(result));
+                 });
 }
 
 absl::Status PsScheme::OnApplied(int group, const Update& update) {

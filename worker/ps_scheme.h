@@ -27,6 +27,12 @@ struct ShardRoute {
 };
 absl::StatusOr<ShardRoute> RouteToShards(const v1::JoinReply& joined);
 
+// Pushes `payload` (the group's, encoded during `compress`) to `shard` and
+// calls `done` with the shard's update, its traffic and its timeline spans.
+void PushToShard(int shard, uint64_t step, uint32_t group_id, uint32_t rank, const Payload& payload,
+                 size_t dense_bytes, TraceSpan compress, PsTransport& transport, const std::string& job,
+                 ExchangeDone done);
+
 class PsScheme final : public AggregationScheme {
  public:
   // Builds one compressor stack per group of the joined job, and a transport

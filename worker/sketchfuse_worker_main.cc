@@ -74,6 +74,10 @@ ABSL_FLAG(int, checkpoint_every, 4,
           "replay the steps it lost).");
 ABSL_FLAG(int, report_every, 50, "A progress line every this many steps (0: only per epoch).");
 ABSL_FLAG(std::string, summary_json, "", "Write the JSON summary here too (it is always printed).");
+ABSL_FLAG(std::string, trace_file, "",
+          "Write a per-step timeline here (Chrome trace JSON: open in ui.perfetto.dev or chrome://tracing): "
+          "the backward pass, and each group's compress, push or communicate, wait and decode.");
+ABSL_FLAG(int, trace_steps, 50, "Steps the timeline covers, from the first one this process runs (>= 1).");
 ABSL_FLAG(std::string, token_file, "", "File with the job's bearer token.");
 ABSL_FLAG(std::string, tls_ca, "", "CA certificates (PEM) to verify the servers; set: TLS.");
 ABSL_FLAG(std::string, tls_cert, "", "Client certificate (PEM) for mutual TLS.");
@@ -208,6 +212,10 @@ int main(int argc, char** argv) {
   const int join_s = absl::GetFlag(FLAGS_join_timeout_s), push_s = absl::GetFlag(FLAGS_push_timeout_s);
   const int attempts = absl::GetFlag(FLAGS_push_attempts), every = absl::GetFlag(FLAGS_checkpoint_every);
   const int collective_s = absl::GetFlag(FLAGS_collective_timeout_s), probe_every = absl::GetFlag(FLAGS_probe_every);
+  if (absl::GetFlag(FLAGS_trace_steps) < 1) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--trace_steps must be >= 1; got ", absl::GetFlag(FLAGS_trace_steps))));
+  }
   if (join_s < 1 || push_s < 1 || attempts < 1 || collective_s < 1 || probe_every < 1) {
     return Fail(absl::InvalidArgumentError(
         "--join_timeout_s, --push_timeout_s, --push_attempts, --collective_timeout_s and --probe_every must be >= 1"));
@@ -289,6 +297,8 @@ int main(int argc, char** argv) {
     config.checkpoint_every = every;
   }
   config.report_every = absl::GetFlag(FLAGS_report_every);
+  config.trace_path = absl::GetFlag(FLAGS_trace_file);
+  config.trace_steps = absl::GetFlag(FLAGS_trace_steps);
   absl::StatusOr<std::unique_ptr<sketchfuse::Trainer>> trainer =
       sketchfuse::Trainer::Create(config, scheme.get());
   if (!trainer.ok()) return Fail(trainer.status());

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 
 namespace sketchfuse {
 
@@ -83,6 +84,7 @@ void StepPipeline::RecordLocked(PipelineEvent::Kind kind, int group) {
 void StepPipeline::BeginStep(uint64_t step) {
   std::lock_guard<std::mutex> lock(mu_);
   step_ = step;
+  step_begin_ = absl::Now();
   layer_seen_.assign(layer_sizes_.size(), false);
   for (size_t g = 0; g < groups_.size(); ++g) {
     layers_missing_[g] = groups_[g].num_layers;
@@ -231,6 +233,22 @@ absl::Status StepPipeline::Applied(const std::vector<Update>& updates) {
 std::vector<PipelineEvent> StepPipeline::events() const {
   std::lock_guard<std::mutex> lock(mu_);
   return events_;
+}
+
+StepTimeline StepPipeline::timeline() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  StepTimeline timeline;
+  timeline.begin = step_begin_;
+  timeline.backward_end = step_begin_;
+  for (const PipelineEvent& e : events_) {
+    if (e.kind == PipelineEvent::Kind::kBackwardEnd) timeline.backward_end = e.time;
+  }
+  for (const auto& result : results_) {
+    const bool ok = result.has_value() && result->ok();
+    timeline.groups.push_back(ok ? (*result)->spans : std::vector<TraceSpan>());
+    timeline.routes.push_back(ok ? (*result)->route : "");
+  }
+  return timeline;
 }
 
 StepTraffic StepPipeline::traffic() const {

@@ -47,6 +47,14 @@ struct PipelineEvent {
 
 const char* PipelineEventName(PipelineEvent::Kind kind);
 
+// Where one step's time went: the backward pass, and each group's exchange.
+struct StepTimeline {
+  absl::Time begin;         // BeginStep
+  absl::Time backward_end;  // MarkBackwardEnd
+  std::vector<std::vector<TraceSpan>> groups;  // each group's spans (empty if it failed)
+  std::vector<std::string> routes;             // each group's route ("" if it failed)
+};
+
 struct StepTraffic {
   size_t bytes_sent = 0;
   size_t dense_bytes = 0;
@@ -87,9 +95,10 @@ class StepPipeline {
   // Tells the scheme the step's updates were applied.
   absl::Status Applied(const std::vector<Update>& updates);
 
-  // This step's events, in order, and traffic.
+  // This step's events, in order, traffic and timeline.
   std::vector<PipelineEvent> events() const;
   StepTraffic traffic() const;
+  StepTimeline timeline() const;
 
   int num_groups() const { return static_cast<int>(groups_.size()); }
   int64_t group_size(int group) const { return group_sizes_[group]; }
@@ -114,6 +123,7 @@ class StepPipeline {
   mutable std::mutex mu_;
   std::condition_variable changed_;
   uint64_t step_ = 0;
+  absl::Time step_begin_;
   std::vector<bool> layer_seen_;
   std::vector<int> layers_missing_;  // per group
   std::vector<bool> ready_;          // per group: all its layers are in

@@ -55,6 +55,8 @@ struct Trainer::State {
   ImageDataset train, test;
   int64_t first_step = 0;  // from the checkpoint
   std::vector<float> apply_buffer;
+  absl::Time apply_begin, apply_end;  // of the last step
+  std::unique_ptr<TraceWriter> trace;  // when config.trace_path is set
 };
 
 Trainer::Trainer(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -123,6 +125,17 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerConfig config, A
       sink->AddLayerGradient(layer, absl::MakeConstSpan(g.data_ptr<float>(), g.numel())).IgnoreError();
     });
   }
+  if (!trainer->state_->config.trace_path.empty()) {
+    State& s = *trainer->state_;
+    if (s.config.trace_steps < 1) return absl::InvalidArgumentError("the timeline must cover at least one step");
+    s.trace = std::make_unique<TraceWriter>(static_cast<int>(s.rank), absl::StrCat("worker rank ", s.rank));
+    s.trace->NameTrack(0, "compute");
+    for (int g = 0; g < trainer->pipeline_->num_groups(); ++g) {
+      s.trace->NameTrack(g + 1, absl::StrCat("group ", g));
+    }
+    // Fail now, not after training, if the file cannot be written.
+    if (absl::Status st = s.trace->WriteFile(s.config.trace_path); !st.ok()) return st;
+  }
   if (!trainer->state_->config.checkpoint_path.empty()) {
     absl::StatusOr<int64_t> resumed = trainer->LoadCheckpoint();
     if (!resumed.ok()) return resumed.status();
@@ -142,6 +155,7 @@ absl::Status Trainer::TrainStep(int64_t step, const torch::Tensor& images, const
   pipeline_->MarkBackwardEnd();
   absl::StatusOr<std::vector<Update>> updates = pipeline_->FinishStep();
   if (!updates.ok()) return updates.status();
+  s.apply_begin = absl::Now();
 
   // Average of the workers' aggregated gradients, written as each
   // parameter's .grad for the optimizer.
@@ -174,7 +188,24 @@ absl::Status Trainer::TrainStep(int64_t step, const torch::Tensor& images, const
     }
   }
   s.optimizer->step();
-  return pipeline_->Applied(*updates);
+  absl::Status applied = pipeline_->Applied(*updates);
+  s.apply_end = absl::Now();
+  return applied;
+}
+
+void Trainer::TraceStep(int64_t step) {
+  State& s = *state_;
+  if (s.trace == nullptr || step >= s.first_step + s.config.trace_steps) return;
+  const StepTimeline timeline = pipeline_->timeline();
+  const std::map<std::string, std::string> args = {{"step", absl::StrCat(step)}};
+  s.trace->AddSpan(0, "backward", timeline.begin, timeline.backward_end, args);
+  s.trace->AddSpan(0, "apply update", s.apply_begin, s.apply_end, args);
+  for (size_t g = 0; g < timeline.groups.size(); ++g) {
+    for (const TraceSpan& span : timeline.groups[g]) {
+      s.trace->AddSpan(static_cast<int>(g) + 1, span.name, span.begin, span.end,
+                       {{"step", absl::StrCat(step)}, {"group", absl::StrCat(g)}, {"route", timeline.routes[g]}});
+    }
+  }
 }
 
 absl::StatusOr<TrainingSummary> Trainer::Run(const std::function<void(const Progress&)>& progress) {
@@ -227,6 +258,7 @@ absl::StatusOr<TrainingSummary> Trainer::Run(const std::function<void(const Prog
     }
     const double seconds = absl::ToDoubleSeconds(absl::Now() - step_start);
     const StepTraffic traffic = pipeline_->traffic();
+    TraceStep(step);
     window_loss += loss;
     window_seconds += seconds;
     window_bytes += traffic.bytes_sent;
@@ -262,6 +294,9 @@ absl::StatusOr<TrainingSummary> Trainer::Run(const std::function<void(const Prog
   }
   if (!s.config.checkpoint_path.empty()) {
     if (absl::Status st = SaveCheckpoint(total_steps); !st.ok()) return st;
+  }
+  if (s.trace != nullptr) {
+    if (absl::Status st = s.trace->WriteFile(s.config.trace_path); !st.ok()) return st;
   }
   summary.steps = total_steps;
   summary.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);

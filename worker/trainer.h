@@ -25,6 +25,7 @@
 #include "worker/fashion_mnist.h"
 #include "worker/models.h"
 #include "worker/step_pipeline.h"
+#include "worker/trace_writer.h"
 
 namespace sketchfuse {
 
@@ -37,6 +38,10 @@ struct TrainerConfig {
   int checkpoint_every = 0;
   // A progress report every this many steps (0: only at the end of epochs).
   int report_every = 0;
+  // Where to write the per-step timeline (Chrome trace JSON; empty: none),
+  // and how many steps it covers from the first one this process runs.
+  std::string trace_path;
+  int trace_steps = 50;
 };
 
 struct Progress {
@@ -91,6 +96,8 @@ class Trainer {
   explicit Trainer(std::unique_ptr<State> state);
   absl::Status TrainStep(int64_t step, const torch::Tensor& images, const torch::Tensor& labels,
                          double* loss);
+  // Adds the step's timeline to the trace (within the traced steps).
+  void TraceStep(int64_t step);
   absl::Status SaveCheckpoint(int64_t next_step) const;
   absl::StatusOr<int64_t> LoadCheckpoint();
 

@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/compressor.h"
 #include "common/payload.h"
@@ -50,6 +51,8 @@ struct GroupInput {
 struct GroupOutcome {
   Update update;
   Settlement settlement;
+  // Time spent decoding locally (sketch_allreduce), for the timeline.
+  absl::Duration decode_time;
 };
 
 // Allreduce of the dense payload; releases everything.

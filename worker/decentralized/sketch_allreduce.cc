@@ -1,4 +1,5 @@
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "worker/decentralized/algorithms.h"
 #include "worker/decentralized/input_checks.h"
 
@@ -13,10 +14,13 @@ absl::StatusOr<GroupOutcome> SketchAllreduce(Collective& collective, const Group
   // Sketches are linear: the allreduced table is the sketch of the sum.
   Payload sum = *input.payload;
   if (absl::Status s = collective.AllReduceSum(absl::MakeSpan(sum.values)); !s.ok()) return s;
+  const absl::Time decode_start = absl::Now();
   absl::StatusOr<Update> decoded = input.decoder->Decode(sum);
+  const absl::Duration decode_time = absl::Now() - decode_start;
   if (!decoded.ok()) return decoded.status();
   GroupOutcome outcome;
   outcome.update = *std::move(decoded);
+  outcome.decode_time = decode_time;
   if (outcome.update.dense) return absl::InternalError("a sketch decoded to a dense update");
   if (input.second_round) {
     // Every rank decoded the same indices from the same bits: the exact sum
