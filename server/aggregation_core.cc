@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "common/compressor_registry.h"
 #include "common/topk.h"
 
@@ -132,6 +133,7 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
       }
       if (!answer_now) {
         Round round;
+        round.opened = absl::Now();
         round.deadline = now + config_.round_deadline;
         round.arrived.assign(config_.world_size, false);
         round.parts.resize(config_.world_size);
@@ -168,10 +170,14 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
 
 void AggregationCore::Complete(Group& group, const RoundId& id) {
   std::vector<Payload> parts;
+  absl::Time opened;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    parts = std::move(rounds_.at(id).parts);
+    Round& round = rounds_.at(id);
+    parts = std::move(round.parts);
+    opened = round.opened;
   }
+  const absl::Time decode_start = absl::Now();
   // Summing in worker order, whatever the order of arrival, makes the
   // aggregate (float addition is not associative) and so a whole training run
   // reproducible bit for bit.
@@ -187,6 +193,7 @@ void AggregationCore::Complete(Group& group, const RoundId& id) {
     update = group.decoder->Decode(aggregate);
   }
   if (update.ok() && group.spec.reselect_top_k > 0) Reselect(group.spec.reselect_top_k, &*update);
+  const absl::Time decoded = absl::Now();
 
   absl::StatusOr<RoundResult> result =
       update.ok() ? absl::StatusOr<RoundResult>(RoundResult{
@@ -210,11 +217,17 @@ void AggregationCore::Complete(Group& group, const RoundId& id) {
     }
   }
   for (PushCallback& done : waiting) done(result);
+  if (config_.on_round_finished) {
+    config_.on_round_finished(
+        RoundReport{id.first, id.second, result.ok(), decoded - opened, decoded - decode_start});
+  }
 }
 
 int AggregationCore::FailRounds(
     const std::function<absl::Status(const RoundId&, const Round&)>& why) {
   std::vector<std::pair<std::vector<PushCallback>, absl::Status>> failed;
+  std::vector<RoundReport> reports;
+  const absl::Time now = absl::Now();
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = rounds_.begin(); it != rounds_.end();) {
@@ -224,6 +237,8 @@ int AggregationCore::FailRounds(
         continue;
       }
       failed.emplace_back(std::move(it->second.waiting), std::move(status));
+      reports.push_back(RoundReport{it->first.first, it->first.second, false, now - it->second.opened,
+                                    absl::ZeroDuration()});
       it = rounds_.erase(it);
       --stats_.rounds_open;
       ++stats_.rounds_failed;
@@ -231,6 +246,9 @@ int AggregationCore::FailRounds(
   }
   for (auto& [waiting, status] : failed) {
     for (PushCallback& done : waiting) done(status);
+  }
+  if (config_.on_round_finished) {
+    for (const RoundReport& report : reports) config_.on_round_finished(report);
   }
   return static_cast<int>(failed.size());
 }

@@ -61,6 +61,17 @@ struct GroupSpec {
   uint64_t reselect_top_k = 0;
 };
 
+// How a round ended, for metrics.
+struct RoundReport {
+  uint32_t group = 0;
+  uint64_t step = 0;
+  bool completed = false;  // false: failed (deadline, shutdown, unmergeable payloads)
+  // From the round's first push until its answer (or failure).
+  absl::Duration latency;
+  // Merging the payloads and decoding the aggregate (completed rounds).
+  absl::Duration decode_time;
+};
+
 struct AggregationConfig {
   std::string job;
   uint32_t world_size = 0;
@@ -68,6 +79,9 @@ struct AggregationConfig {
   absl::Duration round_deadline = absl::Seconds(30);
   // Finished answers kept per group for late or repeated pushes.
   size_t finished_rounds_kept = 4;
+  // Called once per round that completes or fails, outside the core's lock,
+  // on the thread that ended it. May be empty.
+  std::function<void(const RoundReport&)> on_round_finished;
 };
 
 struct RoundKey {
@@ -121,6 +135,7 @@ class AggregationCore {
     std::unique_ptr<Compressor> decoder ABSL_PT_GUARDED_BY(decode_mu);
   };
   struct Round {
+    absl::Time opened;  // first push, by the clock (for latency)
     absl::Time deadline;
     std::vector<bool> arrived;
     uint32_t count = 0;

@@ -29,28 +29,35 @@ grpc::ServerUnaryReactor* AggregatorService::Push(grpc::CallbackServerContext* c
                                                   const v1::PushRequest* request,
                                                   v1::PushReply* reply) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  ServerMetrics* metrics = metrics_;
+  const uint64_t bytes_in = request->ByteSizeLong();
+  // Every answer goes through here, so each push is counted once.
+  auto finish = [reactor, reply, metrics, bytes_in](const absl::Status& status) {
+    if (metrics != nullptr) metrics->OnPush(status, bytes_in, status.ok() ? reply->ByteSizeLong() : 0);
+    reactor->Finish(ToGrpcStatus(status));
+  };
   absl::Status auth = CheckBearerToken(*context, bearer_token_);
   if (!auth.ok()) {
-    reactor->Finish(ToGrpcStatus(auth));
+    finish(auth);
     return reactor;
   }
   absl::StatusOr<Payload> payload = PayloadFromProto(request->payload());
   if (!payload.ok()) {
-    reactor->Finish(ToGrpcStatus(absl::InvalidArgumentError(
-        absl::StrCat("payload: ", payload.status().message()))));
+    finish(absl::InvalidArgumentError(absl::StrCat("payload: ", payload.status().message())));
     return reactor;
   }
   const RoundKey key{request->round().job(), request->round().step(), request->round().group()};
   core_->Push(key, request->worker(), *std::move(payload), absl::Now(),
-              [reactor, reply](absl::StatusOr<RoundResult> result) {
+              [reply, finish](absl::StatusOr<RoundResult> result) {
                 if (!result.ok()) {
-                  reactor->Finish(ToGrpcStatus(result.status()));
+                  finish(result.status());
                   return;
                 }
                 UpdateToProto(*result->update, reply->mutable_update());
                 reply->set_contributors(result->contributors);
-                reactor->Finish(grpc::Status::OK);
+                finish(absl::OkStatus());
               });
+  if (metrics != nullptr) metrics->SetOpenRounds(core_->stats().rounds_open);
   return reactor;
 }
 

@@ -16,6 +16,7 @@
 #include "proto/aggregator.grpc.pb.h"
 #include "proto/grpc_status.h"
 #include "server/aggregation_core.h"
+#include "server/server_metrics.h"
 
 namespace sketchfuse {
 
@@ -31,9 +32,10 @@ absl::Status CheckBearerToken(const grpc::ServerContextBase& context,
 
 class AggregatorService final : public v1::Aggregator::CallbackService {
  public:
-  // `core` must outlive the service. An empty token turns authentication off.
-  AggregatorService(AggregationCore* core, std::string bearer_token)
-      : core_(core), bearer_token_(std::move(bearer_token)) {}
+  // `core` (and `metrics`, which may be null) must outlive the service. An
+  // empty token turns authentication off.
+  AggregatorService(AggregationCore* core, std::string bearer_token, ServerMetrics* metrics = nullptr)
+      : core_(core), bearer_token_(std::move(bearer_token)), metrics_(metrics) {}
 
   // Answers when the round completes; refuses unauthenticated or malformed
   // requests before they reach the core.
@@ -43,6 +45,7 @@ class AggregatorService final : public v1::Aggregator::CallbackService {
  private:
   AggregationCore* core_;
   const std::string bearer_token_;
+  ServerMetrics* const metrics_;
 };
 
 // Calls core->ExpireRounds(absl::Now()) every `period` on its own thread, so

@@ -41,10 +41,18 @@ expect_refusal "is empty" --job_config="$dir/run.json" --token_file="$dir/empty_
 expect_refusal "cannot read --coordinator_ca file" --job_config="$dir/run.json" --shard_index=1 --num_shards=2 \
   --coordinator_address=127.0.0.1:1 --coordinator_ca="$dir/missing.pem"
 expect_refusal "--tls_cert and --tls_key must be given together" --job_config="$dir/run.json" --tls_cert=x
+expect_refusal "--metrics_port must be -1 (off) or in [0, 65535]; got -7" --job_config="$dir/run.json" --metrics_port=-7
+# A metrics port already taken: the shard says so and does not start.
+python3 -c 'import socket,time,sys; s=socket.socket(); s.bind(("127.0.0.1",0)); s.listen(); print(s.getsockname()[1], flush=True); time.sleep(30)' >"$dir/taken" &
+holder=$!
+for _ in $(seq 50); do [ -s "$dir/taken" ] && break; sleep 0.1; done
+expect_refusal "cannot serve metrics on 127.0.0.1:$(cat "$dir/taken")" --job_config="$dir/run.json" \
+  --metrics_port="$(cat "$dir/taken")"
+kill "$holder" 2>/dev/null
 
 if "$bin" --help >"$dir/help" 2>&1; then :; fi
 for flag in job_config shard_index num_shards port token_file tls_cert tls_key tls_client_ca coordinator \
-            coordinator_address coordinator_ca advertise_address liveness_timeout_ms max_message_mb; do
+            coordinator_address coordinator_ca advertise_address liveness_timeout_ms max_message_mb metrics_port; do
   grep -q -- "-$flag" "$dir/help" || { echo "FAIL: --help does not explain --$flag"; failures=$((failures + 1)); }
 done
 [ "$failures" -eq 0 ] && echo "all refusals are clear" || echo "$failures failure(s)"

@@ -27,6 +27,8 @@
 #include "proto/rpc_channel.h"
 #include "server/aggregation_core.h"
 #include "server/aggregator_service.h"
+#include "server/server_metrics.h"
+#include "common/metrics_endpoint.h"
 #include "server/coordinator_service.h"
 #include "server/job_config.h"
 
@@ -64,8 +66,23 @@ ABSL_FLAG(std::string, advertise_address, "",
 ABSL_FLAG(int, liveness_timeout_ms, 15000,
           "Coordinator: a worker silent this long is reported dead, ms (100 to 3600000).");
 ABSL_FLAG(int, reaper_period_ms, 100, "How often overdue rounds are failed, ms (1 to 60000).");
+ABSL_FLAG(int, metrics_port, -1,
+          "Serve Prometheus metrics (GET /metrics) on --host at this port; 0 picks a free one "
+          "(see --metrics_port_file); -1: no metrics endpoint.");
+ABSL_FLAG(std::string, metrics_port_file, "", "Write the metrics port to this file once serving.");
 
 namespace {
+
+// Writes `port` to `path` (nothing for an empty path), atomically.
+absl::Status WritePortFile(const std::string& path, int port) {
+  if (path.empty()) return absl::OkStatus();
+  const std::string tmp = path + ".tmp";
+  std::ofstream(tmp) << port << "\n";
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot write the port file '", path, "'"));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials() {
   const std::string cert = absl::GetFlag(FLAGS_tls_cert), key = absl::GetFlag(FLAGS_tls_key);
@@ -191,6 +208,26 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = Credentials();
   if (!credentials.ok()) return Fail(credentials.status());
 
+  const int metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  if (metrics_port < -1 || metrics_port > 65535) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--metrics_port must be -1 (off) or in [0, 65535]; got ", metrics_port)));
+  }
+  std::unique_ptr<sketchfuse::MetricsEndpoint> metrics_endpoint;
+  std::unique_ptr<sketchfuse::ServerMetrics> metrics;
+  if (metrics_port >= 0) {
+    absl::StatusOr<std::unique_ptr<sketchfuse::MetricsEndpoint>> endpoint =
+        sketchfuse::MetricsEndpoint::Start(absl::GetFlag(FLAGS_host), metrics_port);
+    if (!endpoint.ok()) return Fail(endpoint.status());
+    metrics_endpoint = *std::move(endpoint);
+    metrics = std::make_unique<sketchfuse::ServerMetrics>(metrics_endpoint->registry());
+    sketchfuse::ServerMetrics* observer = metrics.get();
+    shard->on_round_finished = [observer](const sketchfuse::RoundReport& report) { observer->OnRound(report); };
+    if (absl::Status s = WritePortFile(absl::GetFlag(FLAGS_metrics_port_file), metrics_endpoint->port()); !s.ok()) {
+      return Fail(s);
+    }
+  }
+
   absl::StatusOr<std::unique_ptr<sketchfuse::AggregationCore>> core =
       sketchfuse::AggregationCore::Create(*shard);
   if (!core.ok()) return Fail(core.status());
@@ -215,7 +252,7 @@ int main(int argc, char** argv) {
     coordinator_service = std::make_unique<sketchfuse::CoordinatorService>(coordinator.get(), token);
   }
 
-  sketchfuse::AggregatorService service(core->get(), token);
+  sketchfuse::AggregatorService service(core->get(), token, metrics.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -240,14 +277,9 @@ int main(int argc, char** argv) {
             << absl::StrJoin(owned, ",") << "; listening on " << absl::GetFlag(FLAGS_host) << ":" << bound_port
             << " (" << (absl::GetFlag(FLAGS_tls_cert).empty() ? "plaintext" : (absl::GetFlag(FLAGS_tls_client_ca).empty() ? "TLS" : "mutual TLS"))
             << ", " << (token.empty() ? "no token" : "bearer token required") << ")" << std::endl;
-  if (!absl::GetFlag(FLAGS_port_file).empty()) {
-    const std::string path = absl::GetFlag(FLAGS_port_file);
-    const std::string tmp = path + ".tmp";
-    std::ofstream(tmp) << bound_port << "\n";
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-      server->Shutdown();
-      return Fail(absl::InternalError(absl::StrCat("cannot write --port_file '", path, "'")));
-    }
+  if (absl::Status s = WritePortFile(absl::GetFlag(FLAGS_port_file), bound_port); !s.ok()) {
+    server->Shutdown();
+    return Fail(s);
   }
 
   // Register this shard's address with the coordinator (in-process or remote);

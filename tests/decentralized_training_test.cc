@@ -18,12 +18,13 @@
 //    and the final accuracy is within 1 point of an uninterrupted auto run
 //    (the allreduce adds the same sketches in another order, so the runs agree
 //    to float rounding, not bit for bit). The worker's timeline shows both
-//    routes.
+//    routes, and its Prometheus metrics count steps on both.
 // Usage (from Bazel): decentralized_training_test <sketchfuse_server> <sketchfuse_worker>
 #include <signal.h>
 
 #include <chrono>
 #include <cstdio>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -123,6 +124,7 @@ TEST(FailoverTest, WorkersFallBackWhenEveryServerDiesAndReturnWhenTheServersRest
   for (int w = 0; w < kWorld; ++w) {
     std::vector<std::string> worker_flags = flags;
     worker_flags.push_back(absl::StrCat("--trace_file=", cluster.dir(), "/trace", w, ".json"));
+    if (w == 0) worker_flags.push_back("--metrics_port=0");
     cluster.StartWorker(w, worker_flags);
   }
   ASSERT_TRUE(WaitForEveryWorker(cluster, absl::StrCat(" step 60/", kSteps), std::chrono::seconds(300)))
@@ -131,6 +133,15 @@ TEST(FailoverTest, WorkersFallBackWhenEveryServerDiesAndReturnWhenTheServersRest
   ASSERT_TRUE(WaitForEveryWorker(cluster, "redoing them with sketch_allreduce", std::chrono::seconds(120)))
       << "the workers did not fail over:\n" << cluster.WorkerOut(0);
   ASSERT_FALSE(cluster.StartServers(2, ports).empty()) << "the servers did not restart on their ports";
+  // Worker 0's metrics, scraped while it trains, count steps on both routes.
+  std::smatch port;
+  const std::string out0 = cluster.WorkerOut(0);
+  ASSERT_TRUE(std::regex_search(out0, port, std::regex("serves metrics on 127.0.0.1:([0-9]+)"))) << out0;
+  const std::string scrape = HttpGet(std::stoi(port[1]), "/metrics");
+  EXPECT_GE(MetricValue(scrape, "sketchfuse_worker_steps_total{route=\"collective\"}"), 1) << scrape;
+  EXPECT_GE(MetricValue(scrape, "sketchfuse_worker_steps_total{route=\"ps\"}"), 60) << scrape;
+  EXPECT_GT(MetricValue(scrape, "sketchfuse_worker_bytes_sent_total"), 0) << scrape;
+  EXPECT_GT(MetricValue(scrape, "sketchfuse_worker_residual_norm"), 0) << scrape;
   const std::vector<WorkerResult> results = cluster.WaitForWorkers();
   cluster.StopServers(SIGTERM);
 

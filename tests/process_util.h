@@ -30,6 +30,14 @@ std::string WaitForFile(const std::string& path, std::chrono::seconds timeout);
 // Kills `pid` with SIGKILL if it still runs, and reaps it.
 void KillIfRunning(pid_t pid);
 
+// The whole HTTP/1.0 response to GET `path` from 127.0.0.1:port ("" when it
+// cannot connect).
+std::string HttpGet(int port, const std::string& path);
+
+// The value of the Prometheus sample `series` (name with labels, exactly as
+// exposed, e.g. `x_total{code="ok"}`) in a scrape; -1 when absent.
+double MetricValue(const std::string& scrape, const std::string& series);
+
 }  // namespace sketchfuse
 
 #endif  // SKETCHFUSE_TESTS_PROCESS_UTIL_H_

@@ -5,6 +5,7 @@
 // Usage (from Bazel): server_multiprocess_test <sketchfuse_server> <push_client>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cmath>
@@ -54,7 +55,8 @@ TEST_F(ServerMultiprocessTest, TwoShardsThreeWorkersEveryUpdateIsRight) {
     const std::string port_file = absl::StrCat(dir, "/port", shard);
     const pid_t pid = Spawn({server_binary, "--job_config=" + config_path,
                              absl::StrCat("--shard_index=", shard), "--num_shards=2", "--port=0",
-                             "--port_file=" + port_file, "--token_file=" + dir + "/token"},
+                             "--port_file=" + port_file, "--token_file=" + dir + "/token", "--metrics_port=0",
+                             absl::StrCat("--metrics_port_file=", dir, "/metrics_port", shard)},
                             absl::StrCat(dir, "/server", shard, ".out"),
                             absl::StrCat(dir, "/server", shard, ".err"));
     ASSERT_GT(pid, 0);
@@ -122,6 +124,24 @@ TEST_F(ServerMultiprocessTest, TwoShardsThreeWorkersEveryUpdateIsRight) {
   EXPECT_EQ(WaitFor(intruder, std::chrono::seconds(60)), 1);
   EXPECT_NE(ReadFileOrEmpty(dir + "/intruder.err").find("wrong bearer token"), std::string::npos)
       << ReadFileOrEmpty(dir + "/intruder.err");
+
+  // Each shard's metrics count what it did: every round of its groups
+  // completed, every worker's push answered, the intruder's refused.
+  double completed = 0, ok_pushes = 0, refused = 0;
+  for (int shard = 0; shard < 2; ++shard) {
+    const int port = std::stoi(ReadFileOrEmpty(absl::StrCat(dir, "/metrics_port", shard)));
+    const std::string scrape = HttpGet(port, "/metrics");
+    ASSERT_NE(scrape.find("200 OK"), std::string::npos) << scrape;
+    completed += MetricValue(scrape, "sketchfuse_server_rounds_total{result=\"completed\"}");
+    ok_pushes += MetricValue(scrape, "sketchfuse_server_pushes_total{code=\"ok\"}");
+    refused += std::max(0.0, MetricValue(scrape, "sketchfuse_server_pushes_total{code=\"unauthenticated\"}"));
+    EXPECT_GT(MetricValue(scrape, "sketchfuse_server_bytes_in_total"), 0);
+    EXPECT_GE(MetricValue(scrape, "sketchfuse_server_round_latency_seconds_count"), 1);
+    EXPECT_EQ(MetricValue(scrape, "sketchfuse_server_rounds_open"), 0);
+  }
+  EXPECT_EQ(completed, kSteps * job.groups_size());
+  EXPECT_EQ(ok_pushes, 3 * kSteps * job.groups_size());
+  EXPECT_GE(refused, 1);
 
   // Clean shutdown.
   for (size_t s = 0; s < servers_.size(); ++s) {

@@ -79,9 +79,10 @@ class AggregationScheme {
   // The step's update for `group` was applied.
   virtual absl::Status OnApplied(int group, const Update& update) = 0;
 
-  // The per-group state a restarted worker needs (error-feedback residuals
-  // and velocities; an empty vector for state a group does not keep), and its
-  // restoration. RestoreState: INVALID_ARGUMENT if the state does not fit.
+  // The per-group state a restarted worker needs: two entries per group, the
+  // error-feedback residual then the velocity (an empty vector for state a
+  // group does not keep); and its restoration. RestoreState:
+  // INVALID_ARGUMENT if the state does not fit.
   virtual std::vector<std::vector<float>> SaveState() const = 0;
   virtual absl::Status RestoreState(const std::vector<std::vector<float>>& state) = 0;
 };

@@ -29,6 +29,8 @@
 #include "worker/ps_scheme.h"
 #include "worker/scheme_registry.h"
 #include "worker/trainer.h"
+#include "worker/worker_metrics.h"
+#include "common/metrics_endpoint.h"
 
 ABSL_FLAG(std::string, coordinator, "", "host:port of the job's coordinator (the shard started with --coordinator).");
 ABSL_FLAG(std::string, job, "sketchfuse", "Name of the job; every process of a job uses the same.");
@@ -78,6 +80,10 @@ ABSL_FLAG(std::string, trace_file, "",
           "Write a per-step timeline here (Chrome trace JSON: open in ui.perfetto.dev or chrome://tracing): "
           "the backward pass, and each group's compress, push or communicate, wait and decode.");
 ABSL_FLAG(int, trace_steps, 50, "Steps the timeline covers, from the first one this process runs (>= 1).");
+ABSL_FLAG(int, metrics_port, -1,
+          "Serve Prometheus metrics (GET /metrics) on --metrics_host at this port; 0 picks a free one "
+          "(printed at start); -1: none.");
+ABSL_FLAG(std::string, metrics_host, "127.0.0.1", "Address the metrics endpoint listens on (0.0.0.0: all).");
 ABSL_FLAG(std::string, token_file, "", "File with the job's bearer token.");
 ABSL_FLAG(std::string, tls_ca, "", "CA certificates (PEM) to verify the servers; set: TLS.");
 ABSL_FLAG(std::string, tls_cert, "", "Client certificate (PEM) for mutual TLS.");
@@ -212,6 +218,11 @@ int main(int argc, char** argv) {
   const int join_s = absl::GetFlag(FLAGS_join_timeout_s), push_s = absl::GetFlag(FLAGS_push_timeout_s);
   const int attempts = absl::GetFlag(FLAGS_push_attempts), every = absl::GetFlag(FLAGS_checkpoint_every);
   const int collective_s = absl::GetFlag(FLAGS_collective_timeout_s), probe_every = absl::GetFlag(FLAGS_probe_every);
+  const int metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  if (metrics_port < -1 || metrics_port > 65535) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--metrics_port must be -1 (off) or in [0, 65535]; got ", metrics_port)));
+  }
   if (absl::GetFlag(FLAGS_trace_steps) < 1) {
     return Fail(absl::InvalidArgumentError(
         absl::StrCat("--trace_steps must be >= 1; got ", absl::GetFlag(FLAGS_trace_steps))));
@@ -238,6 +249,18 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_token_file), absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_cert),
       absl::GetFlag(FLAGS_tls_key));
   if (!channel.ok()) return Fail(channel.status());
+
+  std::unique_ptr<sketchfuse::MetricsEndpoint> metrics_endpoint;
+  std::unique_ptr<sketchfuse::WorkerMetrics> metrics;
+  if (metrics_port >= 0) {
+    absl::StatusOr<std::unique_ptr<sketchfuse::MetricsEndpoint>> endpoint =
+        sketchfuse::MetricsEndpoint::Start(absl::GetFlag(FLAGS_metrics_host), metrics_port);
+    if (!endpoint.ok()) return Fail(endpoint.status());
+    metrics_endpoint = *std::move(endpoint);
+    metrics = std::make_unique<sketchfuse::WorkerMetrics>(metrics_endpoint->registry());
+    std::cout << "sketchfuse_worker: " << worker_id << " serves metrics on " << absl::GetFlag(FLAGS_metrics_host)
+              << ":" << metrics_endpoint->port() << std::endl;
+  }
 
   sketchfuse::CoordinatorClient coordinator(absl::GetFlag(FLAGS_coordinator), absl::GetFlag(FLAGS_job), worker_id,
                                             *channel);
@@ -299,6 +322,10 @@ int main(int argc, char** argv) {
   config.report_every = absl::GetFlag(FLAGS_report_every);
   config.trace_path = absl::GetFlag(FLAGS_trace_file);
   config.trace_steps = absl::GetFlag(FLAGS_trace_steps);
+  if (metrics != nullptr) {
+    sketchfuse::WorkerMetrics* observer = metrics.get();
+    config.on_step = [observer](const sketchfuse::StepReport& step) { observer->OnStep(step); };
+  }
   absl::StatusOr<std::unique_ptr<sketchfuse::Trainer>> trainer =
       sketchfuse::Trainer::Create(config, scheme.get());
   if (!trainer.ok()) return Fail(trainer.status());
@@ -310,6 +337,7 @@ int main(int argc, char** argv) {
         total, p.train_loss, 1e3 * p.step_seconds, p.bytes_sent_per_step / 1024.0, p.compression_ratio);
     if (p.end_of_epoch) absl::StrAppend(&line, absl::StrFormat(" test accuracy %.2f%%", 100 * p.test_accuracy));
     std::cout << line << std::endl;
+    if (metrics != nullptr) metrics->OnProgress(p);
   });
   if (!summary.ok()) return Fail(summary.status());
   const std::string json = SummaryJson(worker_id, joined->rank(), *run, *summary);

@@ -1,6 +1,7 @@
 #include "worker/trainer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <numeric>
@@ -193,6 +194,16 @@ absl::Status Trainer::TrainStep(int64_t step, const torch::Tensor& images, const
   return applied;
 }
 
+double Trainer::ResidualNorm() const {
+  // Entries alternate: a group's residual, then its velocity.
+  const std::vector<std::vector<float>> state = state_->scheme->SaveState();
+  double sum = 0;
+  for (size_t i = 0; i < state.size(); i += 2) {
+    for (float x : state[i]) sum += static_cast<double>(x) * x;
+  }
+  return std::sqrt(sum);
+}
+
 void Trainer::TraceStep(int64_t step) {
   State& s = *state_;
   if (s.trace == nullptr || step >= s.first_step + s.config.trace_steps) return;
@@ -229,6 +240,7 @@ absl::StatusOr<TrainingSummary> Trainer::Run(const std::function<void(const Prog
     p.bytes_sent_per_step = window_steps > 0 ? static_cast<double>(window_bytes) / window_steps : 0;
     p.compression_ratio = window_bytes > 0 ? static_cast<double>(window_dense) / window_bytes : 0;
     p.elapsed_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    p.residual_norm = ResidualNorm();
     window_loss = window_seconds = 0;
     window_bytes = window_dense = 0;
     window_steps = 0;
@@ -269,6 +281,10 @@ absl::StatusOr<TrainingSummary> Trainer::Run(const std::function<void(const Prog
     total_dense += traffic.dense_bytes;
     if (traffic.collective_groups > 0) ++summary.collective_steps;
     ++measured_steps;
+    if (s.config.on_step) {
+      s.config.on_step(StepReport{step, seconds, loss, traffic.bytes_sent, traffic.dense_bytes,
+                                  traffic.collective_groups > 0});
+    }
 
     const bool checkpoint_due = !s.config.checkpoint_path.empty() && s.config.checkpoint_every > 0 &&
                                 (step + 1) % s.config.checkpoint_every == 0;

@@ -29,6 +29,16 @@
 
 namespace sketchfuse {
 
+// One step's figures, for metrics.
+struct StepReport {
+  int64_t step = 0;
+  double seconds = 0;
+  double loss = 0;
+  size_t bytes_sent = 0;
+  size_t dense_bytes = 0;
+  bool collective = false;  // aggregated (at least in part) over the collectives
+};
+
 struct TrainerConfig {
   // What the coordinator handed out: rank, world size, the job and its run.
   v1::JoinReply joined;
@@ -42,6 +52,8 @@ struct TrainerConfig {
   // and how many steps it covers from the first one this process runs.
   std::string trace_path;
   int trace_steps = 50;
+  // Called after every step (may be empty).
+  std::function<void(const StepReport&)> on_step;
 };
 
 struct Progress {
@@ -55,6 +67,7 @@ struct Progress {
   double bytes_sent_per_step = 0;
   double compression_ratio = 0;  // dense bytes / bytes sent
   double elapsed_seconds = 0;    // since Run started
+  double residual_norm = 0;      // L2 norm of the error-feedback residuals, all groups
 };
 
 struct TrainingSummary {
@@ -96,6 +109,8 @@ class Trainer {
   explicit Trainer(std::unique_ptr<State> state);
   absl::Status TrainStep(int64_t step, const torch::Tensor& images, const torch::Tensor& labels,
                          double* loss);
+  // L2 norm of every group's error-feedback residual.
+  double ResidualNorm() const;
   // Adds the step's timeline to the trace (within the traced steps).
   void TraceStep(int64_t step);
   absl::Status SaveCheckpoint(int64_t next_step) const;

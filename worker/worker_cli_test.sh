@@ -48,6 +48,7 @@ expect_refusal "no answer from the coordinator at 127.0.0.1:1 within 1s" "${run[
 decentralized=("${run[@]}" --coordinator=127.0.0.1:1 --scheme=sketch_allreduce)
 expect_refusal "--collective must be gloo or nccl; got 'mpi'" "${decentralized[@]}" --collective=mpi
 expect_refusal "--collective_host is empty" "${decentralized[@]}" --collective_host=
+expect_refusal "--metrics_port must be -1 (off) or in [0, 65535]; got 70000" "${decentralized[@]}" --metrics_port=70000
 expect_refusal "--trace_steps must be >= 1; got 0" "${decentralized[@]}" --trace_file="$out_dir/trace.json" --trace_steps=0
 expect_refusal "--collective_timeout_s and --probe_every must be >= 1" "${decentralized[@]}" --collective_timeout_s=0
 expect_refusal "--collective_timeout_s and --probe_every must be >= 1" "${run[@]}" --coordinator=127.0.0.1:1 --scheme=auto --probe_every=0
@@ -68,7 +69,7 @@ done
 if "$bin" --help >"$out_dir/help" 2>&1; then :; fi
 for flag in coordinator worker_id world_size workload scheme compressor fusion epochs batch_size \
             learning_rate checkpoint_dir token_file tls_ca tls_cert tls_key write_job_config \
-            second_round collective collective_host collective_timeout_s probe_every trace_file trace_steps; do
+            second_round collective collective_host collective_timeout_s probe_every trace_file trace_steps metrics_port; do
   grep -q -- "-$flag" "$out_dir/help" || { echo "FAIL: --help does not explain --$flag"; failures=$((failures + 1)); }
 done
 [ "$failures" -eq 0 ] && echo "all refusals are clear" || echo "$failures failure(s)"
