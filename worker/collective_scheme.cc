@@ -56,11 +56,8 @@ CollectiveScheme::CollectiveScheme(std::string scheme, DecentralizedFn algorithm
 
 void CollectiveScheme::Exchange(uint64_t step, int group, absl::Span<const float> grad,
                                 absl::Span<const float> params, ExchangeDone done) {
-  EncodeContext context;
-  context.step = step;
-  context.params = params;
   const absl::Time start = absl::Now();
-  absl::StatusOr<Payload> payload = compressors_.Encode(group, grad, context);
+  absl::StatusOr<Payload> payload = compressors_.Encode(group, grad, EncodeContext{step, params});
   if (!payload.ok()) {
     done(payload.status());
     return;

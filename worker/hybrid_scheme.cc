@@ -18,7 +18,6 @@ absl::StatusOr<std::unique_ptr<HybridScheme>> HybridScheme::Create(const v1::Joi
   if (job.run().scheme() != "auto") {
     return absl::InvalidArgumentError(absl::StrCat("the hybrid runs scheme auto, not '", job.run().scheme(), "'"));
   }
-  if (absl::Status s = CheckSchemeCompressor("auto", job.run().compressor()); !s.ok()) return s;
   if (collective == nullptr) return absl::InvalidArgumentError("the hybrid needs a collective for its fallback");
   if (job.world_size() != static_cast<uint32_t>(collective->size())) {
     return absl::InvalidArgumentError(absl::StrCat("the job has ", job.world_size(), " workers; the collective ",
@@ -29,34 +28,13 @@ absl::StatusOr<std::unique_ptr<HybridScheme>> HybridScheme::Create(const v1::Joi
     return absl::InvalidArgumentError(
         "auto has no second round: the aggregation servers decode in one round (use sketch_allreduce)");
   }
-  absl::StatusOr<ShardRoute> route = RouteToShards(joined);
-  if (!route.ok()) return route.status();
-  absl::StatusOr<GroupCompressors> compressors = GroupCompressors::Create(job);
-  if (!compressors.ok()) return compressors.status();
-  std::vector<uint32_t> group_ids;
-  for (const v1::GroupConfig& group : job.groups()) group_ids.push_back(group.group());
-  auto transport = std::make_unique<PsTransport>(route->addresses, std::move(rpc), policy);
-  return std::unique_ptr<HybridScheme>(new HybridScheme(
-      job.job(), joined.rank(), std::move(group_ids), std::move(route->shard_of_group), *std::move(compressors),
-      std::move(transport), collective, job.run().second_round(), std::move(options)));
+  // The centralized route is sketch_ps on the same job.
+  v1::JoinReply as_sketch_ps = joined;
+  as_sketch_ps.mutable_job()->mutable_run()->set_scheme("sketch_ps");
+  absl::StatusOr<std::unique_ptr<PsScheme>> centralized = PsScheme::Create(as_sketch_ps, std::move(rpc), policy);
+  if (!centralized.ok()) return centralized.status();
+  return std::unique_ptr<HybridScheme>(new HybridScheme(*std::move(centralized), collective, std::move(options)));
 }
-
-HybridScheme::HybridScheme(std::string job, uint32_t rank, std::vector<uint32_t> group_ids,
-                           std::vector<int> shard_of_group, GroupCompressors compressors,
-                           std::unique_ptr<PsTransport> transport, Collective* collective, bool second_round,
-                           HybridOptions options)
-    : job_(std::move(job)),
-      rank_(rank),
-      group_ids_(std::move(group_ids)),
-      shard_of_group_(std::move(shard_of_group)),
-      compressors_(std::move(compressors)),
-      transport_(std::move(transport)),
-      collective_(collective),
-      second_round_(second_round),
-      options_(std::move(options)),
-      payloads_(compressors_.size()),
-      encoded_(compressors_.size()),
-      dense_bytes_(compressors_.size()) {}
 
 void HybridScheme::Log(const std::string& line) const {
   if (options_.log) {
@@ -68,37 +46,29 @@ void HybridScheme::Log(const std::string& line) const {
 
 void HybridScheme::Exchange(uint64_t step, int group, absl::Span<const float> grad, absl::Span<const float> params,
                             ExchangeDone done) {
-  EncodeContext context;
-  context.step = step;
-  context.params = params;
+  if (mode_ == Mode::kCentralized) {
+    centralized_->Exchange(step, group, grad, params, std::move(done));
+    return;
+  }
   const absl::Time start = absl::Now();
-  absl::StatusOr<Payload> payload = compressors_.Encode(group, grad, context);
+  absl::StatusOr<Payload> payload = centralized_->compressors().Encode(group, grad, EncodeContext{step, params});
   if (!payload.ok()) {
     done(payload.status());
     return;
   }
-  payloads_[group] = *std::move(payload);
-  encoded_[group] = compressors_.EncodedInput(group, grad);
-  dense_bytes_[group] = grad.size() * sizeof(float);
   const TraceSpan compress{"compress", start, absl::Now()};
-  if (mode_ == Mode::kDecentralized) {
-    absl::StatusOr<ExchangeResult> result = ExchangeByCollective(step, group);
-    if (result.ok()) result->spans.insert(result->spans.begin(), compress);
-    done(std::move(result));
-    return;
-  }
-  PushToShard(shard_of_group_[group], step, group_ids_[group], rank_, payloads_[group], dense_bytes_[group], compress,
-              *transport_, job_, std::move(done));
+  absl::StatusOr<ExchangeResult> result = ExchangeByCollective(step, group, *payload, grad.size() * sizeof(float));
+  if (result.ok()) result->spans.insert(result->spans.begin(), compress);
+  done(std::move(result));
 }
 
-absl::StatusOr<ExchangeResult> HybridScheme::ExchangeByCollective(uint64_t step, int group) {
+absl::StatusOr<ExchangeResult> HybridScheme::ExchangeByCollective(uint64_t step, int group, const Payload& payload,
+                                                                  size_t dense_bytes) {
   GroupInput input;
   input.step = step;
   input.group = group;
-  input.payload = &payloads_[group];
-  input.encoded = encoded_[group];
-  input.second_round = second_round_;
-  input.decoder = &compressors_.compressor(group);
+  input.payload = &payload;
+  input.decoder = &centralized_->compressors().compressor(group);
   const uint64_t bytes_before = collective_->bytes_sent();
   const absl::Time start = absl::Now();
   absl::StatusOr<GroupOutcome> outcome = SketchAllreduce(*collective_, input);
@@ -109,7 +79,7 @@ absl::StatusOr<ExchangeResult> HybridScheme::ExchangeByCollective(uint64_t step,
   ExchangeResult result;
   result.update = std::move(outcome->update);
   result.bytes_sent = collective_->bytes_sent() - bytes_before;
-  result.dense_bytes = dense_bytes_[group];
+  result.dense_bytes = dense_bytes;
   result.route = "collective";
   result.spans = CollectiveSpans(start, absl::Now(), outcome->decode_time);
   return result;
@@ -137,30 +107,27 @@ absl::Status HybridScheme::Reconcile(uint64_t step, std::vector<absl::StatusOr<E
     Log(absl::StrCat("auto: step ", step, ": the aggregation servers failed group(s) ", absl::StrJoin(redo, ","),
                      first_error.empty() ? " on another worker" : absl::StrCat(" (here: ", first_error, ")"),
                      "; redoing them with sketch_allreduce and staying decentralized"));
-    for (int g : redo) results[g] = ExchangeByCollective(step, g);
+    for (int g : redo) {
+      const Payload& payload = centralized_->last_payload(g);
+      results[g] = ExchangeByCollective(step, g, payload, 4 * payload.dim);
+    }
     mode_ = Mode::kDecentralized;
     steps_decentralized_ = 0;
     ++switches_;
     return absl::OkStatus();
   }
   if (++steps_decentralized_ % options_.probe_every != 0) return absl::OkStatus();
-  const absl::Status probe = transport_->ProbeShards(options_.probe_timeout);
+  const absl::Status probe = centralized_->transport().ProbeShards(options_.probe_timeout);
   float healthy = probe.ok() ? 1.0f : 0.0f;
   if (absl::Status s = collective_->AllReduceSum(absl::MakeSpan(&healthy, 1)); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("agreeing on the servers' health at step ", step, ": ", s.message()));
   }
   if (healthy < static_cast<float>(collective_->size())) return absl::OkStatus();
-  transport_->Reconnect();
+  centralized_->transport().Reconnect();
   mode_ = Mode::kCentralized;
   ++switches_;
   Log(absl::StrCat("auto: step ", step, ": every worker sees every aggregation server healthy; returning to sketch_ps"));
   return absl::OkStatus();
-}
-
-absl::Status HybridScheme::OnApplied(int group, const Update& update) {
-  // Both routes apply the decoded top-k of the same summed sketch: each
-  // worker releases its own residual there.
-  return compressors_.Settle(group, SettleAt(update));
 }
 
 }  // namespace sketchfuse

@@ -26,8 +26,7 @@
 #include "worker/aggregation_scheme.h"
 #include "worker/collective/collective.h"
 #include "worker/decentralized/algorithms.h"
-#include "worker/group_compressors.h"
-#include "worker/ps_transport.h"
+#include "worker/ps_scheme.h"
 
 namespace sketchfuse {
 
@@ -53,10 +52,14 @@ class HybridScheme final : public AggregationScheme {
   void Exchange(uint64_t step, int group, absl::Span<const float> grad, absl::Span<const float> params,
                 ExchangeDone done) override;
   absl::Status Reconcile(uint64_t step, std::vector<absl::StatusOr<ExchangeResult>>& results) override;
-  absl::Status OnApplied(int group, const Update& update) override;
-  std::vector<std::vector<float>> SaveState() const override { return compressors_.SaveState(); }
+  // Both routes apply the decoded top-k of the same summed sketch, so the
+  // settlement is the centralized scheme's.
+  absl::Status OnApplied(int group, const Update& update) override {
+    return centralized_->OnApplied(group, update);
+  }
+  std::vector<std::vector<float>> SaveState() const override { return centralized_->SaveState(); }
   absl::Status RestoreState(const std::vector<std::vector<float>>& state) override {
-    return compressors_.RestoreState(state);
+    return centralized_->RestoreState(state);
   }
 
   // The route the next step takes, and how many switches so far.
@@ -64,28 +67,21 @@ class HybridScheme final : public AggregationScheme {
   int switches() const { return switches_; }
 
  private:
-  HybridScheme(std::string job, uint32_t rank, std::vector<uint32_t> group_ids, std::vector<int> shard_of_group,
-               GroupCompressors compressors, std::unique_ptr<PsTransport> transport, Collective* collective,
-               bool second_round, HybridOptions options);
-  // sketch_allreduce of the payload `group` encoded this step.
-  absl::StatusOr<ExchangeResult> ExchangeByCollective(uint64_t step, int group);
+  HybridScheme(std::unique_ptr<PsScheme> centralized, Collective* collective, HybridOptions options)
+      : centralized_(std::move(centralized)), collective_(collective), options_(std::move(options)) {}
+  // sketch_allreduce of `payload`, `group`'s encoded sketch of this step.
+  absl::StatusOr<ExchangeResult> ExchangeByCollective(uint64_t step, int group, const Payload& payload,
+                                                      size_t dense_bytes);
   void Log(const std::string& line) const;
 
-  const std::string job_;
-  const uint32_t rank_;
-  const std::vector<uint32_t> group_ids_;
-  const std::vector<int> shard_of_group_;
-  GroupCompressors compressors_;
-  std::unique_ptr<PsTransport> transport_;
+  // The centralized route (sketch_ps), whose compressor stacks and encoded
+  // payloads the fallback reuses.
+  std::unique_ptr<PsScheme> centralized_;
   Collective* const collective_;
-  const bool second_round_;
   const HybridOptions options_;
 
-  // Written by Exchange (communication thread) and read by Reconcile (trainer
-  // thread) only after every group's exchange is done.
-  std::vector<Payload> payloads_;        // this step's, per group
-  std::vector<absl::Span<const float>> encoded_;  // this step's encoded vectors
-  std::vector<size_t> dense_bytes_;
+  // Read and written by Exchange (communication thread) and Reconcile
+  // (trainer thread), which never run at once (the pipeline's contract).
   Mode mode_ = Mode::kCentralized;
   int steps_decentralized_ = 0;
   int switches_ = 0;

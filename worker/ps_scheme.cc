@@ -58,41 +58,35 @@ PsScheme::PsScheme(std::string scheme, std::string job, uint32_t rank, std::vect
       group_ids_(std::move(group_ids)),
       shard_of_group_(std::move(shard_of_group)),
       compressors_(std::move(compressors)),
-      transport_(std::move(transport)) {}
+      transport_(std::move(transport)),
+      last_payloads_(compressors_.size()) {}
 
 void PsScheme::Exchange(uint64_t step, int group, absl::Span<const float> grad, absl::Span<const float> params,
                         ExchangeDone done) {
-  EncodeContext context;
-  context.step = step;
-  context.params = params;
   const absl::Time start = absl::Now();
-  absl::StatusOr<Payload> payload = compressors_.Encode(group, grad, context);
+  absl::StatusOr<Payload> payload = compressors_.Encode(group, grad, EncodeContext{step, params});
   if (!payload.ok()) {
     done(payload.status());
     return;
   }
-  PushToShard(shard_of_group_[group], step, group_ids_[group], rank_, *payload, grad.size() * sizeof(float),
-              {"compress", start, absl::Now()}, *transport_, job_, std::move(done));
-}
-
-void PushToShard(int shard, uint64_t step, uint32_t group_id, uint32_t rank, const Payload& payload,
-                 size_t dense_bytes, TraceSpan compress, PsTransport& transport, const std::string& job,
-                 ExchangeDone done) {
+  last_payloads_[group] = *std::move(payload);
+  const TraceSpan compress{"compress", start, absl::Now()};
+  const size_t dense_bytes = grad.size() * sizeof(float);
   const absl::Time pushed = absl::Now();
-  transport.Push(shard, job, step, group_id, rank, payload,
-                 [done = std::move(done), dense_bytes, compress, pushed](absl::StatusOr<PushOutcome> outcome) {
-                   if (!outcome.ok()) {
-                     done(outcome.status());
-                     return;
-                   }
-                   ExchangeResult result;
-                   result.update = std::move(outcome->update);
-                   result.bytes_sent = outcome->bytes_sent;
-                   result.dense_bytes = dense_bytes;
-                   result.route = "ps";
-                   result.spans = {compress, {"push, server sum and decode", pushed, absl::Now()}};
-                   done(std::move(result));
-                 });
+  transport_->Push(shard_of_group_[group], job_, step, group_ids_[group], rank_, last_payloads_[group],
+                   [done = std::move(done), dense_bytes, compress, pushed](absl::StatusOr<PushOutcome> outcome) {
+                     if (!outcome.ok()) {
+                       done(outcome.status());
+                       return;
+                     }
+                     ExchangeResult result;
+                     result.update = std::move(outcome->update);
+                     result.bytes_sent = outcome->bytes_sent;
+                     result.dense_bytes = dense_bytes;
+                     result.route = "ps";
+                     result.spans = {compress, {"push, server sum and decode", pushed, absl::Now()}};
+                     done(std::move(result));
+                   });
 }
 
 absl::Status PsScheme::OnApplied(int group, const Update& update) {

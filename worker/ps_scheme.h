@@ -27,12 +27,6 @@ struct ShardRoute {
 };
 absl::StatusOr<ShardRoute> RouteToShards(const v1::JoinReply& joined);
 
-// Pushes `payload` (the group's, encoded during `compress`) to `shard` and
-// calls `done` with the shard's update, its traffic and its timeline spans.
-void PushToShard(int shard, uint64_t step, uint32_t group_id, uint32_t rank, const Payload& payload,
-                 size_t dense_bytes, TraceSpan compress, PsTransport& transport, const std::string& job,
-                 ExchangeDone done);
-
 class PsScheme final : public AggregationScheme {
  public:
   // Builds one compressor stack per group of the joined job, and a transport
@@ -49,6 +43,13 @@ class PsScheme final : public AggregationScheme {
     return compressors_.RestoreState(state);
   }
 
+  // For the hybrid (worker/hybrid_scheme.h), which runs this scheme as its
+  // centralized route: the payload each group encoded last (kept until the
+  // group's next Exchange), the compressor stacks and the transport.
+  const Payload& last_payload(int group) const { return last_payloads_[group]; }
+  GroupCompressors& compressors() { return compressors_; }
+  PsTransport& transport() { return *transport_; }
+
  private:
   PsScheme(std::string scheme, std::string job, uint32_t rank, std::vector<uint32_t> group_ids,
            std::vector<int> shard_of_group, GroupCompressors compressors, std::unique_ptr<PsTransport> transport);
@@ -60,6 +61,7 @@ class PsScheme final : public AggregationScheme {
   const std::vector<int> shard_of_group_;
   GroupCompressors compressors_;  // used on the communication thread
   std::unique_ptr<PsTransport> transport_;
+  std::vector<Payload> last_payloads_;  // per group
 };
 
 }  // namespace sketchfuse
