@@ -20,15 +20,48 @@ absl::Status PrepareState(absl::string_view what, size_t n, std::vector<float>* 
   return absl::OkStatus();
 }
 
-void ZeroApplied(const Update& update, std::vector<float>* state) {
-  if (update.dense) {
+void ZeroAt(const Coordinates& coordinates, std::vector<float>* state) {
+  if (coordinates.all) {
     std::fill(state->begin(), state->end(), 0.0f);
     return;
   }
-  for (uint32_t i : update.indices) (*state)[i] = 0.0f;
+  for (uint32_t i : coordinates.indices) (*state)[i] = 0.0f;
 }
 
 }  // namespace
+
+Coordinates Coordinates::All(uint64_t dim) {
+  Coordinates all;
+  all.dim = dim;
+  all.all = true;
+  return all;
+}
+
+Coordinates Coordinates::Of(const Update& update) {
+  Coordinates coordinates;
+  coordinates.dim = update.dim;
+  coordinates.all = update.dense;
+  if (!update.dense) coordinates.indices = update.indices;
+  return coordinates;
+}
+
+absl::Status ValidateCoordinates(const Coordinates& coordinates, uint64_t dim) {
+  if (coordinates.dim != dim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("coordinates are of a group of ", coordinates.dim, " elements, not ", dim));
+  }
+  if (coordinates.all) {
+    if (!coordinates.indices.empty()) return absl::InvalidArgumentError("all coordinates, and indices too");
+    return absl::OkStatus();
+  }
+  for (size_t i = 0; i < coordinates.indices.size(); ++i) {
+    if (coordinates.indices[i] >= dim || (i > 0 && coordinates.indices[i] <= coordinates.indices[i - 1])) {
+      return absl::InvalidArgumentError(absl::StrCat("indices[", i, "] = ", coordinates.indices[i],
+                                                     " is out of range or not ascending for a group of ", dim));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::Status ValidateUpdate(const Update& update, uint64_t dim) {
   if (update.dim != dim) {
@@ -71,8 +104,15 @@ absl::StatusOr<Payload> ErrorFeedback::Encode(absl::Span<const float> grad,
 absl::Status ErrorFeedback::OnApplied(const Update& update) {
   absl::Status valid = ValidateUpdate(update, residual_.size());
   if (!valid.ok()) return valid;
-  ZeroApplied(update, &residual_);
+  ZeroAt(Coordinates::Of(update), &residual_);
   return inner_->OnApplied(update);
+}
+
+absl::Status ErrorFeedback::Release(const Coordinates& coordinates) {
+  absl::Status valid = ValidateCoordinates(coordinates, residual_.size());
+  if (!valid.ok()) return valid;
+  ZeroAt(coordinates, &residual_);
+  return absl::OkStatus();
 }
 
 absl::Status ErrorFeedback::AddBack(const Update& values) {
@@ -104,14 +144,14 @@ absl::StatusOr<Payload> Momentum::Encode(absl::Span<const float> grad,
 absl::Status Momentum::OnApplied(const Update& update) {
   absl::Status valid = ValidateUpdate(update, velocity_.size());
   if (!valid.ok()) return valid;
-  ZeroApplied(update, &velocity_);
+  ZeroAt(Coordinates::Of(update), &velocity_);
   return inner_->OnApplied(update);
 }
 
-absl::Status Momentum::MaskVelocity(const Update& mask) {
-  absl::Status valid = ValidateUpdate(mask, velocity_.size());
+absl::Status Momentum::MaskVelocity(const Coordinates& mask) {
+  absl::Status valid = ValidateCoordinates(mask, velocity_.size());
   if (!valid.ok()) return valid;
-  ZeroApplied(mask, &velocity_);
+  ZeroAt(mask, &velocity_);
   return absl::OkStatus();
 }
 

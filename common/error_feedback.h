@@ -31,6 +31,22 @@
 
 namespace sketchfuse {
 
+// A set of a group's coordinates: all of them, or ascending indices below
+// dim. What a step releases from a residual or masks in a velocity; unlike an
+// Update it carries no values (a dense release costs nothing to describe).
+struct Coordinates {
+  uint64_t dim = 0;
+  bool all = false;
+  std::vector<uint32_t> indices;  // when !all
+
+  static Coordinates All(uint64_t dim);
+  // The update's coordinates: all of them for a dense update.
+  static Coordinates Of(const Update& update);
+};
+
+// OK if `coordinates` fits a group of `dim` elements (ascending, in range).
+absl::Status ValidateCoordinates(const Coordinates& coordinates, uint64_t dim);
+
 // Base of the decorators: forwards kind, linearity and decode to the wrapped
 // compressor, which it owns.
 class CompressorDecorator : public Compressor {
@@ -66,6 +82,10 @@ class ErrorFeedback final : public CompressorDecorator {
   // if the update does not fit the group.
   absl::Status OnApplied(const Update& update) override;
 
+  // Zeroes e at `coordinates` (the inner compressor is not told).
+  // INVALID_ARGUMENT (and e unchanged) if they do not fit the group.
+  absl::Status Release(const Coordinates& coordinates);
+
   // e += values (dense or sparse): what a decentralized scheme received from
   // its peers and did not forward (global residual collection), so no
   // gradient is lost. INVALID_ARGUMENT (and e unchanged) if `values` does not
@@ -97,9 +117,9 @@ class Momentum final : public CompressorDecorator {
   // Zeroes u at the update's coordinates, then informs the inner compressor.
   absl::Status OnApplied(const Update& update) override;
 
-  // Zeroes u at the coordinates of `mask` only (the inner compressor is not
-  // told): for schemes whose residual release and velocity masking differ.
-  absl::Status MaskVelocity(const Update& mask);
+  // Zeroes u at `mask` only (the inner compressor is not told): for schemes
+  // whose residual release and velocity masking differ.
+  absl::Status MaskVelocity(const Coordinates& mask);
 
   absl::Span<const float> velocity() const { return velocity_; }
   // Replaces the velocity (a worker resuming from its checkpoint).

@@ -125,16 +125,22 @@ TEST(MomentumTest, MaskVelocityZeroesOnlyTheMask) {
   auto* m = static_cast<Momentum*>(c->get());
   auto* ef = static_cast<ErrorFeedback*>(m->inner());
   ASSERT_TRUE(m->Encode(std::vector<float>{1.0f, 4.0f}, {}).ok());
-  Update mask;
+  Coordinates mask;
   mask.dim = 2;
   mask.indices = {1};
-  mask.values = {0};
   ASSERT_TRUE(m->MaskVelocity(mask).ok());
   EXPECT_EQ(std::vector<float>(m->velocity().begin(), m->velocity().end()), (std::vector<float>{1.0f, 0.0f}));
   // The residual is the error feedback's to release, untouched here.
   EXPECT_EQ(std::vector<float>(ef->residual().begin(), ef->residual().end()), (std::vector<float>{1.0f, 4.0f}));
   mask.dim = 3;
   EXPECT_EQ(m->MaskVelocity(mask).code(), absl::StatusCode::kInvalidArgument);
+  // Release zeroes the residual only; all coordinates at once.
+  ASSERT_TRUE(ef->Release(Coordinates::All(2)).ok());
+  EXPECT_EQ(std::vector<float>(ef->residual().begin(), ef->residual().end()), (std::vector<float>{0.0f, 0.0f}));
+  Coordinates unordered;
+  unordered.dim = 2;
+  unordered.indices = {1, 0};
+  EXPECT_EQ(ef->Release(unordered).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(MomentumTest, AccumulatesAndMasksAppliedCoordinates) {

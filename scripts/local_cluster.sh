@@ -183,13 +183,16 @@ for scheme in schemes:
     json.dump({"displayTimeUnit": "ms", "traceEvents": events}, open(f"{out}/{scheme}/timeline.json", "w"))
 print(f"\n{'scheme':<20} {'accuracy':>9} {'step ms':>8} {'KiB/step/worker':>16} {'ratio':>7} {'wall s':>7}")
 for r in rows:
-    print(f"{r['scheme']:<20} {100*r['final_test_accuracy']:>8.2f}% {r['mean_step_ms']:>8.1f} "
+    accuracy = f"{100*r['final_test_accuracy']:>8.2f}%" if r['final_test_accuracy'] >= 0 else f"{'-':>9}"
+    print(f"{r['scheme']:<20} {accuracy} {r['mean_step_ms']:>8.1f} "
           f"{r['bytes_sent_per_worker_per_step']/1024:>16.1f} {r['compression_ratio']:>6.1f}x {r['wall_s']:>7.1f}")
 print("(ratio: the dense gradient's bytes over the bytes a worker sends; a ring allreduce sends 2(W-1)/W of its data)")
 print(f"\nwritten: {out}/comparison.csv, {out}/comparison.json, {out}/curves.csv")
 print(f"timelines (open in ui.perfetto.dev or chrome://tracing): " + ", ".join(f"{out}/{s}/timeline.json" for s in schemes))
 PY
-if command -v gnuplot >/dev/null 2>&1; then
+if grep -q '"final_test_accuracy": -1\.' "$out/${scheme_list[0]}/summary0.json"; then
+  echo "(no accuracy plot: $workload is a synthetic profile, timed, not trained)"
+elif command -v gnuplot >/dev/null 2>&1; then
   time_cmds="" bytes_cmds=""
   for scheme in "${scheme_list[@]}"; do
     grep "^$scheme," "$out/curves.csv" | tr ',' ' ' >"$out/$scheme/curve.dat"

@@ -28,6 +28,7 @@
 #include "server/aggregation_core.h"
 #include "server/aggregator_service.h"
 #include "server/server_metrics.h"
+#include "common/memory_tuning.h"
 #include "common/metrics_endpoint.h"
 #include "server/coordinator_service.h"
 #include "server/job_config.h"
@@ -154,6 +155,7 @@ int Fail(const absl::Status& status) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  sketchfuse::KeepFreedMemoryMapped();
   absl::SetProgramUsageMessage(
       "One aggregation shard of a SketchFuse job: sums the workers' payloads per (step, group)\n"
       "and answers each push with the decoded global update.\n"

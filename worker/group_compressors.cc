@@ -11,8 +11,8 @@ bool UsesMomentumCorrection(const v1::RunConfig& run) {
 
 Settlement SettleAt(const Update& update) {
   Settlement settlement;
-  settlement.release = update;
-  settlement.velocity_mask = update;
+  settlement.release = Coordinates::Of(update);
+  settlement.velocity_mask = settlement.release;
   settlement.give_back.dim = update.dim;
   return settlement;
 }
@@ -83,13 +83,13 @@ absl::Status GroupCompressors::Settle(int group, const Settlement& settlement) {
   Stack& stack = stacks_[group];
   // Validate every part first, so a misfit changes nothing.
   if (stack.momentum != nullptr) {
-    if (absl::Status s = ValidateUpdate(settlement.velocity_mask, stack.momentum->velocity().size()); !s.ok()) {
+    if (absl::Status s = ValidateCoordinates(settlement.velocity_mask, stack.momentum->velocity().size()); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("group ", group, " velocity mask: ", s.message()));
     }
   }
   if (stack.error_feedback != nullptr) {
     const size_t dim = stack.error_feedback->residual().size();
-    if (absl::Status s = ValidateUpdate(settlement.release, dim); !s.ok()) {
+    if (absl::Status s = ValidateCoordinates(settlement.release, dim); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("group ", group, " release: ", s.message()));
     }
     if (absl::Status s = ValidateUpdate(settlement.give_back, dim); !s.ok()) {
@@ -100,7 +100,7 @@ absl::Status GroupCompressors::Settle(int group, const Settlement& settlement) {
     if (absl::Status s = stack.momentum->MaskVelocity(settlement.velocity_mask); !s.ok()) return s;
   }
   if (stack.error_feedback != nullptr) {
-    if (absl::Status s = stack.error_feedback->OnApplied(settlement.release); !s.ok()) return s;
+    if (absl::Status s = stack.error_feedback->Release(settlement.release); !s.ok()) return s;
     if (absl::Status s = stack.error_feedback->AddBack(settlement.give_back); !s.ok()) return s;
   }
   return absl::OkStatus();

@@ -32,14 +32,13 @@ bool UsesMomentumCorrection(const v1::RunConfig& run);
 
 // How one step changes a group's state once its update is applied.
 struct Settlement {
-  // Coordinates of this worker's residual that the update carried: zeroed
-  // (dense: all of them).
-  Update release;
+  // Coordinates of this worker's residual that the update carried: zeroed.
+  Coordinates release;
   // Values given back to the residual afterwards (dense or sparse; empty
   // sparse: none): received from peers and not forwarded.
   Update give_back;
   // Coordinates where the velocity is zeroed (momentum-factor masking).
-  Update velocity_mask;
+  Coordinates velocity_mask;
 };
 
 // The usual settlement: release and mask the update's own coordinates.

@@ -60,9 +60,9 @@ TEST(GroupCompressorsTest, SettleReleasesGivesBackAndMasks) {
   EXPECT_EQ(Vec(groups->EncodedInput(1, g)), g);
 
   Settlement s;
-  s.release = Sparse({1}, {0});
+  s.release = Coordinates::Of(Sparse({1}, {0}));
   s.give_back = Sparse({0, 1}, {0.5f, 7});
-  s.velocity_mask = Sparse({3}, {0});
+  s.velocity_mask = Coordinates::Of(Sparse({3}, {0}));
   ASSERT_TRUE(groups->Settle(1, s).ok());
   EXPECT_EQ(Vec(groups->residual(1)), (std::vector<float>{1.5f, 7, 2, 3}));
   const std::vector<std::vector<float>> state = groups->SaveState();

@@ -35,9 +35,11 @@ absl::StatusOr<v1::JobConfig> MakeJobConfig(const std::string& job_name, uint32_
   if (run.layer_sizes().empty()) return absl::InvalidArgumentError("the run has no layers");
   if (absl::Status s = CheckSchemeCompressor(run.scheme(), run.compressor()); !s.ok()) return s;
   std::vector<LayerTiming> layers;
+  // Backward time grows with the layer: the synthetic profiles' modelled time
+  // per element, else 1 ns per element (a CPU's order).
+  const double ns_per_element = run.backward_ns_per_element() > 0 ? run.backward_ns_per_element() : 1.0;
   for (uint64_t size : run.layer_sizes()) {
-    // Backward time grows with the layer; 1 ns per element is a CPU's order.
-    layers.push_back({static_cast<int64_t>(size), 1e-9 * static_cast<double>(size)});
+    layers.push_back({static_cast<int64_t>(size), 1e-9 * ns_per_element * static_cast<double>(size)});
   }
   absl::StatusOr<FusionPlan> plan = PlanByMode(run.fusion(), layers, LoopbackCostModel());
   if (!plan.ok()) return plan.status();

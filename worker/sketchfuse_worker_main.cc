@@ -28,8 +28,11 @@
 #include "worker/job_plan.h"
 #include "worker/ps_scheme.h"
 #include "worker/scheme_registry.h"
+#include "worker/synthetic_runner.h"
 #include "worker/trainer.h"
+#include "worker/workloads.h"
 #include "worker/worker_metrics.h"
+#include "common/memory_tuning.h"
 #include "common/metrics_endpoint.h"
 
 ABSL_FLAG(std::string, coordinator, "", "host:port of the job's coordinator (the shard started with --coordinator).");
@@ -38,7 +41,13 @@ ABSL_FLAG(std::string, worker_id, "",
           "This worker's stable name (letters, digits, '-', '_', '.'). Ranks follow the ids in natural "
           "order; a restarted worker joins under the same id and gets its rank back.");
 ABSL_FLAG(int, world_size, 0, "Number of workers in the job (>= 1).");
-ABSL_FLAG(std::string, workload, "mlp", "Model trained on Fashion-MNIST: mlp or cnn.");
+ABSL_FLAG(std::string, workload, "mlp",
+          "mlp or cnn: train that model on Fashion-MNIST (LibTorch). resnet50, vgg16, bert_base or gpt2_small: a "
+          "throughput run on that model's synthetic profile (real layer sizes, heavy-tailed gradients, a modelled "
+          "backward time; no accuracy).");
+ABSL_FLAG(int, synthetic_steps, 20, "Synthetic workloads: steps per epoch (>= 1).");
+ABSL_FLAG(double, backward_ns_per_element, 2.0,
+          "Synthetic workloads: modelled backward time per gradient element, ns (each layer adds 20 us).");
 ABSL_FLAG(std::string, scheme, "sketch_ps",
           "Aggregation scheme (see the list above): centralized sketch_ps, topk_ps, dense_ps; decentralized "
           "dense_allreduce, sketch_allreduce, topk_allgather, gtopk, importance_allreduce, spardl; or auto.");
@@ -142,6 +151,14 @@ absl::StatusOr<sketchfuse::v1::RunConfig> RunFromFlags() {
   run.set_epochs(epochs);
   run.set_train_examples(absl::GetFlag(FLAGS_train_examples));
   run.set_test_examples(absl::GetFlag(FLAGS_test_examples));
+  if (sketchfuse::IsSyntheticWorkload(run.workload())) {
+    if (absl::GetFlag(FLAGS_synthetic_steps) < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--synthetic_steps must be >= 1; got ", absl::GetFlag(FLAGS_synthetic_steps)));
+    }
+    run.set_synthetic_steps(absl::GetFlag(FLAGS_synthetic_steps));
+    run.set_backward_ns_per_element(absl::GetFlag(FLAGS_backward_ns_per_element));
+  }
   if (absl::Status s = sketchfuse::CheckSchemeCompressor(run.scheme(), run.compressor()); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--scheme/--compressor: ", s.message()));
   }
@@ -173,6 +190,7 @@ std::string SummaryJson(const std::string& worker_id, uint32_t rank, const sketc
 }  // namespace
 
 int main(int argc, char** argv) {
+  sketchfuse::KeepFreedMemoryMapped();
   absl::SetProgramUsageMessage(absl::StrCat(
       "One worker of a SketchFuse job: trains a model on its shard of Fashion-MNIST and aggregates\n"
       "fused, compressed gradients through the job's servers or among the workers.\n"
@@ -326,16 +344,38 @@ int main(int argc, char** argv) {
     sketchfuse::WorkerMetrics* observer = metrics.get();
     config.on_step = [observer](const sketchfuse::StepReport& step) { observer->OnStep(step); };
   }
-  absl::StatusOr<std::unique_ptr<sketchfuse::Trainer>> trainer =
-      sketchfuse::Trainer::Create(config, scheme.get());
-  if (!trainer.ok()) return Fail(trainer.status());
+  // The workload: real training, or a synthetic profile's throughput run.
+  std::function<absl::StatusOr<sketchfuse::TrainingSummary>(const std::function<void(const sketchfuse::Progress&)>&)>
+      run_workload;
+  std::unique_ptr<sketchfuse::Trainer> trainer;
+  std::unique_ptr<sketchfuse::SyntheticRunner> synthetic;
+  if (sketchfuse::IsSyntheticWorkload(run->workload())) {
+    sketchfuse::SyntheticConfig synthetic_config;
+    synthetic_config.joined = *joined;
+    synthetic_config.report_every = config.report_every;
+    synthetic_config.trace_path = config.trace_path;
+    synthetic_config.trace_steps = config.trace_steps;
+    synthetic_config.on_step = config.on_step;
+    absl::StatusOr<std::unique_ptr<sketchfuse::SyntheticRunner>> created =
+        sketchfuse::SyntheticRunner::Create(synthetic_config, scheme.get());
+    if (!created.ok()) return Fail(created.status());
+    synthetic = *std::move(created);
+    run_workload = [&](const auto& progress) { return synthetic->Run(progress); };
+  } else {
+    absl::StatusOr<std::unique_ptr<sketchfuse::Trainer>> created = sketchfuse::Trainer::Create(config, scheme.get());
+    if (!created.ok()) return Fail(created.status());
+    trainer = *std::move(created);
+    run_workload = [&](const auto& progress) { return trainer->Run(progress); };
+  }
 
   const int64_t total = static_cast<int64_t>(run->steps_per_epoch()) * run->epochs();
-  absl::StatusOr<sketchfuse::TrainingSummary> summary = (*trainer)->Run([&](const sketchfuse::Progress& p) {
+  absl::StatusOr<sketchfuse::TrainingSummary> summary = run_workload([&](const sketchfuse::Progress& p) {
     std::string line = absl::StrFormat(
         "%s epoch %d step %d/%d loss %.4f step %.1f ms sent %.1f KiB/step ratio %.1fx", worker_id, p.epoch, p.step,
         total, p.train_loss, 1e3 * p.step_seconds, p.bytes_sent_per_step / 1024.0, p.compression_ratio);
-    if (p.end_of_epoch) absl::StrAppend(&line, absl::StrFormat(" test accuracy %.2f%%", 100 * p.test_accuracy));
+    if (p.end_of_epoch && p.test_accuracy >= 0) {
+      absl::StrAppend(&line, absl::StrFormat(" test accuracy %.2f%%", 100 * p.test_accuracy));
+    }
     std::cout << line << std::endl;
     if (metrics != nullptr) metrics->OnProgress(p);
   });

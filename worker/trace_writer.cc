@@ -56,6 +56,26 @@ std::string TraceWriter::ToJson() const {
   return absl::StrCat("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n", absl::StrJoin(all, ",\n"), "\n]}\n");
 }
 
+std::unique_ptr<TraceWriter> PipelineTraceWriter(int rank, int num_groups) {
+  auto trace = std::make_unique<TraceWriter>(rank, absl::StrCat("worker rank ", rank));
+  trace->NameTrack(0, "compute");
+  for (int g = 0; g < num_groups; ++g) trace->NameTrack(g + 1, absl::StrCat("group ", g));
+  return trace;
+}
+
+void AddStepToTrace(int64_t step, const StepTimeline& timeline, absl::Time apply_begin, absl::Time apply_end,
+                    TraceWriter* trace) {
+  const std::map<std::string, std::string> args = {{"step", absl::StrCat(step)}};
+  trace->AddSpan(0, "backward", timeline.begin, timeline.backward_end, args);
+  trace->AddSpan(0, "apply update", apply_begin, apply_end, args);
+  for (size_t g = 0; g < timeline.groups.size(); ++g) {
+    for (const TraceSpan& span : timeline.groups[g]) {
+      trace->AddSpan(static_cast<int>(g) + 1, span.name, span.begin, span.end,
+                     {{"step", absl::StrCat(step)}, {"group", absl::StrCat(g)}, {"route", timeline.routes[g]}});
+    }
+  }
+}
+
 absl::Status TraceWriter::WriteFile(const std::string& path) const {
   const std::string tmp = path + ".tmp";
   {

@@ -10,11 +10,13 @@
 #define SKETCHFUSE_WORKER_TRACE_WRITER_H_
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "worker/step_pipeline.h"
 
 namespace sketchfuse {
 
@@ -45,6 +47,14 @@ class TraceWriter {
   std::map<int, std::string> tracks_;
   std::vector<std::string> events_;  // serialized "X" events
 };
+
+// A writer for worker `rank` with its compute track and one track per group.
+std::unique_ptr<TraceWriter> PipelineTraceWriter(int rank, int num_groups);
+
+// Adds one step: "backward" and "apply update" on the compute track, and each
+// group's spans on its track, with the step, group and route as arguments.
+void AddStepToTrace(int64_t step, const StepTimeline& timeline, absl::Time apply_begin, absl::Time apply_end,
+                    TraceWriter* trace);
 
 // `text` as a JSON string literal, quotes included.
 std::string JsonString(const std::string& text);

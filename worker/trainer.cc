@@ -14,6 +14,7 @@
 #include "torch/optim/sgd.h"
 #include "torch/serialize.h"
 #include "worker/job_plan.h"
+#include "worker/workloads.h"
 #include "worker/group_compressors.h"
 
 namespace sketchfuse {
@@ -25,25 +26,6 @@ int64_t TrainExamples(const v1::RunConfig& run, int64_t available) {
 }
 
 }  // namespace
-
-absl::Status DescribeRun(uint32_t world_size, v1::RunConfig* run) {
-  if (world_size == 0) return absl::InvalidArgumentError("the world size is 0");
-  if (run->batch_size() == 0) return absl::InvalidArgumentError("the batch size is 0");
-  absl::StatusOr<std::shared_ptr<ClassifierImpl>> model = MakeClassifier(run->workload(), run->seed());
-  if (!model.ok()) return model.status();
-  std::vector<int64_t> sizes = ParameterSizes(**model);
-  run->clear_layer_sizes();
-  for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) run->add_layer_sizes(static_cast<uint64_t>(*it));
-  constexpr int64_t kFashionMnistTrain = 60000;
-  const int64_t shard = TrainExamples(*run, kFashionMnistTrain) / world_size;
-  const int64_t steps = shard / run->batch_size();
-  if (steps < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("batch size ", run->batch_size(), " is larger than a worker's ",
-                                                   shard, " training examples"));
-  }
-  run->set_steps_per_epoch(static_cast<uint32_t>(steps));
-  return absl::OkStatus();
-}
 
 struct Trainer::State {
   TrainerConfig config;
@@ -129,11 +111,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerConfig config, A
   if (!trainer->state_->config.trace_path.empty()) {
     State& s = *trainer->state_;
     if (s.config.trace_steps < 1) return absl::InvalidArgumentError("the timeline must cover at least one step");
-    s.trace = std::make_unique<TraceWriter>(static_cast<int>(s.rank), absl::StrCat("worker rank ", s.rank));
-    s.trace->NameTrack(0, "compute");
-    for (int g = 0; g < trainer->pipeline_->num_groups(); ++g) {
-      s.trace->NameTrack(g + 1, absl::StrCat("group ", g));
-    }
+    s.trace = PipelineTraceWriter(static_cast<int>(s.rank), trainer->pipeline_->num_groups());
     // Fail now, not after training, if the file cannot be written.
     if (absl::Status st = s.trace->WriteFile(s.config.trace_path); !st.ok()) return st;
   }
@@ -194,29 +172,10 @@ absl::Status Trainer::TrainStep(int64_t step, const torch::Tensor& images, const
   return applied;
 }
 
-double Trainer::ResidualNorm() const {
-  // Entries alternate: a group's residual, then its velocity.
-  const std::vector<std::vector<float>> state = state_->scheme->SaveState();
-  double sum = 0;
-  for (size_t i = 0; i < state.size(); i += 2) {
-    for (float x : state[i]) sum += static_cast<double>(x) * x;
-  }
-  return std::sqrt(sum);
-}
-
 void Trainer::TraceStep(int64_t step) {
   State& s = *state_;
   if (s.trace == nullptr || step >= s.first_step + s.config.trace_steps) return;
-  const StepTimeline timeline = pipeline_->timeline();
-  const std::map<std::string, std::string> args = {{"step", absl::StrCat(step)}};
-  s.trace->AddSpan(0, "backward", timeline.begin, timeline.backward_end, args);
-  s.trace->AddSpan(0, "apply update", s.apply_begin, s.apply_end, args);
-  for (size_t g = 0; g < timeline.groups.size(); ++g) {
-    for (const TraceSpan& span : timeline.groups[g]) {
-      s.trace->AddSpan(static_cast<int>(g) + 1, span.name, span.begin, span.end,
-                       {{"step", absl::StrCat(step)}, {"group", absl::StrCat(g)}, {"route", timeline.routes[g]}});
-    }
-  }
+  AddStepToTrace(step, pipeline_->timeline(), s.apply_begin, s.apply_end, s.trace.get());
 }
 
 absl::StatusOr<TrainingSummary> Trainer::Run(const std::function<void(const Progress&)>& progress) {
@@ -226,25 +185,8 @@ absl::StatusOr<TrainingSummary> Trainer::Run(const std::function<void(const Prog
   const int64_t batch = s.run.batch_size();
   TrainingSummary summary;
   summary.resumed_from_step = s.first_step;
-  const absl::Time start = absl::Now();
-  double window_loss = 0, window_seconds = 0;
-  size_t window_bytes = 0, window_dense = 0;
-  int64_t window_steps = 0;
-  double total_seconds = 0;
-  size_t total_bytes = 0, total_dense = 0;
-  int64_t measured_steps = 0;
-  auto fill = [&](Progress& p, int64_t step) {
-    p.step = step + 1;
-    p.train_loss = window_steps > 0 ? window_loss / window_steps : 0;
-    p.step_seconds = window_steps > 0 ? window_seconds / window_steps : 0;
-    p.bytes_sent_per_step = window_steps > 0 ? static_cast<double>(window_bytes) / window_steps : 0;
-    p.compression_ratio = window_bytes > 0 ? static_cast<double>(window_dense) / window_bytes : 0;
-    p.elapsed_seconds = absl::ToDoubleSeconds(absl::Now() - start);
-    p.residual_norm = ResidualNorm();
-    window_loss = window_seconds = 0;
-    window_bytes = window_dense = 0;
-    window_steps = 0;
-  };
+  StepStats stats(absl::Now());
+  auto residual_norm = [&] { return ResidualNormOf(s.scheme->SaveState()); };
 
   std::vector<int64_t> order(s.train.size());
   for (int64_t step = s.first_step; step < total_steps; ++step) {
@@ -269,22 +211,9 @@ absl::StatusOr<TrainingSummary> Trainer::Run(const std::function<void(const Prog
       return absl::InternalError(absl::StrCat("step ", step, ": LibTorch: ", e.what_without_backtrace()));
     }
     const double seconds = absl::ToDoubleSeconds(absl::Now() - step_start);
-    const StepTraffic traffic = pipeline_->traffic();
     TraceStep(step);
-    window_loss += loss;
-    window_seconds += seconds;
-    window_bytes += traffic.bytes_sent;
-    window_dense += traffic.dense_bytes;
-    ++window_steps;
-    total_seconds += seconds;
-    total_bytes += traffic.bytes_sent;
-    total_dense += traffic.dense_bytes;
-    if (traffic.collective_groups > 0) ++summary.collective_steps;
-    ++measured_steps;
-    if (s.config.on_step) {
-      s.config.on_step(StepReport{step, seconds, loss, traffic.bytes_sent, traffic.dense_bytes,
-                                  traffic.collective_groups > 0});
-    }
+    const StepReport report = stats.Add(step, seconds, loss, pipeline_->traffic());
+    if (s.config.on_step) s.config.on_step(report);
 
     const bool checkpoint_due = !s.config.checkpoint_path.empty() && s.config.checkpoint_every > 0 &&
                                 (step + 1) % s.config.checkpoint_every == 0;
@@ -292,19 +221,15 @@ absl::StatusOr<TrainingSummary> Trainer::Run(const std::function<void(const Prog
       if (absl::Status st = SaveCheckpoint(step + 1); !st.ok()) return st;
     }
     if (in_epoch + 1 == steps_per_epoch) {
-      Progress p;
+      Progress p = stats.TakeWindow(step, static_cast<int>(epoch + 1), residual_norm());
       p.end_of_epoch = true;
-      p.epoch = static_cast<int>(epoch + 1);
-      fill(p, step);
       const Evaluation eval = Evaluate(*s.model, s.test, 1000);
       p.test_accuracy = eval.accuracy;
       p.test_loss = eval.loss;
       summary.epochs.push_back(p);
       if (progress) progress(p);
     } else if (s.config.report_every > 0 && (step + 1) % s.config.report_every == 0) {
-      Progress p;
-      p.epoch = static_cast<int>(epoch + 1);
-      fill(p, step);
+      const Progress p = stats.TakeWindow(step, static_cast<int>(epoch + 1), residual_norm());
       if (progress) progress(p);
     }
   }
@@ -314,11 +239,7 @@ absl::StatusOr<TrainingSummary> Trainer::Run(const std::function<void(const Prog
   if (s.trace != nullptr) {
     if (absl::Status st = s.trace->WriteFile(s.config.trace_path); !st.ok()) return st;
   }
-  summary.steps = total_steps;
-  summary.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  summary.mean_step_seconds = measured_steps > 0 ? total_seconds / measured_steps : 0;
-  summary.bytes_sent_per_step = measured_steps > 0 ? static_cast<double>(total_bytes) / measured_steps : 0;
-  summary.compression_ratio = total_bytes > 0 ? static_cast<double>(total_dense) / total_bytes : 0;
+  stats.Summarize(total_steps, &summary);
   summary.final_test_accuracy = Evaluate(*s.model, s.test, 1000).accuracy;
   return summary;
 }

@@ -25,19 +25,10 @@
 #include "worker/fashion_mnist.h"
 #include "worker/models.h"
 #include "worker/step_pipeline.h"
+#include "worker/step_stats.h"
 #include "worker/trace_writer.h"
 
 namespace sketchfuse {
-
-// One step's figures, for metrics.
-struct StepReport {
-  int64_t step = 0;
-  double seconds = 0;
-  double loss = 0;
-  size_t bytes_sent = 0;
-  size_t dense_bytes = 0;
-  bool collective = false;  // aggregated (at least in part) over the collectives
-};
 
 struct TrainerConfig {
   // What the coordinator handed out: rank, world size, the job and its run.
@@ -55,39 +46,6 @@ struct TrainerConfig {
   // Called after every step (may be empty).
   std::function<void(const StepReport&)> on_step;
 };
-
-struct Progress {
-  bool end_of_epoch = false;
-  int epoch = 0;      // 1-based
-  int64_t step = 0;   // global step, 1-based count of steps done
-  double train_loss = 0;       // mean over the steps since the last report
-  double test_accuracy = -1;   // at the end of an epoch; -1 otherwise
-  double test_loss = -1;
-  double step_seconds = 0;     // mean wall time per step since the last report
-  double bytes_sent_per_step = 0;
-  double compression_ratio = 0;  // dense bytes / bytes sent
-  double elapsed_seconds = 0;    // since Run started
-  double residual_norm = 0;      // L2 norm of the error-feedback residuals, all groups
-};
-
-struct TrainingSummary {
-  std::vector<Progress> epochs;
-  int64_t steps = 0;
-  int64_t resumed_from_step = 0;
-  double final_test_accuracy = 0;
-  double wall_seconds = 0;
-  double mean_step_seconds = 0;
-  double bytes_sent_per_step = 0;
-  double compression_ratio = 0;
-  // Steps aggregated (at least in part) over the workers' collectives.
-  int64_t collective_steps = 0;
-};
-
-// The run's data-dependent fields: layer sizes (model parameters in backward
-// order) and steps per epoch, for `run` (workload, batch_size, train_examples
-// set) with `world_size` workers. INVALID_ARGUMENT for an unknown model, a
-// batch larger than a worker's shard.
-absl::Status DescribeRun(uint32_t world_size, v1::RunConfig* run);
 
 class Trainer {
  public:
@@ -109,8 +67,6 @@ class Trainer {
   explicit Trainer(std::unique_ptr<State> state);
   absl::Status TrainStep(int64_t step, const torch::Tensor& images, const torch::Tensor& labels,
                          double* loss);
-  // L2 norm of every group's error-feedback residual.
-  double ResidualNorm() const;
   // Adds the step's timeline to the trace (within the traced steps).
   void TraceStep(int64_t step);
   absl::Status SaveCheckpoint(int64_t next_step) const;

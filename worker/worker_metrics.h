@@ -15,7 +15,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
-#include "worker/trainer.h"
+#include "worker/step_stats.h"
 
 namespace sketchfuse {
 

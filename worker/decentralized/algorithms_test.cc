@@ -32,7 +32,7 @@ std::vector<float> Densify(const Update& u) {
 // The residual after a settlement: released coordinates zeroed, then the
 // give-back added.
 std::vector<float> Settled(std::vector<float> residual, const Settlement& s) {
-  if (s.release.dense) {
+  if (s.release.all) {
     std::fill(residual.begin(), residual.end(), 0.0f);
   } else {
     for (uint32_t i : s.release.indices) residual[i] = 0.0f;

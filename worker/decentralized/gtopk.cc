@@ -45,8 +45,8 @@ absl::StatusOr<GroupOutcome> GTopK(Collective& collective, const GroupInput& inp
   GroupOutcome outcome;
   outcome.update = *std::move(global);
   // Own entries were sent or kept; what this rank dropped comes back.
-  outcome.settlement.release = own;
-  outcome.settlement.velocity_mask = own;
+  outcome.settlement.release = Coordinates::Of(own);
+  outcome.settlement.velocity_mask = outcome.settlement.release;
   outcome.settlement.give_back = std::move(dropped);
   return outcome;
 }

@@ -78,13 +78,11 @@ absl::StatusOr<GroupOutcome> SparDL(Collective& collective, const GroupInput& in
   GroupOutcome outcome;
   outcome.update = *std::move(global);
   // Global residual collection: the residual becomes what this rank holds.
-  outcome.settlement.release.dense = true;
-  outcome.settlement.release.dim = dim;
-  outcome.settlement.release.values.assign(dim, 0.0f);
+  outcome.settlement.release = Coordinates::All(dim);
   outcome.settlement.give_back.dense = true;
   outcome.settlement.give_back.dim = dim;
   outcome.settlement.give_back.values = std::move(held);
-  outcome.settlement.velocity_mask = outcome.update;
+  outcome.settlement.velocity_mask = Coordinates::Of(outcome.update);
   return outcome;
 }
 

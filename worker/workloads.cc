@@ -1,0 +1,57 @@
+#include "worker/workloads.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/model_profiles.h"
+#include "worker/models.h"
+
+namespace sketchfuse {
+
+bool IsSyntheticWorkload(const std::string& workload) { return ModelProfileByName(workload).ok(); }
+
+std::vector<std::string> WorkloadNames() {
+  std::vector<std::string> names = {"mlp", "cnn"};
+  for (const std::string& profile : ModelProfileNames()) names.push_back(profile);
+  return names;
+}
+
+absl::Status DescribeRun(uint32_t world_size, v1::RunConfig* run) {
+  if (world_size == 0) return absl::InvalidArgumentError("the world size is 0");
+  run->clear_layer_sizes();
+  if (IsSyntheticWorkload(run->workload())) {
+    if (run->synthetic_steps() == 0) return absl::InvalidArgumentError("a synthetic workload needs steps (>= 1)");
+    if (!(run->backward_ns_per_element() >= 0) || !std::isfinite(run->backward_ns_per_element())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the backward time per element must be >= 0; got ", run->backward_ns_per_element()));
+    }
+    for (const TensorSpec& tensor : ModelProfileByName(run->workload())->BackwardOrder()) {
+      run->add_layer_sizes(static_cast<uint64_t>(tensor.num_elements));
+    }
+    run->set_steps_per_epoch(run->synthetic_steps());
+    return absl::OkStatus();
+  }
+  if (run->batch_size() == 0) return absl::InvalidArgumentError("the batch size is 0");
+  absl::StatusOr<std::shared_ptr<ClassifierImpl>> model = MakeClassifier(run->workload(), run->seed());
+  if (!model.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown workload '", run->workload(), "'; the workloads are ",
+                                                   absl::StrJoin(WorkloadNames(), ", ")));
+  }
+  std::vector<int64_t> sizes = ParameterSizes(**model);
+  for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) run->add_layer_sizes(static_cast<uint64_t>(*it));
+  constexpr int64_t kFashionMnistTrain = 60000;
+  const int64_t used = run->train_examples() > 0 ? std::min<int64_t>(run->train_examples(), kFashionMnistTrain)
+                                                 : kFashionMnistTrain;
+  const int64_t shard = used / world_size;
+  const int64_t steps = shard / run->batch_size();
+  if (steps < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("batch size ", run->batch_size(), " is larger than a worker's ",
+                                                   shard, " training examples"));
+  }
+  run->set_steps_per_epoch(static_cast<uint32_t>(steps));
+  return absl::OkStatus();
+}
+
+}  // namespace sketchfuse
