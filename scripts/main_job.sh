@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The README's main-job command: installs what is missing, builds the server
 # and worker daemons, and runs a local cluster on loopback that trains the
-# Fashion-MNIST MLP with dense aggregation (dense_ps) and with centralized
-# Count-Sketch aggregation (sketch_ps), then compares them (table, CSV, JSON,
-# plot under out/cluster/). Arguments go to scripts/local_cluster.sh
+# Fashion-MNIST MLP with dense_allreduce, with centralized Count-Sketch
+# aggregation (sketch_ps) and with decentralized Count-Sketch aggregation
+# (sketch_allreduce), then compares them (table, CSV, JSON, plot and
+# timelines under out/cluster/). Arguments go to scripts/local_cluster.sh
 # (see --help), e.g. --workers=2 --epochs=1.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
