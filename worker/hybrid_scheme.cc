@@ -108,8 +108,14 @@ absl::Status HybridScheme::Reconcile(uint64_t step, std::vector<absl::StatusOr<E
                      first_error.empty() ? " on another worker" : absl::StrCat(" (here: ", first_error, ")"),
                      "; redoing them with sketch_allreduce and staying decentralized"));
     for (int g : redo) {
-      const Payload& payload = centralized_->last_payload(g);
-      results[g] = ExchangeByCollective(step, g, payload, 4 * payload.dim);
+      const Payload* payload = centralized_->payload_of(g, step);
+      if (payload == nullptr) {
+        // This worker never encoded the group (its encode failed): nothing
+        // to redo with; the step fails here with that error.
+        return results[g].ok() ? absl::InternalError(absl::StrCat("group ", g, " has no payload for step ", step))
+                               : results[g].status();
+      }
+      results[g] = ExchangeByCollective(step, g, *payload, 4 * payload->dim);
     }
     mode_ = Mode::kDecentralized;
     steps_decentralized_ = 0;

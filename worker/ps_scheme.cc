@@ -59,7 +59,8 @@ PsScheme::PsScheme(std::string scheme, std::string job, uint32_t rank, std::vect
       shard_of_group_(std::move(shard_of_group)),
       compressors_(std::move(compressors)),
       transport_(std::move(transport)),
-      last_payloads_(compressors_.size()) {}
+      last_payloads_(compressors_.size()),
+      last_payload_steps_(compressors_.size(), UINT64_MAX) {}
 
 void PsScheme::Exchange(uint64_t step, int group, absl::Span<const float> grad, absl::Span<const float> params,
                         ExchangeDone done) {
@@ -70,6 +71,7 @@ void PsScheme::Exchange(uint64_t step, int group, absl::Span<const float> grad, 
     return;
   }
   last_payloads_[group] = *std::move(payload);
+  last_payload_steps_[group] = step;
   const TraceSpan compress{"compress", start, absl::Now()};
   const size_t dense_bytes = grad.size() * sizeof(float);
   const absl::Time pushed = absl::Now();

@@ -44,9 +44,12 @@ class PsScheme final : public AggregationScheme {
   }
 
   // For the hybrid (worker/hybrid_scheme.h), which runs this scheme as its
-  // centralized route: the payload each group encoded last (kept until the
-  // group's next Exchange), the compressor stacks and the transport.
-  const Payload& last_payload(int group) const { return last_payloads_[group]; }
+  // centralized route: the payload `group` encoded for `step` (kept until the
+  // group's next Exchange; null if its encode for that step failed), the
+  // compressor stacks and the transport.
+  const Payload* payload_of(int group, uint64_t step) const {
+    return last_payload_steps_[group] == step ? &last_payloads_[group] : nullptr;
+  }
   GroupCompressors& compressors() { return compressors_; }
   PsTransport& transport() { return *transport_; }
 
@@ -61,7 +64,8 @@ class PsScheme final : public AggregationScheme {
   const std::vector<int> shard_of_group_;
   GroupCompressors compressors_;  // used on the communication thread
   std::unique_ptr<PsTransport> transport_;
-  std::vector<Payload> last_payloads_;  // per group
+  std::vector<Payload> last_payloads_;      // per group
+  std::vector<uint64_t> last_payload_steps_;  // the step of each (UINT64_MAX: none)
 };
 
 }  // namespace sketchfuse
