@@ -83,7 +83,9 @@ void TrainingCluster::StopServers(int signal) {
   for (pid_t pid : servers_) kill(pid, signal);
   for (pid_t pid : servers_) {
     const int code = WaitFor(pid, std::chrono::seconds(30));
-    if (signal == SIGTERM) EXPECT_EQ(code, 0);
+    if (signal == SIGTERM) {
+      EXPECT_EQ(code, 0);
+    }
   }
   servers_.clear();
 }

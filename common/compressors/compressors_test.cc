@@ -105,7 +105,9 @@ TEST(ThresholdCompressorTest, SendsAboutKOfTheLargest) {
   for (float v : p.values) min_sent = std::min(min_sent, std::abs(v));
   std::set<uint32_t> sent(p.indices.begin(), p.indices.end());
   for (size_t i = 0; i < g.size(); ++i) {
-    if (!sent.count(i)) ASSERT_LE(std::abs(g[i]), min_sent);
+    if (!sent.count(i)) {
+      ASSERT_LE(std::abs(g[i]), min_sent);
+    }
   }
 }
 

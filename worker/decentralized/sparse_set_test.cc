@@ -53,7 +53,9 @@ TEST(SparseSetTest, KeepTopKMovesTheRestToDroppedAndConservesTheSum) {
     for (size_t j = 0; j < dropped.indices.size(); ++j) {
       if (dropped.indices[j] != 1) largest_dropped = std::max(largest_dropped, std::abs(dropped.values[j]));
     }
-    if (!set.values.empty()) EXPECT_GE(smallest_kept, largest_dropped);
+    if (!set.values.empty()) {
+      EXPECT_GE(smallest_kept, largest_dropped);
+    }
   }
 }
 
