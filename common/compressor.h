@@ -12,6 +12,7 @@
 #define SKETCHFUSE_COMMON_COMPRESSOR_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -66,6 +67,16 @@ class Compressor {
     }
     return absl::OkStatus();
   }
+
+  // Sketch compressors: the shape of the sketch of a group of `dim` elements
+  // and how many heavy hitters its decode selects, so that a GPU worker can
+  // encode and decode the same payloads with the device kernels. nullopt for
+  // the others.
+  struct SketchLayout {
+    SketchShape shape;
+    uint64_t heavy_hitters = 0;
+  };
+  virtual std::optional<SketchLayout> SketchLayoutFor(uint64_t dim) const { return std::nullopt; }
 
   // Tells the compressor which coordinates of its last encoded input were
   // applied, so stateful decorators can clear them. Stateless compressors

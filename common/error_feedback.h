@@ -59,6 +59,9 @@ class CompressorDecorator : public Compressor {
   absl::Status CheckPayload(const Payload& payload) const override {
     return inner_->CheckPayload(payload);
   }
+  std::optional<SketchLayout> SketchLayoutFor(uint64_t dim) const override {
+    return inner_->SketchLayoutFor(dim);
+  }
 
   Compressor* inner() const { return inner_.get(); }
 

@@ -22,7 +22,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bundle=.gpu_bundle
 gpu_tests=(//cuda:device_test //cuda:count_sketch_kernels_test //cuda:topk_kernels_test
-           //cuda:vector_kernels_test //cuda:nccl_communicator_test //worker/collective:nccl_collective_test)
+           //cuda:vector_kernels_test //cuda:nccl_communicator_test //worker/collective:nccl_collective_test
+           //worker/gpu:device_group_state_test //worker/gpu:device_synthetic_run_test)
 
 usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
@@ -31,7 +32,7 @@ build() {
     echo "gpu_bundle.sh build: no CUDA toolkit (nvcc) at ${CUDA_PATH:-/usr/local/cuda}" >&2
     exit 1
   fi
-  local targets=(//bench:gpu_compression_bench)
+  local targets=(//bench:gpu_compression_bench //bench:gpu_worker_bench)
   targets+=("${gpu_tests[@]}")
   bash scripts/bazel.sh build "${targets[@]}" 2>&1 | grep -v -E 'linux-sandbox(-pid1)?\.cc'
   rm -rf "$bundle"
@@ -40,8 +41,8 @@ build() {
     local path="${t#//}"
     cp "bazel-bin/${path%%:*}/${path##*:}" "$bundle/bin/"
   done
-  cp bazel-bin/bench/gpu_compression_bench "$bundle/bin/"
-  cp bench/gpu_torch_reference.py bench/compare_gpu_vs_torch.py "$bundle/bench/"
+  cp bazel-bin/bench/gpu_compression_bench bazel-bin/bench/gpu_worker_bench "$bundle/bin/"
+  cp bench/gpu_torch_reference.py bench/compare_gpu_vs_torch.py bench/plot_gpu_worker.py "$bundle/bench/"
   # Every shared library the programs load, except the C library's own parts
   # (the GPU machine has a newer glibc) and NCCL (found there at run time).
   ldd "$bundle"/bin/* | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
@@ -112,6 +113,10 @@ run() {
       --json "$out/torch_gpu.json" | tee "$out/torch_gpu.txt"
     python3 "$bundle/bench/compare_gpu_vs_torch.py" "$out/sketchfuse_gpu.json" \
       "$out/torch_gpu.json" "$out/gpu_vs_torch" | tee "$out/gpu_vs_torch.txt"
+    echo "== gpu_worker_bench: a worker's step with its groups on the GPU and on the host"
+    LD_LIBRARY_PATH="$libs" "$bundle/bin/gpu_worker_bench" --csv "$out/gpu_worker.csv" \
+      --json "$out/gpu_worker.json" | tee "$out/gpu_worker.txt"
+    python3 "$bundle/bench/plot_gpu_worker.py" "$out/gpu_worker.json" "$out/gpu_worker.png" || true
   fi
   return "$failed"
 }

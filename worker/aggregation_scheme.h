@@ -29,6 +29,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/payload.h"
+#include "worker/gradient_view.h"
 
 namespace sketchfuse {
 
@@ -65,9 +66,10 @@ class AggregationScheme {
   // selection); the caller then passes them, else an empty span.
   virtual bool needs_parameters() const { return false; }
 
-  // Starts the exchange of `group`'s gradient for `step`. `grad` and `params`
-  // are only read before Exchange returns.
-  virtual void Exchange(uint64_t step, int group, absl::Span<const float> grad, absl::Span<const float> params,
+  // Starts the exchange of `group`'s gradient for `step`. `grad` (host or,
+  // on a GPU worker, device memory) and `params` are only read before
+  // Exchange returns.
+  virtual void Exchange(uint64_t step, int group, GradientView grad, absl::Span<const float> params,
                         ExchangeDone done) = 0;
 
   // Every group's result of `step`, in group order; the scheme may replace

@@ -54,7 +54,7 @@ CollectiveScheme::CollectiveScheme(std::string scheme, DecentralizedFn algorithm
       collective_(collective),
       pending_(compressors_.size()) {}
 
-void CollectiveScheme::Exchange(uint64_t step, int group, absl::Span<const float> grad,
+void CollectiveScheme::Exchange(uint64_t step, int group, GradientView grad,
                                 absl::Span<const float> params, ExchangeDone done) {
   const absl::Time start = absl::Now();
   absl::StatusOr<Payload> payload = compressors_.Encode(group, grad, EncodeContext{step, params});
@@ -69,7 +69,7 @@ void CollectiveScheme::Exchange(uint64_t step, int group, absl::Span<const float
   input.encoded = compressors_.EncodedInput(group, grad);
   input.k = selection_[group];
   input.second_round = second_round_;
-  input.decoder = &compressors_.compressor(group);
+  input.decode = [this, group](const Payload& sum) { return compressors_.Decode(group, sum); };
   const uint64_t bytes_before = collective_->bytes_sent();
   const absl::Time encoded = absl::Now();
   absl::StatusOr<GroupOutcome> outcome = algorithm_(*collective_, input);

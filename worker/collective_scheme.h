@@ -38,7 +38,7 @@ class CollectiveScheme final : public AggregationScheme {
   std::string name() const override { return scheme_; }
   bool needs_parameters() const override { return scheme_ == "importance_allreduce"; }
   // Runs the whole exchange before returning (done included).
-  void Exchange(uint64_t step, int group, absl::Span<const float> grad, absl::Span<const float> params,
+  void Exchange(uint64_t step, int group, GradientView grad, absl::Span<const float> params,
                 ExchangeDone done) override;
   absl::Status OnApplied(int group, const Update& update) override;
   std::vector<std::vector<float>> SaveState() const override { return compressors_.SaveState(); }

@@ -17,7 +17,26 @@ Settlement SettleAt(const Update& update) {
   return settlement;
 }
 
+absl::Status CheckDevicePlacement(const v1::RunConfig& run) {
+  if (run.device().empty() || run.device() == "cpu") return absl::OkStatus();
+  if (run.device() != "gpu") {
+    return absl::InvalidArgumentError(absl::StrCat("device must be cpu or gpu; got '", run.device(), "'"));
+  }
+  const std::string& scheme = run.scheme();
+  if (scheme != "sketch_ps" && scheme != "sketch_allreduce" && scheme != "auto") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device=gpu serves the count_sketch schemes (sketch_ps, sketch_allreduce, auto); got scheme ", scheme));
+  }
+  if (!run.error_feedback()) return absl::InvalidArgumentError("device=gpu keeps error feedback; the run turns it off");
+  if (run.second_round()) {
+    return absl::InvalidArgumentError("device=gpu does not run the exact second round (it needs host residuals)");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<GroupCompressors> GroupCompressors::Create(const v1::JobConfig& job) {
+  if (absl::Status s = CheckDevicePlacement(job.run()); !s.ok()) return s;
+  const bool on_device = job.run().device() == "gpu";
   std::vector<Stack> stacks;
   for (const v1::GroupConfig& group : job.groups()) {
     absl::StatusOr<std::unique_ptr<Compressor>> compressor = CompressorRegistry::Default().Create(group.compressor());
@@ -26,6 +45,23 @@ absl::StatusOr<GroupCompressors> GroupCompressors::Create(const v1::JobConfig& j
     }
     Stack stack;
     stack.top = *std::move(compressor);
+    if (on_device) {
+      const std::optional<Compressor::SketchLayout> layout = stack.top->SketchLayoutFor(group.dim());
+      if (!layout.has_value()) {
+        return absl::InvalidArgumentError(absl::StrCat("group ", group.group(), ": device=gpu needs a count_sketch "
+                                                       "compressor; got ", stack.top->spec()));
+      }
+      const float momentum = UsesMomentumCorrection(job.run()) ? static_cast<float>(job.run().momentum()) : -1.0f;
+      absl::StatusOr<std::unique_ptr<DeviceGroupState>> device =
+          DeviceGroupState::Create(*layout, group.dim(), momentum);
+      if (!device.ok()) {
+        return absl::Status(device.status().code(),
+                            absl::StrCat("group ", group.group(), " on the GPU: ", device.status().message()));
+      }
+      stack.device = *std::move(device);
+      stacks.push_back(std::move(stack));
+      continue;
+    }
     if (job.run().error_feedback()) {
       auto ef = std::make_unique<ErrorFeedback>(std::move(stack.top));
       stack.error_feedback = ef.get();
@@ -41,7 +77,7 @@ absl::StatusOr<GroupCompressors> GroupCompressors::Create(const v1::JobConfig& j
     }
     stacks.push_back(std::move(stack));
   }
-  return GroupCompressors(std::move(stacks));
+  return GroupCompressors(std::move(stacks), on_device);
 }
 
 absl::Status GroupCompressors::CheckGroup(int group) const {
@@ -51,14 +87,23 @@ absl::Status GroupCompressors::CheckGroup(int group) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Payload> GroupCompressors::Encode(int group, absl::Span<const float> grad,
-                                                 const EncodeContext& context) {
+absl::StatusOr<Payload> GroupCompressors::Encode(int group, GradientView grad, const EncodeContext& context) {
   if (absl::Status s = CheckGroup(group); !s.ok()) return s;
-  return stacks_[group].top->Encode(grad, context);
+  if (grad.on_device() != on_device_) {
+    return absl::FailedPreconditionError(absl::StrCat("group ", group, ": a gradient in ",
+                                                      grad.on_device() ? "device" : "host", " memory for groups kept on the ",
+                                                      on_device_ ? "GPU" : "host"));
+  }
+  if (on_device_) return stacks_[group].device->Encode(grad);
+  return stacks_[group].top->Encode(grad.host(), context);
 }
 
-absl::StatusOr<Update> GroupCompressors::Decode(int group, const Payload& aggregate) const {
+absl::StatusOr<Update> GroupCompressors::Decode(int group, const Payload& aggregate) {
   if (absl::Status s = CheckGroup(group); !s.ok()) return s;
+  if (on_device_) {
+    if (absl::Status s = stacks_[group].top->CheckPayload(aggregate); !s.ok()) return s;
+    return stacks_[group].device->Decode(aggregate);
+  }
   return stacks_[group].top->Decode(aggregate);
 }
 
@@ -67,20 +112,29 @@ absl::Span<const float> GroupCompressors::residual(int group) const {
   return ef == nullptr ? absl::Span<const float>() : ef->residual();
 }
 
-absl::Span<const float> GroupCompressors::EncodedInput(int group, absl::Span<const float> grad) const {
+absl::Span<const float> GroupCompressors::EncodedInput(int group, GradientView grad) const {
   const Stack& stack = stacks_[group];
   if (stack.error_feedback != nullptr) return stack.error_feedback->residual();
   if (stack.momentum != nullptr) return stack.momentum->velocity();
-  return grad;
+  return grad.host();
 }
 
 bool GroupCompressors::has_error_feedback() const {
-  return !stacks_.empty() && stacks_.front().error_feedback != nullptr;
+  return on_device_ || (!stacks_.empty() && stacks_.front().error_feedback != nullptr);
 }
 
 absl::Status GroupCompressors::Settle(int group, const Settlement& settlement) {
   if (absl::Status s = CheckGroup(group); !s.ok()) return s;
   Stack& stack = stacks_[group];
+  if (stack.device != nullptr) {
+    if (settlement.give_back.dense || !settlement.give_back.indices.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("group ", group, ": a group on the GPU takes nothing back"));
+    }
+    if (absl::Status s = stack.device->Settle(settlement.release, settlement.velocity_mask); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("group ", group, " ", s.message()));
+    }
+    return absl::OkStatus();
+  }
   // Validate every part first, so a misfit changes nothing.
   if (stack.momentum != nullptr) {
     if (absl::Status s = ValidateCoordinates(settlement.velocity_mask, stack.momentum->velocity().size()); !s.ok()) {
@@ -109,6 +163,15 @@ absl::Status GroupCompressors::Settle(int group, const Settlement& settlement) {
 std::vector<std::vector<float>> GroupCompressors::SaveState() const {
   std::vector<std::vector<float>> state;
   for (const Stack& stack : stacks_) {
+    if (stack.device != nullptr) {
+      // A failed copy (a lost device) leaves the entries empty: the state
+      // cannot be read back then, and a restart begins from zero residuals.
+      absl::StatusOr<std::vector<float>> residual = stack.device->Residual();
+      absl::StatusOr<std::vector<float>> velocity = stack.device->Velocity();
+      state.push_back(residual.ok() ? *std::move(residual) : std::vector<float>());
+      state.push_back(velocity.ok() ? *std::move(velocity) : std::vector<float>());
+      continue;
+    }
     state.emplace_back();
     if (stack.error_feedback != nullptr) {
       state.back().assign(stack.error_feedback->residual().begin(), stack.error_feedback->residual().end());
@@ -128,6 +191,15 @@ absl::Status GroupCompressors::RestoreState(const std::vector<std::vector<float>
   }
   for (size_t g = 0; g < stacks_.size(); ++g) {
     const Stack& stack = stacks_[g];
+    if (stack.device != nullptr) {
+      const size_t dim = stack.device->dim();
+      if ((!state[2 * g].empty() && state[2 * g].size() != dim) ||
+          (!state[2 * g + 1].empty() && state[2 * g + 1].size() != dim)) {
+        return absl::InvalidArgumentError(absl::StrCat("saved state of group ", g, " does not fit its ", dim,
+                                                       " elements"));
+      }
+      continue;
+    }
     if ((!state[2 * g].empty() && stack.error_feedback == nullptr) ||
         (!state[2 * g + 1].empty() && stack.momentum == nullptr)) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -135,6 +207,12 @@ absl::Status GroupCompressors::RestoreState(const std::vector<std::vector<float>
     }
   }
   for (size_t g = 0; g < stacks_.size(); ++g) {
+    if (stacks_[g].device != nullptr) {
+      if (absl::Status s = stacks_[g].device->Restore(state[2 * g], state[2 * g + 1]); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat("saved state of group ", g, ": ", s.message()));
+      }
+      continue;
+    }
     if (stacks_[g].error_feedback != nullptr) stacks_[g].error_feedback->RestoreResidual(state[2 * g]);
     if (stacks_[g].momentum != nullptr) stacks_[g].momentum->RestoreVelocity(state[2 * g + 1]);
   }

@@ -7,6 +7,12 @@
 // decentralized scheme received and dropped. So, for every scheme, whatever
 // was not applied stays in some worker's residual.
 //
+// Placement: with run.device "gpu" every group's state lives on the GPU
+// (worker/gpu/device_group_state.h): gradients arrive in device memory,
+// encode and decode run there, and only sketches cross to the host. That
+// placement serves the count_sketch schemes without exact second rounds
+// (CheckDevicePlacement); the host stack serves every scheme.
+//
 // NOTE: not thread-safe; a group is used by one thread at a time.
 #ifndef SKETCHFUSE_WORKER_GROUP_COMPRESSORS_H_
 #define SKETCHFUSE_WORKER_GROUP_COMPRESSORS_H_
@@ -19,6 +25,8 @@
 #include "common/compressor.h"
 #include "common/error_feedback.h"
 #include "proto/job_config.pb.h"
+#include "worker/gpu/device_group_state.h"
+#include "worker/gradient_view.h"
 
 namespace sketchfuse {
 
@@ -44,10 +52,20 @@ struct Settlement {
 // The usual settlement: release and mask the update's own coordinates.
 Settlement SettleAt(const Update& update);
 
+// OK if the run may keep its groups on the GPU (run.device "gpu"): a
+// count_sketch scheme (sketch_ps, sketch_allreduce, auto) with error feedback
+// and no second round. INVALID_ARGUMENT naming the misfit otherwise (also
+// for a device other than "", "cpu" and "gpu"); OK for a host-placed run.
+// Says nothing about whether a GPU is present, nor about the workload (the
+// worker daemon refuses the LibTorch models, which train on the CPU).
+absl::Status CheckDevicePlacement(const v1::RunConfig& run);
+
 class GroupCompressors {
  public:
   // One stack per group of `job` (job.groups[g].compressor, decorated as the
-  // run asks). INVALID_ARGUMENT naming the group for a bad spec.
+  // run asks), on the host or on the GPU as job.run().device says.
+  // INVALID_ARGUMENT naming the group for a bad spec or a run that cannot be
+  // placed on the GPU; FAILED_PRECONDITION for device "gpu" without a GPU.
   static absl::StatusOr<GroupCompressors> Create(const v1::JobConfig& job);
 
   GroupCompressors(GroupCompressors&&) = default;
@@ -57,19 +75,24 @@ class GroupCompressors {
   // OK if 0 <= group < size(); INVALID_ARGUMENT otherwise.
   absl::Status CheckGroup(int group) const;
 
+  bool on_device() const { return on_device_; }
+
   // Accumulates `grad` and encodes the group (Compressor::Encode).
-  absl::StatusOr<Payload> Encode(int group, absl::Span<const float> grad, const EncodeContext& context);
-  // Decodes an aggregate with the group's compressor.
-  absl::StatusOr<Update> Decode(int group, const Payload& aggregate) const;
+  // FAILED_PRECONDITION for a gradient in the other placement's memory.
+  absl::StatusOr<Payload> Encode(int group, GradientView grad, const EncodeContext& context);
+  // Decodes an aggregate with the group's compressor (on the GPU when the
+  // groups are there).
+  absl::StatusOr<Update> Decode(int group, const Payload& aggregate);
   const Compressor& compressor(int group) const { return *stacks_[group].top; }
 
   // The group's residual after the last Encode (the values Encode saw); empty
-  // without error feedback.
+  // without error feedback, and for groups on the GPU (see SaveState).
   absl::Span<const float> residual(int group) const;
   bool has_error_feedback() const;
   // The vector the group's inner compressor encoded last: the residual under
   // error feedback, else the velocity under momentum, else `grad` itself.
-  absl::Span<const float> EncodedInput(int group, absl::Span<const float> grad) const;
+  // Host placement only: empty for groups on the GPU.
+  absl::Span<const float> EncodedInput(int group, GradientView grad) const;
 
   // Applies a step's settlement. INVALID_ARGUMENT (state unchanged) if a
   // part does not fit the group.
@@ -86,10 +109,14 @@ class GroupCompressors {
     std::unique_ptr<Compressor> top;
     ErrorFeedback* error_feedback = nullptr;  // inside top, or null
     Momentum* momentum = nullptr;             // inside top, or null
+    // On the GPU: the state, and `top` is the bare compressor (for its spec
+    // and payload checks).
+    std::unique_ptr<DeviceGroupState> device;
   };
-  explicit GroupCompressors(std::vector<Stack> stacks) : stacks_(std::move(stacks)) {}
+  GroupCompressors(std::vector<Stack> stacks, bool on_device) : stacks_(std::move(stacks)), on_device_(on_device) {}
 
   std::vector<Stack> stacks_;
+  bool on_device_ = false;
 };
 
 }  // namespace sketchfuse

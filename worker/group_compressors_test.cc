@@ -3,6 +3,8 @@
 // mask, state saved and restored, and misfits refused with nothing changed.
 #include "worker/group_compressors.h"
 
+#include "cuda/device.h"
+
 #include "common/test_vectors.h"
 #include "gtest/gtest.h"
 
@@ -104,6 +106,60 @@ TEST(GroupCompressorsTest, ABadSpecIsRefusedNamingTheGroup) {
   absl::StatusOr<GroupCompressors> groups = GroupCompressors::Create(job);
   EXPECT_EQ(groups.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(groups.status().message().find("group 1"), std::string::npos) << groups.status();
+}
+
+TEST(GroupCompressorsTest, DevicePlacementIsForTheSketchSchemesWithErrorFeedback) {
+  v1::RunConfig run;
+  run.set_scheme("sketch_allreduce");
+  run.set_error_feedback(true);
+  EXPECT_TRUE(CheckDevicePlacement(run).ok());
+  run.set_device("cpu");
+  EXPECT_TRUE(CheckDevicePlacement(run).ok());
+  run.set_device("gpu");
+  EXPECT_TRUE(CheckDevicePlacement(run).ok());
+  for (const char* scheme : {"sketch_ps", "auto"}) {
+    run.set_scheme(scheme);
+    EXPECT_TRUE(CheckDevicePlacement(run).ok()) << scheme;
+  }
+  auto refusal = [](const v1::RunConfig& r) { return std::string(CheckDevicePlacement(r).message()); };
+  v1::RunConfig bad = run;
+  bad.set_device("tpu");
+  EXPECT_EQ(refusal(bad), "device must be cpu or gpu; got 'tpu'");
+  bad = run;
+  bad.set_scheme("topk_allgather");
+  EXPECT_NE(refusal(bad).find("serves the count_sketch schemes"), std::string::npos);
+  bad = run;
+  bad.set_error_feedback(false);
+  EXPECT_NE(refusal(bad).find("keeps error feedback"), std::string::npos);
+  bad = run;
+  bad.set_scheme("sketch_allreduce");
+  bad.set_second_round(true);
+  EXPECT_NE(refusal(bad).find("second round"), std::string::npos);
+}
+
+TEST(GroupCompressorsTest, DevicePlacementNeedsAGpuAndASketch) {
+  v1::JobConfig job = Job("sketch_allreduce", 0.9, true);
+  job.mutable_run()->set_device("gpu");
+  // A compressor that is not a sketch cannot be placed on the GPU.
+  absl::StatusOr<GroupCompressors> topk = GroupCompressors::Create(job);
+  EXPECT_EQ(topk.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(topk.status().message().find("group 0: device=gpu needs a count_sketch compressor"), std::string::npos)
+      << topk.status();
+  for (v1::GroupConfig& group : *job.mutable_groups()) group.set_compressor("count_sketch:k=1,cols=4");
+  absl::StatusOr<GroupCompressors> sketch = GroupCompressors::Create(job);
+  if (ProbeGpus().device_count == 0) {
+    // Here (CI): the refusal names the missing GPU. The GPU path itself is
+    // tested against this stack in worker/gpu/device_group_state_test.
+    EXPECT_EQ(sketch.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(sketch.status().message().find("group 0 on the GPU: device=gpu needs a GPU"), std::string::npos)
+        << sketch.status();
+  } else {
+    ASSERT_TRUE(sketch.ok()) << sketch.status();
+    EXPECT_TRUE(sketch->on_device());
+    // Host gradients are refused by groups kept on the GPU.
+    EXPECT_EQ(sketch->Encode(0, std::vector<float>(4, 1.0f), EncodeContext{}).status().code(),
+              absl::StatusCode::kFailedPrecondition);
+  }
 }
 
 }  // namespace

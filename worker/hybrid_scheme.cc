@@ -44,7 +44,7 @@ void HybridScheme::Log(const std::string& line) const {
   }
 }
 
-void HybridScheme::Exchange(uint64_t step, int group, absl::Span<const float> grad, absl::Span<const float> params,
+void HybridScheme::Exchange(uint64_t step, int group, GradientView grad, absl::Span<const float> params,
                             ExchangeDone done) {
   if (mode_ == Mode::kCentralized) {
     centralized_->Exchange(step, group, grad, params, std::move(done));
@@ -68,7 +68,7 @@ absl::StatusOr<ExchangeResult> HybridScheme::ExchangeByCollective(uint64_t step,
   input.step = step;
   input.group = group;
   input.payload = &payload;
-  input.decoder = &centralized_->compressors().compressor(group);
+  input.decode = [this, group](const Payload& sum) { return centralized_->compressors().Decode(group, sum); };
   const uint64_t bytes_before = collective_->bytes_sent();
   const absl::Time start = absl::Now();
   absl::StatusOr<GroupOutcome> outcome = SketchAllreduce(*collective_, input);

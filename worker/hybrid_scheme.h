@@ -49,7 +49,7 @@ class HybridScheme final : public AggregationScheme {
                                                               Collective* collective, HybridOptions options);
 
   std::string name() const override { return "auto"; }
-  void Exchange(uint64_t step, int group, absl::Span<const float> grad, absl::Span<const float> params,
+  void Exchange(uint64_t step, int group, GradientView grad, absl::Span<const float> params,
                 ExchangeDone done) override;
   absl::Status Reconcile(uint64_t step, std::vector<absl::StatusOr<ExchangeResult>>& results) override;
   // Both routes apply the decoded top-k of the same summed sketch, so the

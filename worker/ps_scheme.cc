@@ -62,7 +62,7 @@ PsScheme::PsScheme(std::string scheme, std::string job, uint32_t rank, std::vect
       last_payloads_(compressors_.size()),
       last_payload_steps_(compressors_.size(), UINT64_MAX) {}
 
-void PsScheme::Exchange(uint64_t step, int group, absl::Span<const float> grad, absl::Span<const float> params,
+void PsScheme::Exchange(uint64_t step, int group, GradientView grad, absl::Span<const float> params,
                         ExchangeDone done) {
   const absl::Time start = absl::Now();
   absl::StatusOr<Payload> payload = compressors_.Encode(group, grad, EncodeContext{step, params});

@@ -35,7 +35,7 @@ class PsScheme final : public AggregationScheme {
                                                           RpcChannelOptions options, RetryPolicy policy);
 
   std::string name() const override { return scheme_; }
-  void Exchange(uint64_t step, int group, absl::Span<const float> grad, absl::Span<const float> params,
+  void Exchange(uint64_t step, int group, GradientView grad, absl::Span<const float> params,
                 ExchangeDone done) override;
   absl::Status OnApplied(int group, const Update& update) override;
   std::vector<std::vector<float>> SaveState() const override { return compressors_.SaveState(); }

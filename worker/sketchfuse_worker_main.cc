@@ -24,6 +24,8 @@
 #include "worker/collective/collective_factory.h"
 #include "worker/collective_scheme.h"
 #include "worker/coordinator_client.h"
+#include "worker/gpu/device_memory.h"
+#include "worker/group_compressors.h"
 #include "worker/hybrid_scheme.h"
 #include "worker/job_plan.h"
 #include "worker/ps_scheme.h"
@@ -48,6 +50,9 @@ ABSL_FLAG(std::string, workload, "mlp",
 ABSL_FLAG(int, synthetic_steps, 20, "Synthetic workloads: steps per epoch (>= 1).");
 ABSL_FLAG(double, backward_ns_per_element, 2.0,
           "Synthetic workloads: modelled backward time per gradient element, ns (each layer adds 20 us).");
+ABSL_FLAG(std::string, device, "cpu",
+          "Where every worker of the job keeps fused gradients and compresses them: cpu, or gpu (device buffers "
+          "and the CUDA kernels; synthetic workloads with sketch_ps, sketch_allreduce or auto; needs a GPU).");
 ABSL_FLAG(std::string, scheme, "sketch_ps",
           "Aggregation scheme (see the list above): centralized sketch_ps, topk_ps, dense_ps; decentralized "
           "dense_allreduce, sketch_allreduce, topk_allgather, gtopk, importance_allreduce, spardl; or auto.");
@@ -162,6 +167,14 @@ absl::StatusOr<sketchfuse::v1::RunConfig> RunFromFlags() {
   if (absl::Status s = sketchfuse::CheckSchemeCompressor(run.scheme(), run.compressor()); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--scheme/--compressor: ", s.message()));
   }
+  run.set_device(absl::GetFlag(FLAGS_device));
+  if (absl::Status s = sketchfuse::CheckDevicePlacement(run); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--device: ", s.message()));
+  }
+  if (run.device() == "gpu" && !sketchfuse::IsSyntheticWorkload(run.workload())) {
+    return absl::InvalidArgumentError(absl::StrCat("--device=gpu is for the synthetic workloads; ", run.workload(),
+                                                   " trains with LibTorch on the CPU"));
+  }
   if (absl::Status s = sketchfuse::DescribeRun(world, &run); !s.ok()) return s;
   return run;
 }
@@ -230,6 +243,9 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  if (run->device() == "gpu") {
+    if (absl::Status s = sketchfuse::CheckGpuWorker(); !s.ok()) return Fail(s);
+  }
   const std::string worker_id = absl::GetFlag(FLAGS_worker_id);
   if (absl::GetFlag(FLAGS_coordinator).empty()) return Fail(absl::InvalidArgumentError("--coordinator is required"));
   if (worker_id.empty()) return Fail(absl::InvalidArgumentError("--worker_id is required"));

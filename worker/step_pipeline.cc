@@ -22,7 +22,8 @@ const char* PipelineEventName(PipelineEvent::Kind kind) {
 
 absl::StatusOr<std::unique_ptr<StepPipeline>> StepPipeline::Create(std::vector<int64_t> layer_sizes,
                                                                    std::vector<GroupLayout> groups,
-                                                                   AggregationScheme* scheme) {
+                                                                   AggregationScheme* scheme,
+                                                                   const BufferFactory& make_buffers) {
   if (scheme == nullptr) return absl::InvalidArgumentError("no aggregation scheme");
   int next = 0;
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -37,27 +38,45 @@ absl::StatusOr<std::unique_ptr<StepPipeline>> StepPipeline::Create(std::vector<i
     return absl::InvalidArgumentError(
         absl::StrCat("the groups cover ", next, " layers; the model has ", layer_sizes.size()));
   }
-  for (size_t l = 0; l < layer_sizes.size(); ++l) {
-    if (layer_sizes[l] <= 0) return absl::InvalidArgumentError(absl::StrCat("layer ", l, " is empty"));
+  std::vector<int64_t> group_sizes;
+  for (const GroupLayout& group : groups) {
+    int64_t size = 0;
+    for (int l = group.first_layer; l < group.first_layer + group.num_layers; ++l) {
+      if (layer_sizes[l] <= 0) return absl::InvalidArgumentError(absl::StrCat("layer ", l, " is empty"));
+      size += layer_sizes[l];
+    }
+    group_sizes.push_back(size);
   }
-  return std::unique_ptr<StepPipeline>(new StepPipeline(std::move(layer_sizes), std::move(groups), scheme));
+  std::unique_ptr<FusionBuffers> buffers;
+  if (make_buffers) {
+    absl::StatusOr<std::unique_ptr<FusionBuffers>> made = make_buffers(group_sizes);
+    if (!made.ok()) return made.status();
+    buffers = *std::move(made);
+  } else {
+    buffers = MakeHostFusionBuffers(group_sizes);
+  }
+  return std::unique_ptr<StepPipeline>(new StepPipeline(std::move(layer_sizes), std::move(groups), scheme,
+                                                        std::move(group_sizes), std::move(buffers)));
 }
 
 StepPipeline::StepPipeline(std::vector<int64_t> layer_sizes, std::vector<GroupLayout> groups,
-                           AggregationScheme* scheme)
-    : layer_sizes_(std::move(layer_sizes)), groups_(std::move(groups)), scheme_(scheme) {
+                           AggregationScheme* scheme, std::vector<int64_t> group_sizes,
+                           std::unique_ptr<FusionBuffers> buffers)
+    : layer_sizes_(std::move(layer_sizes)),
+      groups_(std::move(groups)),
+      scheme_(scheme),
+      group_sizes_(std::move(group_sizes)),
+      buffers_(std::move(buffers)) {
   layer_offsets_.resize(layer_sizes_.size());
   group_of_layer_.resize(layer_sizes_.size());
   for (size_t g = 0; g < groups_.size(); ++g) {
-    int64_t size = 0;
+    int64_t offset = 0;
     for (int l = groups_[g].first_layer; l < groups_[g].first_layer + groups_[g].num_layers; ++l) {
-      layer_offsets_[l] = size;
+      layer_offsets_[l] = offset;
       group_of_layer_[l] = static_cast<int>(g);
-      size += layer_sizes_[l];
+      offset += layer_sizes_[l];
     }
-    group_sizes_.push_back(size);
-    buffers_.emplace_back(size);
-    parameter_buffers_.emplace_back(scheme_->needs_parameters() ? size : 0);
+    parameter_buffers_.emplace_back(scheme_->needs_parameters() ? group_sizes_[g] : 0);
   }
   layer_seen_.assign(layer_sizes_.size(), true);  // no step begun
   layers_missing_.assign(groups_.size(), 0);
@@ -111,7 +130,7 @@ absl::Status StepPipeline::AddLayerParameters(int layer, absl::Span<const float>
   return absl::OkStatus();
 }
 
-absl::Status StepPipeline::AddLayerGradient(int layer, absl::Span<const float> grad) {
+absl::Status StepPipeline::AddLayerGradient(int layer, GradientView grad) {
   absl::Status error;
   if (layer < 0 || layer >= static_cast<int>(layer_sizes_.size())) {
     error = absl::InvalidArgumentError(absl::StrCat("layer ", layer, " is out of range [0, ", layer_sizes_.size(), ")"));
@@ -128,11 +147,16 @@ absl::Status StepPipeline::AddLayerGradient(int layer, absl::Span<const float> g
     changed_.notify_all();
     return error;
   }
-  layer_seen_[layer] = true;
   const int g = group_of_layer_[layer];
   // Different layers write disjoint ranges; the group is not handed over
   // before its last layer is in, so the copy may run under the lock cheaply.
-  std::memcpy(buffers_[g].data() + layer_offsets_[layer], grad.data(), grad.size() * sizeof(float));
+  if (absl::Status written = buffers_->Write(g, layer_offsets_[layer], grad); !written.ok()) {
+    error = absl::Status(written.code(), absl::StrCat("layer ", layer, ": ", written.message()));
+    if (step_error_.ok()) step_error_ = error;
+    changed_.notify_all();
+    return error;
+  }
+  layer_seen_[layer] = true;
   if (--layers_missing_[g] == 0) {
     RecordLocked(PipelineEvent::Kind::kGroupReady, g);
     ready_[g] = true;
@@ -167,7 +191,7 @@ void StepPipeline::CommunicationLoop() {
     const uint64_t step = step_;
     RecordLocked(PipelineEvent::Kind::kExchangeStart, g);
     lock.unlock();
-    scheme_->Exchange(step, g, buffers_[g], parameter_buffers_[g], [this, g](absl::StatusOr<ExchangeResult> result) {
+    scheme_->Exchange(step, g, buffers_->Get(g), parameter_buffers_[g], [this, g](absl::StatusOr<ExchangeResult> result) {
       std::lock_guard<std::mutex> done_lock(mu_);
       RecordLocked(PipelineEvent::Kind::kUpdateReceived, g);
       results_[g] = std::move(result);

@@ -27,6 +27,8 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "worker/aggregation_scheme.h"
+#include "worker/fusion_buffers.h"
+#include "worker/gradient_view.h"
 
 namespace sketchfuse {
 
@@ -65,18 +67,24 @@ struct StepTraffic {
 class StepPipeline {
  public:
   // INVALID_ARGUMENT unless the groups tile the layers in order and every
-  // layer size is positive.
+  // layer size is positive. `make_buffers` makes the fusion buffers for the
+  // group sizes (default: host memory; a GPU worker's are on the device).
+  using BufferFactory =
+      std::function<absl::StatusOr<std::unique_ptr<FusionBuffers>>(const std::vector<int64_t>& group_sizes)>;
   static absl::StatusOr<std::unique_ptr<StepPipeline>> Create(std::vector<int64_t> layer_sizes,
                                                               std::vector<GroupLayout> groups,
-                                                              AggregationScheme* scheme);
+                                                              AggregationScheme* scheme,
+                                                              const BufferFactory& make_buffers = nullptr);
   ~StepPipeline();  // stops the communication thread after the exchanges in flight
 
   void BeginStep(uint64_t step);
 
-  // Copies layer `layer`'s gradient of this step. INVALID_ARGUMENT for a
-  // layer out of range, a size that is not the layer's, or a layer given
-  // twice in a step; the step is then failed (FinishStep reports it).
-  absl::Status AddLayerGradient(int layer, absl::Span<const float> grad);
+  // Copies layer `layer`'s gradient of this step (host memory, or device
+  // memory for device buffers). INVALID_ARGUMENT for a layer out of range, a
+  // size that is not the layer's, or a layer given twice in a step;
+  // FAILED_PRECONDITION for a placement the buffers cannot read. The step is
+  // then failed (FinishStep reports it).
+  absl::Status AddLayerGradient(int layer, GradientView grad);
 
   // Copies layer `layer`'s parameter values for this step, for schemes that
   // need them (AggregationScheme::needs_parameters); call it before the
@@ -107,7 +115,8 @@ class StepPipeline {
   int group_of_layer(int layer) const { return group_of_layer_[layer]; }
 
  private:
-  StepPipeline(std::vector<int64_t> layer_sizes, std::vector<GroupLayout> groups, AggregationScheme* scheme);
+  StepPipeline(std::vector<int64_t> layer_sizes, std::vector<GroupLayout> groups, AggregationScheme* scheme,
+               std::vector<int64_t> group_sizes, std::unique_ptr<FusionBuffers> buffers);
   void RecordLocked(PipelineEvent::Kind kind, int group);
   bool HasGroupToExchangeLocked() const;
   void CommunicationLoop();
@@ -117,7 +126,7 @@ class StepPipeline {
   AggregationScheme* const scheme_;
   std::vector<int64_t> group_sizes_, layer_offsets_;
   std::vector<int> group_of_layer_;
-  std::vector<std::vector<float>> buffers_;  // one per group
+  std::unique_ptr<FusionBuffers> buffers_;  // one per group
   std::vector<std::vector<float>> parameter_buffers_;  // one per group, when the scheme needs them
 
   mutable std::mutex mu_;

@@ -185,6 +185,11 @@ TEST_F(PipelineTest, RefusesBadLayerGradientsAndFailsTheStep) {
   std::vector<float> g(10, 1.0f), wrong(9, 1.0f);
   EXPECT_EQ(pipeline->AddLayerGradient(2, g).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(pipeline->AddLayerGradient(0, wrong).code(), absl::StatusCode::kInvalidArgument);
+  // A view of device memory cannot be fused into host buffers (the pointer
+  // is never read).
+  const absl::Status misplaced = pipeline->AddLayerGradient(1, GradientView::OnDevice(g.data(), g.size()));
+  EXPECT_EQ(misplaced.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(misplaced.message().find("layer 1: a gradient in device memory"), absl::string_view::npos) << misplaced;
   EXPECT_TRUE(pipeline->AddLayerGradient(0, g).ok());
   EXPECT_EQ(pipeline->AddLayerGradient(0, g).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(pipeline->FinishStep(absl::Seconds(5)).ok());
@@ -202,7 +207,7 @@ TEST_F(PipelineTest, RefusesBadLayerGradientsAndFailsTheStep) {
 TEST(StepPipelineCreateTest, RefusesLayoutsThatDoNotTileTheLayers) {
   class NoScheme : public AggregationScheme {
     std::string name() const override { return "none"; }
-    void Exchange(uint64_t, int, absl::Span<const float>, absl::Span<const float>, ExchangeDone done) override {
+    void Exchange(uint64_t, int, GradientView, absl::Span<const float>, ExchangeDone done) override {
       done(absl::UnimplementedError("none"));
     }
     absl::Status OnApplied(int, const Update&) override { return absl::OkStatus(); }

@@ -12,11 +12,11 @@ namespace sketchfuse {
 
 absl::StatusOr<std::unique_ptr<SyntheticRunner>> SyntheticRunner::Create(SyntheticConfig config,
                                                                           AggregationScheme* scheme) {
-  const v1::RunConfig& run = config.joined.job().run();
+  std::unique_ptr<SyntheticRunner> runner(new SyntheticRunner(std::move(config), scheme));
+  const v1::RunConfig& run = runner->config_.joined.job().run();
   absl::StatusOr<ModelProfile> profile = ModelProfileByName(run.workload());
   if (!profile.ok()) return profile.status();
-  const uint32_t rank = config.joined.rank();
-  std::unique_ptr<SyntheticRunner> runner(new SyntheticRunner(std::move(config), scheme));
+  const uint32_t rank = runner->config_.joined.rank();
   const std::vector<TensorSpec> layers = profile->BackwardOrder();
   if (static_cast<int>(layers.size()) != run.layer_sizes_size()) {
     return absl::InvalidArgumentError(absl::StrCat("the run has ", run.layer_sizes_size(), " layers; ", run.workload(),
@@ -43,8 +43,16 @@ absl::StatusOr<std::unique_ptr<SyntheticRunner>> SyntheticRunner::Create(Synthet
     runner->parameters_.resize(runner->gradient_.size());
     for (float& w : runner->parameters_) w = normal(rng);
   }
+  StepPipeline::BufferFactory buffers;  // host by default
+  if (run.device() == "gpu") {
+    absl::StatusOr<DeviceArray> uploaded = DeviceArray::Upload(runner->gradient_);
+    if (!uploaded.ok()) return uploaded.status();
+    runner->device_gradient_ = *std::move(uploaded);
+    runner->gradient_ = {};
+    buffers = MakeDeviceFusionBuffers;
+  }
   absl::StatusOr<std::unique_ptr<StepPipeline>> pipeline =
-      StepPipeline::Create(runner->layer_sizes_, GroupLayouts(runner->config_.joined.job()), scheme);
+      StepPipeline::Create(runner->layer_sizes_, GroupLayouts(runner->config_.joined.job()), scheme, buffers);
   if (!pipeline.ok()) return pipeline.status();
   runner->pipeline_ = *std::move(pipeline);
   if (!runner->config_.trace_path.empty()) {
@@ -65,9 +73,11 @@ absl::Status SyntheticRunner::Step(int64_t step) {
                                                                              layer_sizes_[l]))
           .IgnoreError();  // a misfit fails the step in AddLayerGradient
     }
-    if (absl::Status s = pipeline_->AddLayerGradient(
-            static_cast<int>(l), absl::MakeConstSpan(gradient_.data() + layer_offsets_[l], layer_sizes_[l]));
-        !s.ok()) {
+    const GradientView grad =
+        device_gradient_.size() > 0
+            ? device_gradient_.view(layer_offsets_[l], layer_sizes_[l])
+            : GradientView(absl::MakeConstSpan(gradient_.data() + layer_offsets_[l], layer_sizes_[l]));
+    if (absl::Status s = pipeline_->AddLayerGradient(static_cast<int>(l), grad); !s.ok()) {
       return s;
     }
   }

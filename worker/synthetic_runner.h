@@ -11,6 +11,11 @@
 // step: the values shape compression cost and ratio, and regenerating 25-138M
 // heavy-tailed values per step would cost more than the step itself. There is
 // no model to update and no accuracy; the report is time and traffic.
+//
+// With run.device "gpu" the gradient is uploaded to the GPU once, the fusion
+// buffers are device memory, and the scheme's groups are encoded and decoded
+// there (worker/group_compressors.h): what a GPU worker's step costs beside
+// its backward pass.
 #ifndef SKETCHFUSE_WORKER_SYNTHETIC_RUNNER_H_
 #define SKETCHFUSE_WORKER_SYNTHETIC_RUNNER_H_
 
@@ -22,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "proto/coordinator.pb.h"
 #include "worker/aggregation_scheme.h"
+#include "worker/gpu/device_memory.h"
 #include "worker/step_pipeline.h"
 #include "worker/step_stats.h"
 #include "worker/trace_writer.h"
@@ -57,7 +63,8 @@ class SyntheticRunner {
   std::vector<int64_t> layer_offsets_;      // into gradient_, backward order
   std::vector<int64_t> layer_sizes_;
   std::vector<absl::Duration> layer_backward_;
-  std::vector<float> gradient_;             // the whole model, backward order
+  std::vector<float> gradient_;             // the whole model, backward order (host)
+  DeviceArray device_gradient_;             // the same on the GPU (device "gpu")
   std::vector<float> parameters_;           // for importance selection
   std::unique_ptr<TraceWriter> trace_;
   absl::Time apply_begin_, apply_end_;

@@ -38,6 +38,9 @@ expect_refusal "unexpected argument 'extra'" "${plan[@]}" --world_size=2 extra
 expect_refusal "--second_round is for --scheme=sketch_allreduce only" "${plan[@]}" --world_size=2 --second_round
 expect_refusal "scheme gtopk needs the topk compressor" "${plan[@]}" --world_size=2 --scheme=gtopk --compressor=dense
 expect_refusal "the schemes are sketch_ps, topk_ps, dense_ps, dense_allreduce" --scheme=ring --print_route
+expect_refusal "--device: device must be cpu or gpu; got 'tpu'" "${plan[@]}" --world_size=2 --device=tpu
+expect_refusal "--device=gpu is for the synthetic workloads; mlp trains with LibTorch on the CPU" "${plan[@]}" --world_size=2 --device=gpu
+expect_refusal "device=gpu serves the count_sketch schemes (sketch_ps, sketch_allreduce, auto); got scheme topk_ps" "${plan[@]}" --world_size=2 --workload=resnet50 --scheme=topk_ps --device=gpu
 [ -e "$out_dir/job.json" ] && { echo "FAIL: a refused run wrote its job config"; failures=$((failures + 1)); }
 
 run=(--world_size=1 --train_examples=2000 --worker_id=w-0)
@@ -54,6 +57,10 @@ expect_refusal "--metrics_port must be -1 (off) or in [0, 65535]; got 70000" "${
 expect_refusal "--trace_steps must be >= 1; got 0" "${decentralized[@]}" --trace_file="$out_dir/trace.json" --trace_steps=0
 expect_refusal "--collective_timeout_s and --probe_every must be >= 1" "${decentralized[@]}" --collective_timeout_s=0
 expect_refusal "--collective_timeout_s and --probe_every must be >= 1" "${run[@]}" --coordinator=127.0.0.1:1 --scheme=auto --probe_every=0
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  expect_refusal "device=gpu needs a GPU; there is none" "${run[@]}" --coordinator=127.0.0.1:1 --workload=resnet50 \
+    --scheme=sketch_allreduce --device=gpu
+fi
 
 # A valid run writes its job config.
 if "$bin" "${plan[@]}" --world_size=2 >/dev/null 2>&1 && grep -q '"layerSizes"' "$out_dir/job.json"; then
@@ -71,7 +78,8 @@ done
 if "$bin" --help >"$out_dir/help" 2>&1; then :; fi
 for flag in coordinator worker_id world_size workload scheme compressor fusion epochs batch_size \
             learning_rate checkpoint_dir token_file tls_ca tls_cert tls_key write_job_config \
-            second_round collective collective_host collective_timeout_s probe_every trace_file trace_steps metrics_port; do
+            second_round collective collective_host collective_timeout_s probe_every trace_file trace_steps metrics_port \
+            device; do
   grep -q -- "-$flag" "$out_dir/help" || { echo "FAIL: --help does not explain --$flag"; failures=$((failures + 1)); }
 done
 [ "$failures" -eq 0 ] && echo "all refusals are clear" || echo "$failures failure(s)"

@@ -38,6 +38,10 @@ class CountSketchCompressor final : public Compressor {
                        seed_};
   }
 
+  std::optional<SketchLayout> SketchLayoutFor(uint64_t dim) const override {
+    return SketchLayout{ShapeFor(dim), selection_.For(dim)};
+  }
+
   absl::StatusOr<Payload> Encode(absl::Span<const float> grad, const EncodeContext&) override {
     absl::Status size = CheckGroupSize(grad.size());
     if (!size.ok()) return size;

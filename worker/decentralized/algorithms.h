@@ -21,6 +21,7 @@
 #define SKETCHFUSE_WORKER_DECENTRALIZED_ALGORITHMS_H_
 
 #include <cstdint>
+#include <functional>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -44,8 +45,9 @@ struct GroupInput {
   uint64_t k = 0;
   // sketch_allreduce: a second round replaces the estimates by exact sums.
   bool second_round = false;
-  // sketch_allreduce: decodes the summed sketch (the group's compressor).
-  const Compressor* decoder = nullptr;
+  // sketch_allreduce: decodes the summed sketch (the group's compressor's
+  // decode, on the host or, on a GPU worker, on the device).
+  std::function<absl::StatusOr<Update>(const Payload&)> decode;
 };
 
 struct GroupOutcome {

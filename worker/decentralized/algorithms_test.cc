@@ -72,7 +72,7 @@ std::vector<RankResult> RunAlgorithm(DecentralizedFn algorithm, int size, uint64
     input.encoded = mine.encoded;
     input.k = k;
     input.second_round = second_round;
-    input.decoder = decoder.get();
+    input.decode = [&decoder](const Payload& sum) { return decoder->Decode(sum); };
     mine.outcome = algorithm(c, input);
     return mine.outcome.status();
   });

@@ -10,12 +10,12 @@ absl::StatusOr<GroupOutcome> SketchAllreduce(Collective& collective, const Group
       !s.ok()) {
     return s;
   }
-  if (input.decoder == nullptr) return absl::InvalidArgumentError("sketch_allreduce needs the group's decoder");
+  if (!input.decode) return absl::InvalidArgumentError("sketch_allreduce needs the group's decoder");
   // Sketches are linear: the allreduced table is the sketch of the sum.
   Payload sum = *input.payload;
   if (absl::Status s = collective.AllReduceSum(absl::MakeSpan(sum.values)); !s.ok()) return s;
   const absl::Time decode_start = absl::Now();
-  absl::StatusOr<Update> decoded = input.decoder->Decode(sum);
+  absl::StatusOr<Update> decoded = input.decode(sum);
   const absl::Duration decode_time = absl::Now() - decode_start;
   if (!decoded.ok()) return decoded.status();
   GroupOutcome outcome;

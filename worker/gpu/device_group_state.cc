@@ -1,0 +1,221 @@
+// device_group_state.h with the CUDA kernels (builds with the toolkit).
+#include "worker/gpu/device_group_state.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "cuda/count_sketch_kernels.h"
+#include "cuda/cuda_check.h"
+#include "cuda/device_buffer.h"
+#include "cuda/error_feedback_kernels.h"
+#include "cuda/topk_kernels.h"
+#include "worker/gpu/device_memory.h"
+
+namespace sketchfuse {
+
+struct DeviceGroupState::Impl {
+  ~Impl() {
+    if (host_table != nullptr) cudaFreeHost(host_table);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+
+  // Copies host coordinates to the device (growing the index buffer) and
+  // zeroes `target` (and `also`, when not null) there; all: the whole vector.
+  absl::Status Clear(const Coordinates& coordinates, float* target, float* also) {
+    if (coordinates.all) {
+      GPU_RETURN_IF_ERROR(cudaMemsetAsync(target, 0, dim * sizeof(float), stream), "clearing a group");
+      if (also != nullptr) {
+        GPU_RETURN_IF_ERROR(cudaMemsetAsync(also, 0, dim * sizeof(float), stream), "clearing a group");
+      }
+      return absl::OkStatus();
+    }
+    if (coordinates.indices.empty()) return absl::OkStatus();
+    if (index_scratch.size() < coordinates.indices.size()) {
+      absl::StatusOr<DeviceBuffer<uint32_t>> grown = DeviceBuffer<uint32_t>::Allocate(coordinates.indices.size());
+      if (!grown.ok()) return grown.status();
+      index_scratch = *std::move(grown);
+    }
+    GPU_RETURN_IF_ERROR(cudaMemcpyAsync(index_scratch.data(), coordinates.indices.data(),
+                                        coordinates.indices.size() * sizeof(uint32_t), cudaMemcpyHostToDevice, stream),
+                        "copying applied coordinates");
+    if (absl::Status s =
+            LaunchClearApplied(index_scratch.data(), coordinates.indices.size(), dim, target, also, stream);
+        !s.ok()) {
+      return s;
+    }
+    // The host indices may be freed once Settle returns.
+    GPU_RETURN_IF_ERROR(cudaStreamSynchronize(stream), "clearing applied coordinates");
+    return absl::OkStatus();
+  }
+
+  uint64_t dim = 0;
+  Compressor::SketchLayout layout;
+  float momentum = -1;  // < 0: none
+  cudaStream_t stream = nullptr;
+  DeviceBuffer<float> residual, velocity, table;
+  DeviceBuffer<uint32_t> hitter_indices, index_scratch;
+  DeviceBuffer<float> hitter_values;
+  TopKWorkspace workspace;
+  float* host_table = nullptr;  // pinned, num_cells floats
+};
+
+DeviceGroupState::DeviceGroupState(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+DeviceGroupState::~DeviceGroupState() = default;
+
+uint64_t DeviceGroupState::dim() const { return impl_->dim; }
+
+absl::StatusOr<std::unique_ptr<DeviceGroupState>> DeviceGroupState::Create(const Compressor::SketchLayout& layout,
+                                                                           uint64_t dim, float momentum) {
+  if (absl::Status s = CheckGroupSize(dim); !s.ok()) return s;
+  if (absl::Status s = ValidateSketchShape(layout.shape); !s.ok()) return s;
+  if (momentum >= 1) return absl::InvalidArgumentError(absl::StrCat("momentum must be in [0, 1); got ", momentum));
+  if (absl::Status s = CheckGpuWorker(); !s.ok()) return s;
+  auto impl = std::make_unique<Impl>();
+  impl->dim = dim;
+  impl->layout = layout;
+  impl->layout.heavy_hitters = std::min<uint64_t>(layout.heavy_hitters, dim);
+  impl->momentum = momentum;
+  GPU_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking), "creating a group's stream");
+  auto allocate = [](auto& buffer, size_t n) -> absl::Status {
+    auto made = std::remove_reference_t<decltype(buffer)>::Allocate(n);
+    if (!made.ok()) return made.status();
+    buffer = *std::move(made);
+    return absl::OkStatus();
+  };
+  const size_t cells = layout.shape.num_cells();
+  const size_t k = impl->layout.heavy_hitters;
+  for (absl::Status s : {allocate(impl->residual, dim), allocate(impl->velocity, momentum >= 0 ? dim : 0),
+                         allocate(impl->table, cells), allocate(impl->hitter_indices, k),
+                         allocate(impl->hitter_values, k)}) {
+    if (!s.ok()) return s;
+  }
+  absl::StatusOr<TopKWorkspace> workspace = TopKWorkspace::Create(dim, /*for_sketches=*/true);
+  if (!workspace.ok()) return workspace.status();
+  impl->workspace = *std::move(workspace);
+  GPU_RETURN_IF_ERROR(cudaMallocHost(reinterpret_cast<void**>(&impl->host_table), cells * sizeof(float)),
+                      "allocating the pinned sketch buffer");
+  if (absl::Status s = impl->residual.ZeroAsync(impl->stream); !s.ok()) return s;
+  if (absl::Status s = impl->velocity.ZeroAsync(impl->stream); !s.ok()) return s;
+  GPU_RETURN_IF_ERROR(cudaStreamSynchronize(impl->stream), "zeroing a group's state");
+  return std::unique_ptr<DeviceGroupState>(new DeviceGroupState(std::move(impl)));
+}
+
+absl::StatusOr<Payload> DeviceGroupState::Encode(GradientView grad) {
+  Impl& s = *impl_;
+  if (!grad.on_device()) {
+    return absl::InvalidArgumentError("a GPU worker's group state encodes gradients in device memory only");
+  }
+  if (grad.size() != s.dim) {
+    return absl::InvalidArgumentError(absl::StrCat("the group has ", s.dim, " elements; got a gradient of ",
+                                                   grad.size()));
+  }
+  float* velocity = s.momentum >= 0 ? s.velocity.data() : nullptr;
+  if (absl::Status st = LaunchErrorFeedbackAccumulate(grad.device(), s.dim, std::max(s.momentum, 0.0f), velocity,
+                                                      s.residual.data(), s.stream);
+      !st.ok()) {
+    return st;
+  }
+  if (absl::Status st = s.table.ZeroAsync(s.stream); !st.ok()) return st;
+  if (absl::Status st = LaunchCountSketchInsert(s.layout.shape, s.residual.data(), static_cast<uint32_t>(s.dim),
+                                                s.table.data(), s.stream);
+      !st.ok()) {
+    return st;
+  }
+  const size_t cells = s.layout.shape.num_cells();
+  GPU_RETURN_IF_ERROR(cudaMemcpyAsync(s.host_table, s.table.data(), cells * sizeof(float), cudaMemcpyDeviceToHost,
+                                      s.stream),
+                      "copying the sketch to the host");
+  GPU_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream), "encoding a group");
+  Payload payload;
+  payload.kind = PayloadKind::kSketch;
+  payload.dim = s.dim;
+  payload.sketch = s.layout.shape;
+  payload.values.assign(s.host_table, s.host_table + cells);
+  return payload;
+}
+
+absl::StatusOr<Update> DeviceGroupState::Decode(const Payload& aggregate) {
+  Impl& s = *impl_;
+  if (aggregate.kind != PayloadKind::kSketch || aggregate.dim != s.dim || aggregate.sketch != s.layout.shape ||
+      aggregate.values.size() != s.layout.shape.num_cells()) {
+    return absl::InvalidArgumentError(absl::StrCat("the aggregate is not a sketch of this group's shape (",
+                                                   s.layout.shape.rows, "x", s.layout.shape.cols, ", dim ", s.dim,
+                                                   ")"));
+  }
+  const size_t cells = s.layout.shape.num_cells();
+  std::memcpy(s.host_table, aggregate.values.data(), cells * sizeof(float));
+  GPU_RETURN_IF_ERROR(cudaMemcpyAsync(s.table.data(), s.host_table, cells * sizeof(float), cudaMemcpyHostToDevice,
+                                      s.stream),
+                      "copying the aggregate to the device");
+  const uint64_t k = s.layout.heavy_hitters;
+  if (absl::Status st = LaunchSketchHeavyHitters(s.layout.shape, s.table.data(), s.dim, k, s.workspace,
+                                                 s.hitter_indices.data(), s.hitter_values.data(), s.stream);
+      !st.ok()) {
+    return st;
+  }
+  Update update;
+  update.dim = s.dim;
+  update.indices.resize(k);
+  update.values.resize(k);
+  GPU_RETURN_IF_ERROR(cudaMemcpyAsync(update.indices.data(), s.hitter_indices.data(), k * sizeof(uint32_t),
+                                      cudaMemcpyDeviceToHost, s.stream),
+                      "copying the heavy hitters to the host");
+  GPU_RETURN_IF_ERROR(cudaMemcpyAsync(update.values.data(), s.hitter_values.data(), k * sizeof(float),
+                                      cudaMemcpyDeviceToHost, s.stream),
+                      "copying the heavy hitters to the host");
+  GPU_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream), "decoding a group");
+  return update;
+}
+
+absl::Status DeviceGroupState::Settle(const Coordinates& release, const Coordinates& velocity_mask) {
+  Impl& s = *impl_;
+  if (absl::Status st = ValidateCoordinates(release, s.dim); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("release: ", st.message()));
+  }
+  const bool has_velocity = s.momentum >= 0;
+  if (has_velocity) {
+    if (absl::Status st = ValidateCoordinates(velocity_mask, s.dim); !st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("velocity mask: ", st.message()));
+    }
+  }
+  const bool same = release.all == velocity_mask.all && release.indices == velocity_mask.indices;
+  if (has_velocity && same) return s.Clear(release, s.residual.data(), s.velocity.data());
+  if (absl::Status st = s.Clear(release, s.residual.data(), nullptr); !st.ok()) return st;
+  if (has_velocity) return s.Clear(velocity_mask, s.velocity.data(), nullptr);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<float>> DeviceGroupState::Residual() const {
+  return CopyToHost(GradientView::OnDevice(impl_->residual.data(), impl_->residual.size()));
+}
+
+absl::StatusOr<std::vector<float>> DeviceGroupState::Velocity() const {
+  return CopyToHost(GradientView::OnDevice(impl_->velocity.data(), impl_->velocity.size()));
+}
+
+absl::Status DeviceGroupState::Restore(absl::Span<const float> residual, absl::Span<const float> velocity) {
+  Impl& s = *impl_;
+  if (!residual.empty() && residual.size() != s.dim) {
+    return absl::InvalidArgumentError(absl::StrCat("a residual of ", residual.size(), " values for a group of ", s.dim));
+  }
+  if (!velocity.empty() && velocity.size() != s.velocity.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("a velocity of ", velocity.size(), " values for a group keeping ",
+                                                   s.velocity.size()));
+  }
+  auto load = [&](DeviceBuffer<float>& target, absl::Span<const float> values) -> absl::Status {
+    if (values.empty()) return target.ZeroAsync(s.stream);
+    GPU_RETURN_IF_ERROR(cudaMemcpyAsync(target.data(), values.data(), values.size() * sizeof(float),
+                                        cudaMemcpyHostToDevice, s.stream),
+                        "restoring a group's state");
+    return absl::OkStatus();
+  };
+  if (absl::Status st = load(s.residual, residual); !st.ok()) return st;
+  if (absl::Status st = load(s.velocity, velocity); !st.ok()) return st;
+  GPU_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream), "restoring a group's state");
+  return absl::OkStatus();
+}
+
+}  // namespace sketchfuse

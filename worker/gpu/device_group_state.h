@@ -1,0 +1,77 @@
+// The compression state of one fusion group on a GPU worker: the job's
+// count_sketch compressor under error feedback, and momentum correction when
+// the run uses it, with the residual, the velocity and the sketch in device
+// memory. It does on the device what the CPU stack of worker/group_compressors.h
+// does on the host:
+//
+//   Encode(g):   u = m * u + g; e = e + u (e = e + g without momentum);
+//                the payload is the Count-Sketch of e. Buckets and signs are
+//                the CPU's bit for bit (common/sketch_hash.h); a cell's sum
+//                may differ from the CPU's in float rounding (atomics add in
+//                another order).
+//   Decode(s):   the heavy hitters of an aggregate sketch, selected on the
+//                device: for the same table, the CPU's indices and values bit
+//                for bit (cuda/topk_kernels.h).
+//   Settle:      zeroes e and u at the applied coordinates.
+//
+// Only the sketch crosses to the host (a few MB per group); the gradient,
+// residual and velocity never do, except in Save/Restore for checkpoints.
+//
+// NOTE: not thread-safe; a group is used by one thread at a time. Each state
+// has its own CUDA stream, so groups may be encoded concurrently.
+#ifndef SKETCHFUSE_WORKER_GPU_DEVICE_GROUP_STATE_H_
+#define SKETCHFUSE_WORKER_GPU_DEVICE_GROUP_STATE_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/compressor.h"
+#include "common/error_feedback.h"
+#include "common/payload.h"
+#include "worker/gradient_view.h"
+
+namespace sketchfuse {
+
+class DeviceGroupState {
+ public:
+  // The state of a group of `dim` elements encoded with `layout` (from the
+  // compressor's SketchLayoutFor(dim)); `momentum` in [0, 1), or negative for
+  // none. FAILED_PRECONDITION without a GPU (worker/gpu/device_memory.h
+  // CheckGpuWorker), INVALID_ARGUMENT for a bad size or momentum,
+  // RESOURCE_EXHAUSTED when device memory runs out.
+  static absl::StatusOr<std::unique_ptr<DeviceGroupState>> Create(const Compressor::SketchLayout& layout,
+                                                                  uint64_t dim, float momentum);
+  ~DeviceGroupState();
+
+  uint64_t dim() const;
+
+  // Accumulates `grad` (device memory, dim elements) and returns the sketch
+  // of the residual. INVALID_ARGUMENT for a host view or another size.
+  absl::StatusOr<Payload> Encode(GradientView grad);
+
+  // The heavy hitters of `aggregate`, a sketch of this group's shape and dim
+  // (INVALID_ARGUMENT otherwise).
+  absl::StatusOr<Update> Decode(const Payload& aggregate);
+
+  // Zeroes the residual at `release` and the velocity at `velocity_mask`.
+  // INVALID_ARGUMENT (state unchanged) if either does not fit the group.
+  absl::Status Settle(const Coordinates& release, const Coordinates& velocity_mask);
+
+  // Host copies of the residual and the velocity (empty without momentum),
+  // and their restoration (INVALID_ARGUMENT unless sizes fit; an empty
+  // vector restores zeros).
+  absl::StatusOr<std::vector<float>> Residual() const;
+  absl::StatusOr<std::vector<float>> Velocity() const;
+  absl::Status Restore(absl::Span<const float> residual, absl::Span<const float> velocity);
+
+ private:
+  struct Impl;
+  explicit DeviceGroupState(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_WORKER_GPU_DEVICE_GROUP_STATE_H_

@@ -1,0 +1,177 @@
+// The GPU placement of the group compressors against the host stack, its
+// reference, on random heavy-tailed data of many sizes (1, odd sizes, sizes
+// that are not multiples of a block, and a million), over several steps with
+// error feedback and momentum correction:
+//  - the residual and the velocity stay bit-identical to the host's (the
+//    same rounded products and sums, the same settlements);
+//  - each sketch cell matches the host's within 1e-5 of the sum of |e| that
+//    hashed into it (atomics add in another order; that is their only
+//    rounding difference);
+//  - decoding the same aggregate gives the host's indices and values bit for
+//    bit;
+//  - misplaced, misfit and out-of-range inputs are refused with the state
+//    unchanged; SaveState and RestoreState round-trip.
+#include <cmath>
+#include <random>
+
+#include "common/sketch_hash.h"
+#include "cuda/gpu_test_util.h"
+#include "gtest/gtest.h"
+#include "worker/gpu/device_group_state.h"
+#include "worker/gpu/device_memory.h"
+#include "worker/group_compressors.h"
+
+namespace sketchfuse {
+namespace {
+
+const std::vector<uint64_t> kSizes = {1, 255, 1000, 4097, 100003, 1 << 20};
+
+v1::JobConfig Job(const std::string& device, double momentum) {
+  v1::JobConfig job;
+  job.set_world_size(2);
+  job.mutable_run()->set_scheme("sketch_allreduce");
+  job.mutable_run()->set_momentum(momentum);
+  job.mutable_run()->set_error_feedback(true);
+  job.mutable_run()->set_device(device);
+  for (size_t g = 0; g < kSizes.size(); ++g) {
+    v1::GroupConfig* group = job.add_groups();
+    group->set_group(g);
+    group->set_dim(kSizes[g]);
+    group->set_compressor("count_sketch:density=0.01,rows=5,width=4,seed=7");
+  }
+  return job;
+}
+
+// Student-t-like values: mostly small, a few large (the shape of gradients).
+std::vector<float> HeavyTailed(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::student_t_distribution<float> t(3.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = 0.01f * t(rng);
+  return v;
+}
+
+// Per cell, the sum of |x| of the coordinates that hash into it.
+std::vector<double> CellMass(const SketchShape& shape, absl::Span<const float> x) {
+  std::vector<double> mass(shape.num_cells(), 0.0);
+  for (uint32_t r = 0; r < shape.rows; ++r) {
+    const RowHash h = MakeRowHash(shape.seed, r);
+    for (uint32_t i = 0; i < x.size(); ++i) {
+      mass[static_cast<size_t>(r) * shape.cols + BucketOf(HashBits(h, i), shape.cols)] += std::abs(x[i]);
+    }
+  }
+  return mass;
+}
+
+TEST(DeviceGroupStateTest, EncodeDecodeAndSettleMatchTheHostStack) {
+  SKIP_WITHOUT_GPU();
+  for (double momentum : {0.0, 0.9}) {
+    SCOPED_TRACE(testing::Message() << "momentum " << momentum);
+    absl::StatusOr<GroupCompressors> host = GroupCompressors::Create(Job("cpu", momentum));
+    absl::StatusOr<GroupCompressors> gpu = GroupCompressors::Create(Job("gpu", momentum));
+    ASSERT_TRUE(host.ok()) << host.status();
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    ASSERT_TRUE(gpu->on_device());
+    for (int step = 0; step < 3; ++step) {
+      for (size_t g = 0; g < kSizes.size(); ++g) {
+        SCOPED_TRACE(testing::Message() << "step " << step << " dim " << kSizes[g]);
+        const std::vector<float> grad = HeavyTailed(kSizes[g], 100 * step + g);
+        absl::StatusOr<DeviceArray> on_device = DeviceArray::Upload(grad);
+        ASSERT_TRUE(on_device.ok()) << on_device.status();
+        absl::StatusOr<Payload> want = host->Encode(g, grad, EncodeContext{static_cast<uint64_t>(step)});
+        absl::StatusOr<Payload> got = gpu->Encode(g, on_device->view(), EncodeContext{static_cast<uint64_t>(step)});
+        ASSERT_TRUE(want.ok()) << want.status();
+        ASSERT_TRUE(got.ok()) << got.status();
+        ASSERT_EQ(got->sketch, want->sketch);
+        ASSERT_EQ(got->dim, want->dim);
+        ASSERT_EQ(got->values.size(), want->values.size());
+        const std::vector<double> mass = CellMass(want->sketch, host->residual(g));
+        for (size_t c = 0; c < mass.size(); ++c) {
+          ASSERT_LE(std::abs(got->values[c] - want->values[c]), 1e-5 * mass[c] + 1e-30) << "cell " << c;
+        }
+        // The same aggregate decodes to the same update, bit for bit.
+        absl::StatusOr<Update> want_update = host->Decode(g, *want);
+        absl::StatusOr<Update> got_update = gpu->Decode(g, *want);
+        ASSERT_TRUE(want_update.ok()) << want_update.status();
+        ASSERT_TRUE(got_update.ok()) << got_update.status();
+        ASSERT_EQ(got_update->indices, want_update->indices);
+        ASSERT_EQ(got_update->values, want_update->values);
+        ASSERT_TRUE(host->Settle(g, SettleAt(*want_update)).ok());
+        ASSERT_TRUE(gpu->Settle(g, SettleAt(*want_update)).ok());
+      }
+      // Residual and velocity: bit-identical after every step.
+      ASSERT_EQ(gpu->SaveState(), host->SaveState());
+    }
+  }
+}
+
+TEST(DeviceGroupStateTest, RefusesMisfitsAndKeepsItsState) {
+  SKIP_WITHOUT_GPU();
+  absl::StatusOr<GroupCompressors> gpu = GroupCompressors::Create(Job("gpu", 0.9));
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  const std::vector<float> grad = HeavyTailed(1000, 1);
+  // A host gradient for groups on the GPU.
+  absl::StatusOr<Payload> misplaced = gpu->Encode(2, grad, EncodeContext{});
+  EXPECT_EQ(misplaced.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(misplaced.status().message().find("host memory for groups kept on the GPU"), std::string::npos);
+  absl::StatusOr<DeviceArray> on_device = DeviceArray::Upload(grad);
+  ASSERT_TRUE(on_device.ok());
+  // Another group's size.
+  EXPECT_EQ(gpu->Encode(1, on_device->view(), EncodeContext{}).status().code(), absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<Payload> payload = gpu->Encode(2, on_device->view(), EncodeContext{});
+  ASSERT_TRUE(payload.ok()) << payload.status();
+  const std::vector<std::vector<float>> before = gpu->SaveState();
+  // An aggregate of another shape.
+  Payload wrong = *payload;
+  wrong.values.pop_back();
+  EXPECT_EQ(gpu->Decode(2, wrong).status().code(), absl::StatusCode::kInvalidArgument);
+  // Coordinates out of range, or not ascending; something given back.
+  Settlement out_of_range;
+  out_of_range.release.dim = 1000;
+  out_of_range.release.indices = {3, 1000};
+  out_of_range.velocity_mask = out_of_range.release;
+  EXPECT_EQ(gpu->Settle(2, out_of_range).code(), absl::StatusCode::kInvalidArgument);
+  Settlement unsorted = out_of_range;
+  unsorted.release.indices = {7, 3};
+  unsorted.velocity_mask = unsorted.release;
+  EXPECT_EQ(gpu->Settle(2, unsorted).code(), absl::StatusCode::kInvalidArgument);
+  Settlement give_back;
+  give_back.release = Coordinates{1000, false, {3}};
+  give_back.velocity_mask = give_back.release;
+  give_back.give_back = Update{};
+  give_back.give_back.dim = 1000;
+  give_back.give_back.indices = {5};
+  give_back.give_back.values = {1.0f};
+  EXPECT_EQ(gpu->Settle(2, give_back).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(gpu->SaveState(), before);
+  // A restored state reads back as saved; a misfit is refused.
+  absl::StatusOr<GroupCompressors> other = GroupCompressors::Create(Job("gpu", 0.9));
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE(other->RestoreState(before).ok());
+  EXPECT_EQ(other->SaveState(), before);
+  std::vector<std::vector<float>> misfit = before;
+  misfit[4].push_back(1.0f);  // group 2's residual
+  EXPECT_EQ(other->RestoreState(misfit).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(DeviceGroupStateTest, FusionBuffersOnTheDeviceHoldWhatWasWritten) {
+  SKIP_WITHOUT_GPU();
+  absl::StatusOr<std::unique_ptr<FusionBuffers>> buffers = MakeDeviceFusionBuffers({5, 1 << 20});
+  ASSERT_TRUE(buffers.ok()) << buffers.status();
+  const std::vector<float> a = HeavyTailed(3, 1), b = HeavyTailed(2, 2), c = HeavyTailed(1 << 20, 3);
+  absl::StatusOr<DeviceArray> c_on_device = DeviceArray::Upload(c);
+  ASSERT_TRUE(c_on_device.ok());
+  // Host values and device values, at their offsets.
+  ASSERT_TRUE((*buffers)->Write(0, 0, a).ok());
+  ASSERT_TRUE((*buffers)->Write(0, 3, b).ok());
+  ASSERT_TRUE((*buffers)->Write(1, 0, c_on_device->view()).ok());
+  absl::StatusOr<std::vector<float>> group0 = CopyToHost((*buffers)->Get(0));
+  absl::StatusOr<std::vector<float>> group1 = CopyToHost((*buffers)->Get(1));
+  ASSERT_TRUE(group0.ok() && group1.ok());
+  EXPECT_EQ(*group0, (std::vector<float>{a[0], a[1], a[2], b[0], b[1]}));
+  EXPECT_EQ(*group1, c);
+  EXPECT_TRUE((*buffers)->Get(1).on_device());
+}
+
+}  // namespace
+}  // namespace sketchfuse

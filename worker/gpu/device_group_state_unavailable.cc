@@ -1,0 +1,32 @@
+// device_group_state.h in a build without the CUDA
+// toolkit: nothing can be placed on a GPU, and every entry point says so.
+#include <utility>
+
+#include "worker/gpu/device_group_state.h"
+
+namespace sketchfuse {
+namespace {
+
+absl::Status NoCuda() {
+  return absl::FailedPreconditionError(
+      "device=gpu needs a GPU; this build has none (built without the CUDA toolkit)");
+}
+
+}  // namespace
+
+struct DeviceGroupState::Impl {};
+DeviceGroupState::DeviceGroupState(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+DeviceGroupState::~DeviceGroupState() = default;
+uint64_t DeviceGroupState::dim() const { return 0; }
+absl::StatusOr<std::unique_ptr<DeviceGroupState>> DeviceGroupState::Create(const Compressor::SketchLayout&, uint64_t,
+                                                                           float) {
+  return NoCuda();
+}
+absl::StatusOr<Payload> DeviceGroupState::Encode(GradientView) { return NoCuda(); }
+absl::StatusOr<Update> DeviceGroupState::Decode(const Payload&) { return NoCuda(); }
+absl::Status DeviceGroupState::Settle(const Coordinates&, const Coordinates&) { return NoCuda(); }
+absl::StatusOr<std::vector<float>> DeviceGroupState::Residual() const { return NoCuda(); }
+absl::StatusOr<std::vector<float>> DeviceGroupState::Velocity() const { return NoCuda(); }
+absl::Status DeviceGroupState::Restore(absl::Span<const float>, absl::Span<const float>) { return NoCuda(); }
+
+}  // namespace sketchfuse
