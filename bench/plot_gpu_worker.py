@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Plots bench/gpu_worker_bench's JSON: per workload, the step time of the host
-and the GPU placement, split into compress, communicate and decode (rank 0's
-medians; the rest of the step is fusion and bookkeeping).
+"""Plots bench/gpu_worker_bench's JSON: per workload and placement (host, GPU),
+the whole step and its compress, communicate and decode phases side by side
+(rank 0's medians, log scale; the rest of the step is the modelled backward
+pass's 20 us per layer, fusion and bookkeeping).
 
     python3 bench/plot_gpu_worker.py gpu_worker.json gpu_worker.png
 """
@@ -22,14 +23,15 @@ def main():
         print(f"(no matplotlib: {sys.argv[2]} not drawn)")
         return
     labels = [f"{r['workload']}\n{r['device']}" for r in rows]
-    phases = ["compress_ms", "communicate_ms", "decode_ms"]
-    fig, ax = plt.subplots(figsize=(1.6 * len(rows) + 2, 4))
-    bottom = [0.0] * len(rows)
-    for phase in phases:
-        values = [r[phase] for r in rows]
-        ax.bar(labels, values, bottom=bottom, label=phase[:-3])
-        bottom = [b + v for b, v in zip(bottom, values)]
-    ax.scatter(labels, [r["step_ms"] for r in rows], color="black", marker="_", s=400, label="whole step", zorder=3)
+    series = [("step_ms", "whole step"), ("compress_ms", "compress"), ("communicate_ms", "communicate"),
+              ("decode_ms", "decode")]
+    fig, ax = plt.subplots(figsize=(1.8 * len(rows) + 2, 4))
+    width = 0.8 / len(series)
+    for j, (key, name) in enumerate(series):
+        xs = [i + (j - (len(series) - 1) / 2) * width for i in range(len(rows))]
+        ax.bar(xs, [max(r[key], 1e-3) for r in rows], width, label=name)
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels(labels)
     ax.set_ylabel("ms per step (median)")
     ax.set_yscale("log")
     ax.set_title(f"sketch_allreduce step, {rows[0]['workers']} workers: groups on the host vs on the GPU")

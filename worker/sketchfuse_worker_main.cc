@@ -50,9 +50,10 @@ ABSL_FLAG(std::string, workload, "mlp",
 ABSL_FLAG(int, synthetic_steps, 20, "Synthetic workloads: steps per epoch (>= 1).");
 ABSL_FLAG(double, backward_ns_per_element, 2.0,
           "Synthetic workloads: modelled backward time per gradient element, ns (each layer adds 20 us).");
-ABSL_FLAG(std::string, device, "cpu",
-          "Where every worker of the job keeps fused gradients and compresses them: cpu, or gpu (device buffers "
-          "and the CUDA kernels; synthetic workloads with sketch_ps, sketch_allreduce or auto; needs a GPU).");
+ABSL_FLAG(std::string, device, "auto",
+          "Where every worker of the job keeps fused gradients and compresses them: cpu; gpu (device buffers "
+          "and the CUDA kernels; synthetic workloads with sketch_ps, sketch_allreduce or auto; needs a GPU); or "
+          "auto: gpu where a GPU is present and the run can use it, else cpu (workers must resolve it alike).");
 ABSL_FLAG(std::string, scheme, "sketch_ps",
           "Aggregation scheme (see the list above): centralized sketch_ps, topk_ps, dense_ps; decentralized "
           "dense_allreduce, sketch_allreduce, topk_allgather, gtopk, importance_allreduce, spardl; or auto.");
@@ -168,6 +169,13 @@ absl::StatusOr<sketchfuse::v1::RunConfig> RunFromFlags() {
     return absl::InvalidArgumentError(absl::StrCat("--scheme/--compressor: ", s.message()));
   }
   run.set_device(absl::GetFlag(FLAGS_device));
+  if (run.device() == "auto") {
+    sketchfuse::v1::RunConfig on_gpu = run;
+    on_gpu.set_device("gpu");
+    const bool gpu = sketchfuse::IsSyntheticWorkload(run.workload()) &&
+                     sketchfuse::CheckDevicePlacement(on_gpu).ok() && sketchfuse::CheckGpuWorker().ok();
+    run.set_device(gpu ? "gpu" : "cpu");
+  }
   if (absl::Status s = sketchfuse::CheckDevicePlacement(run); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--device: ", s.message()));
   }

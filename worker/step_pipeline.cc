@@ -157,6 +157,13 @@ absl::Status StepPipeline::AddLayerGradient(int layer, GradientView grad) {
     return error;
   }
   layer_seen_[layer] = true;
+  if (layers_missing_[g] == 1) {
+    if (absl::Status sealed = buffers_->Seal(g); !sealed.ok()) {
+      if (step_error_.ok()) step_error_ = sealed;
+      changed_.notify_all();
+      return sealed;
+    }
+  }
   if (--layers_missing_[g] == 0) {
     RecordLocked(PipelineEvent::Kind::kGroupReady, g);
     ready_[g] = true;

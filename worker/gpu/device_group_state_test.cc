@@ -165,6 +165,8 @@ TEST(DeviceGroupStateTest, FusionBuffersOnTheDeviceHoldWhatWasWritten) {
   ASSERT_TRUE((*buffers)->Write(0, 0, a).ok());
   ASSERT_TRUE((*buffers)->Write(0, 3, b).ok());
   ASSERT_TRUE((*buffers)->Write(1, 0, c_on_device->view()).ok());
+  ASSERT_TRUE((*buffers)->Seal(0).ok());
+  ASSERT_TRUE((*buffers)->Seal(1).ok());
   absl::StatusOr<std::vector<float>> group0 = CopyToHost((*buffers)->Get(0));
   absl::StatusOr<std::vector<float>> group1 = CopyToHost((*buffers)->Get(1));
   ASSERT_TRUE(group0.ok() && group1.ok());

@@ -88,7 +88,14 @@ class DeviceFusionBuffers final : public FusionBuffers {
                                         values.on_device() ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice,
                                         stream_),
                         "fusing a layer gradient");
-    GPU_RETURN_IF_ERROR(cudaStreamSynchronize(stream_), "fusing a layer gradient");
+    // Host memory may be reused as soon as Write returns; device values stay
+    // put until Seal (the contract), so their copies overlap the backward pass.
+    if (!values.on_device()) GPU_RETURN_IF_ERROR(cudaStreamSynchronize(stream_), "fusing a layer gradient");
+    return absl::OkStatus();
+  }
+
+  absl::Status Seal(int group) override {
+    GPU_RETURN_IF_ERROR(cudaStreamSynchronize(stream_), absl::StrCat("completing fusion group ", group));
     return absl::OkStatus();
   }
 

@@ -51,9 +51,10 @@ class DeviceArray {
 // Copies any view (host or device memory) to the host (complete on return).
 absl::StatusOr<std::vector<float>> CopyToHost(GradientView values);
 
-// One device buffer per group size. Writes accept host or device values and
-// are complete when Write returns (so a group handed to the communication
-// thread is whole); Get returns device views.
+// One device buffer per group size, written on one CUDA stream. Writes
+// accept host values (copied when Write returns) and device values (enqueued;
+// Seal waits for them, so a group handed to the communication thread is
+// whole); Get returns device views.
 absl::StatusOr<std::unique_ptr<FusionBuffers>> MakeDeviceFusionBuffers(const std::vector<int64_t>& group_sizes);
 
 }  // namespace sketchfuse
