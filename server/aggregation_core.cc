@@ -12,8 +12,9 @@
 namespace sketchfuse {
 namespace {
 
-std::string RoundName(const std::string& job, uint32_t group, uint64_t step) {
-  return absl::StrCat("round (job '", job, "', step ", step, ", group ", group, ")");
+std::string RoundName(const std::string& job, uint32_t group, uint64_t step, bool second_round = false) {
+  return absl::StrCat(second_round ? "second round" : "round", " (job '", job, "', step ", step, ", group ", group,
+                      ")");
 }
 
 // Keeps the `k` largest-magnitude entries of a sparse update.
@@ -91,12 +92,45 @@ absl::Status AggregationCore::ValidatePush(const RoundKey& key, uint32_t worker,
     return absl::InvalidArgumentError(absl::StrCat("payload dim ", payload.dim, " does not match group ",
                                                    spec.group, " of ", spec.dim, " elements"));
   }
+  if (key.second_round) {
+    if (!spec.second_round) {
+      return absl::InvalidArgumentError(absl::StrCat("group ", spec.group, " does not run a second round"));
+    }
+    if (payload.kind != PayloadKind::kSparse) {
+      return absl::InvalidArgumentError(absl::StrCat("payload: a second round takes sparse payloads, not ",
+                                                     PayloadKindName(payload.kind)));
+    }
+    *group = it->second.get();
+    return absl::OkStatus();
+  }
   {
     std::lock_guard<std::mutex> lock(it->second->decode_mu);
     absl::Status fits = it->second->decoder->CheckPayload(payload);
     if (!fits.ok()) return absl::InvalidArgumentError(absl::StrCat("payload: ", fits.message()));
   }
   *group = it->second.get();
+  return absl::OkStatus();
+}
+
+absl::Status AggregationCore::CheckCandidatesLocked(const RoundKey& key, const Payload& payload) const {
+  const std::shared_ptr<const Update>* candidates = nullptr;
+  auto finished = finished_.find(FinishedKey{key.group, false});
+  if (finished != finished_.end()) {
+    for (const auto& [step, result] : finished->second) {
+      if (step == key.step) candidates = &result.update;
+    }
+  }
+  if (candidates == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(RoundName(key.job, key.group, key.step),
+                                                      " has no answer here (not finished, or no longer kept): "
+                                                      "its second round cannot start"));
+  }
+  if (payload.indices != (*candidates)->indices) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "payload: a second-round push must carry exactly the ", (*candidates)->indices.size(),
+        " candidate indices of ", RoundName(key.job, key.group, key.step), "; got ", payload.indices.size(),
+        payload.indices.size() == (*candidates)->indices.size() ? " indices that differ" : ""));
+  }
   return absl::OkStatus();
 }
 
@@ -108,18 +142,27 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
     done(valid);
     return;
   }
-  const RoundId id{key.group, key.step};
+  const RoundId id{key.group, key.step, key.second_round};
   const uint64_t payload_bytes = payload.WireBytes();
   absl::StatusOr<RoundResult> immediate = absl::UnknownError("unset");
   bool answer_now = false;
   bool complete = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.pushes;
-    auto open = rounds_.find(id);
-    if (open == rounds_.end()) {
+    if (key.second_round) {
+      if (absl::Status fits = CheckCandidatesLocked(key, payload); !fits.ok()) {
+        immediate = fits;
+        answer_now = true;
+      }
+    }
+    auto open = rounds_.end();
+    if (!answer_now) {
+      ++stats_.pushes;
+      open = rounds_.find(id);
+    }
+    if (!answer_now && open == rounds_.end()) {
       // Not open: finished (answer again), too old to answer, or new.
-      const auto& finished = finished_[key.group];
+      const auto& finished = finished_[FinishedKey{key.group, key.second_round}];
       for (const auto& [step, result] : finished) {
         if (step == key.step) {
           immediate = result;
@@ -127,8 +170,8 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
         }
       }
       if (!answer_now && !finished.empty() && key.step < finished.front().first) {
-        immediate = absl::FailedPreconditionError(absl::StrCat(
-            RoundName(key.job, key.group, key.step), " finished long ago; its answer is no longer kept"));
+        immediate = absl::FailedPreconditionError(absl::StrCat(RoundName(key.job, key.group, key.step, key.second_round),
+                                                               " finished long ago; its answer is no longer kept"));
         answer_now = true;
       }
       if (!answer_now) {
@@ -188,11 +231,18 @@ void AggregationCore::Complete(Group& group, const RoundId& id) {
   parts.clear();
   if (!merged.ok()) {
     update = absl::InvalidArgumentError(absl::StrCat("payloads of the round do not merge: ", merged.message()));
+  } else if (id.second_round) {
+    // Every push carried the same candidates: the sum is the exact update.
+    Update exact;
+    exact.dim = aggregate.dim;
+    exact.indices = std::move(aggregate.indices);
+    exact.values = std::move(aggregate.values);
+    update = std::move(exact);
   } else {
     std::lock_guard<std::mutex> lock(group.decode_mu);
     update = group.decoder->Decode(aggregate);
   }
-  if (update.ok() && group.spec.reselect_top_k > 0) Reselect(group.spec.reselect_top_k, &*update);
+  if (update.ok() && !id.second_round && group.spec.reselect_top_k > 0) Reselect(group.spec.reselect_top_k, &*update);
   const absl::Time decoded = absl::Now();
 
   absl::StatusOr<RoundResult> result =
@@ -207,8 +257,8 @@ void AggregationCore::Complete(Group& group, const RoundId& id) {
     --stats_.rounds_open;
     if (result.ok()) {
       ++stats_.rounds_completed;
-      auto& finished = finished_[id.first];
-      finished.emplace_back(id.second, *result);
+      auto& finished = finished_[FinishedKey{id.group, id.second_round}];
+      finished.emplace_back(id.step, *result);
       while (finished.size() > std::max<size_t>(1, config_.finished_rounds_kept)) {
         finished.pop_front();
       }
@@ -218,8 +268,8 @@ void AggregationCore::Complete(Group& group, const RoundId& id) {
   }
   for (PushCallback& done : waiting) done(result);
   if (config_.on_round_finished) {
-    config_.on_round_finished(
-        RoundReport{id.first, id.second, result.ok(), decoded - opened, decoded - decode_start});
+    config_.on_round_finished(RoundReport{id.group, id.step, id.second_round, result.ok(), decoded - opened,
+                                          decoded - decode_start});
   }
 }
 
@@ -237,8 +287,8 @@ int AggregationCore::FailRounds(
         continue;
       }
       failed.emplace_back(std::move(it->second.waiting), std::move(status));
-      reports.push_back(RoundReport{it->first.first, it->first.second, false, now - it->second.opened,
-                                    absl::ZeroDuration()});
+      reports.push_back(RoundReport{it->first.group, it->first.step, it->first.second_round, false,
+                                    now - it->second.opened, absl::ZeroDuration()});
       it = rounds_.erase(it);
       --stats_.rounds_open;
       ++stats_.rounds_failed;
@@ -261,7 +311,7 @@ int AggregationCore::ExpireRounds(absl::Time now) {
       if (!round.arrived[w]) missing.push_back(w);
     }
     return absl::DeadlineExceededError(absl::StrCat(
-        RoundName(config_.job, id.first, id.second), " did not complete within ",
+        RoundName(config_.job, id.group, id.step, id.second_round), " did not complete within ",
         absl::FormatDuration(config_.round_deadline), ": missing workers ",
         absl::StrJoin(missing, ", "), " of ", config_.world_size));
   });

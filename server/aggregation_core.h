@@ -21,6 +21,13 @@
 //     Its memory is freed, and a later push of the same round starts it afresh,
 //     so workers may re-push an unfinished round.
 //   - Memory of finished rounds is freed; only their answers are kept.
+//   - Second round (Sketched-SGD), for groups that ask for it: once the sketch
+//     round of (step, group) is answered with its candidates (the decoded
+//     heavy hitters), each worker pushes its exact values at exactly those
+//     indices to the round's second round, and every worker is answered with
+//     their exact sums. A second-round push whose indices are not the
+//     candidates, or that comes before the first round is answered here, is
+//     refused and changes nothing.
 //   - Deterministic: a round's payloads are kept apart until it is complete and
 //     then merged in worker order, so the update does not depend on the order
 //     of arrival (float sums are order-sensitive) and training runs are
@@ -39,6 +46,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -59,12 +67,15 @@ struct GroupSpec {
   // When > 0, the decoded update keeps only its this-many largest-magnitude
   // entries (BytePS-style Top-k PS re-selection of a sparse union).
   uint64_t reselect_top_k = 0;
+  // Accepts second-round pushes (exact values at the candidates).
+  bool second_round = false;
 };
 
 // How a round ended, for metrics.
 struct RoundReport {
   uint32_t group = 0;
   uint64_t step = 0;
+  bool second_round = false;
   bool completed = false;  // false: failed (deadline, shutdown, unmergeable payloads)
   // From the round's first push until its answer (or failure).
   absl::Duration latency;
@@ -88,6 +99,9 @@ struct RoundKey {
   std::string job;
   uint64_t step = 0;
   uint32_t group = 0;
+  // The second round of (step, group): sparse pushes of exact values at the
+  // first round's candidates.
+  bool second_round = false;
 };
 
 struct RoundResult {
@@ -107,7 +121,8 @@ class AggregationCore {
   static absl::StatusOr<std::unique_ptr<AggregationCore>> Create(AggregationConfig config);
 
   // Adds `worker`'s payload to the round; `done` runs as described in the
-  // file comment. `now` starts the round's deadline on its first push.
+  // file comment. `now` starts the round's deadline on its first push. For a
+  // second round the payload is sparse, with the candidates' indices.
   void Push(const RoundKey& key, uint32_t worker, Payload payload, absl::Time now,
             PushCallback done);
 
@@ -143,13 +158,26 @@ class AggregationCore {
     std::vector<PushCallback> waiting;
     bool decoding = false;
   };
-  using RoundId = std::pair<uint32_t, uint64_t>;  // (group, step)
+  struct RoundId {
+    uint32_t group = 0;
+    uint64_t step = 0;
+    bool second_round = false;
+    bool operator<(const RoundId& o) const {
+      return std::tie(group, step, second_round) < std::tie(o.group, o.step, o.second_round);
+    }
+  };
+  using FinishedKey = std::pair<uint32_t, bool>;  // (group, second round)
 
   explicit AggregationCore(AggregationConfig config) : config_(std::move(config)) {}
 
-  // Checks a request against the configuration; no state is read.
+  // Checks a request against the configuration; no state is read (a second
+  // round's candidates are checked in Push, under the lock).
   absl::Status ValidatePush(const RoundKey& key, uint32_t worker, const Payload& payload,
                             Group** group) const;
+  // OK if a second-round push carries its first round's candidates, which
+  // this shard must still keep.
+  absl::Status CheckCandidatesLocked(const RoundKey& key, const Payload& payload) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Decodes a complete round and answers its waiting pushes.
   void Complete(Group& group, const RoundId& id);
   int FailRounds(const std::function<absl::Status(const RoundId&, const Round&)>& why);
@@ -160,7 +188,7 @@ class AggregationCore {
   mutable std::mutex mu_;
   std::map<RoundId, Round> rounds_ ABSL_GUARDED_BY(mu_);
   // Answers of each group's finished steps, oldest first.
-  std::map<uint32_t, std::deque<std::pair<uint64_t, RoundResult>>> finished_ ABSL_GUARDED_BY(mu_);
+  std::map<FinishedKey, std::deque<std::pair<uint64_t, RoundResult>>> finished_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 

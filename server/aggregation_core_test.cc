@@ -4,6 +4,8 @@
 // with state unchanged, Top-k PS re-selection, and many threads at once.
 #include "server/aggregation_core.h"
 
+#include <algorithm>
+
 #include <atomic>
 #include <random>
 #include <thread>
@@ -114,6 +116,70 @@ TEST(AggregationCoreTest, SketchRoundDecodesTheSummedSketch) {
   ASSERT_TRUE(answers[2].result.ok()) << answers[2].result.status();
   EXPECT_EQ(answers[2].result->update->indices, expected.indices);
   EXPECT_EQ(answers[2].result->update->values, expected.values);
+}
+
+Payload Exact(const std::vector<uint32_t>& indices, const std::vector<float>& g) {
+  Payload p;
+  p.kind = PayloadKind::kSparse;
+  p.dim = g.size();
+  p.indices = indices;
+  for (uint32_t i : indices) p.values.push_back(g[i]);
+  return p;
+}
+
+TEST(AggregationCoreTest, SecondRoundSumsTheExactValuesAtTheCandidates) {
+  const size_t n = 20000;
+  const std::string spec = "count_sketch:k=50,rows=1,seed=3";
+  GroupSpec group{4, n, spec};
+  group.second_round = true;
+  auto core = MakeCore(3, {group});
+  std::vector<std::vector<float>> grads;
+  Answer first[3];
+  for (uint32_t w = 0; w < 3; ++w) {
+    grads.push_back(GaussianVector(n, 40 + w));
+    core->Push({"job", 7, 4}, w, Encode(spec, grads[w]), kT0, first[w].Callback());
+  }
+  ASSERT_TRUE(first[0].result.ok()) << first[0].result.status();
+  const std::vector<uint32_t> candidates = first[0].result->update->indices;
+  ASSERT_EQ(candidates.size(), 50u);
+
+  // Refused, with nothing changed: the wrong indices, a dense payload, and a
+  // second round of a step whose first round this shard never answered.
+  Answer wrong, dense, early;
+  std::vector<uint32_t> shifted = candidates;
+  shifted.back() = shifted.back() + 1 < n ? shifted.back() + 1 : shifted.back() - 1;
+  std::sort(shifted.begin(), shifted.end());
+  shifted.erase(std::unique(shifted.begin(), shifted.end()), shifted.end());
+  core->Push({"job", 7, 4, true}, 0, Exact(shifted, grads[0]), kT0, wrong.Callback());
+  EXPECT_EQ(wrong.result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(wrong.result.status().message().find("exactly the 50 candidate indices"), std::string::npos)
+      << wrong.result.status();
+  core->Push({"job", 7, 4, true}, 0, Encode("dense", grads[0]), kT0, dense.Callback());
+  EXPECT_EQ(dense.result.status().code(), absl::StatusCode::kInvalidArgument);
+  core->Push({"job", 8, 4, true}, 0, Exact(candidates, grads[0]), kT0, early.Callback());
+  EXPECT_EQ(early.result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(early.result.status().message().find("its second round cannot start"), std::string::npos);
+  EXPECT_EQ(core->stats().rounds_open, 0u);
+
+  // Each worker sends its exact values there (worker 1 twice: not added twice).
+  Answer second[3], repeated;
+  for (uint32_t w = 0; w < 3; ++w) {
+    core->Push({"job", 7, 4, true}, w, Exact(candidates, grads[w]), kT0, second[w].Callback());
+    if (w == 1) core->Push({"job", 7, 4, true}, w, Exact(candidates, grads[w]), kT0, repeated.Callback());
+  }
+  std::vector<float> expected;
+  for (uint32_t i : candidates) expected.push_back(grads[0][i] + grads[1][i] + grads[2][i]);  // worker order
+  for (Answer* answer : {&second[0], &second[1], &second[2], &repeated}) {
+    ASSERT_TRUE(answer->result.ok()) << answer->result.status();
+    EXPECT_EQ(answer->result->update->indices, candidates);
+    EXPECT_EQ(answer->result->update->values, expected);
+  }
+  // A group without a second round refuses one.
+  auto plain = MakeCore(1, {{0, 4, "dense"}});
+  Answer refused;
+  plain->Push({"job", 0, 0, true}, 0, Exact({1}, {1, 2, 3, 4}), kT0, refused.Callback());
+  EXPECT_EQ(refused.result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.result.status().message().find("does not run a second round"), std::string::npos);
 }
 
 TEST(AggregationCoreTest, RepeatedPushIsNotAddedTwiceAndLatePushGetsTheKeptAnswer) {

@@ -46,7 +46,8 @@ grpc::ServerUnaryReactor* AggregatorService::Push(grpc::CallbackServerContext* c
     finish(absl::InvalidArgumentError(absl::StrCat("payload: ", payload.status().message())));
     return reactor;
   }
-  const RoundKey key{request->round().job(), request->round().step(), request->round().group()};
+  const RoundKey key{request->round().job(), request->round().step(), request->round().group(),
+                     request->round().second_round()};
   core_->Push(key, request->worker(), *std::move(payload), absl::Now(),
               [reply, finish](absl::StatusOr<RoundResult> result) {
                 if (!result.ok()) {

@@ -37,6 +37,10 @@ absl::StatusOr<std::unique_ptr<PsScheme>> PsScheme::Create(const v1::JoinReply& 
   if (SchemeRoute(job.run().scheme()) != Route::kCentralized) {
     return absl::InvalidArgumentError(absl::StrCat("'", job.run().scheme(), "' is not a centralized scheme"));
   }
+  if (job.run().second_round() && job.run().scheme() != "sketch_ps") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the second round is for the sketch schemes; the scheme is ", job.run().scheme()));
+  }
   absl::StatusOr<ShardRoute> route = RouteToShards(joined);
   if (!route.ok()) return route.status();
   absl::StatusOr<GroupCompressors> compressors = GroupCompressors::Create(job);
@@ -44,9 +48,11 @@ absl::StatusOr<std::unique_ptr<PsScheme>> PsScheme::Create(const v1::JoinReply& 
   std::vector<uint32_t> group_ids;
   for (const v1::GroupConfig& group : job.groups()) group_ids.push_back(group.group());
   auto transport = std::make_unique<PsTransport>(route->addresses, std::move(options), policy);
-  return std::unique_ptr<PsScheme>(new PsScheme(job.run().scheme(), job.job(), joined.rank(), std::move(group_ids),
-                                                std::move(route->shard_of_group), *std::move(compressors),
-                                                std::move(transport)));
+  auto scheme = std::unique_ptr<PsScheme>(new PsScheme(job.run().scheme(), job.job(), joined.rank(),
+                                                       std::move(group_ids), std::move(route->shard_of_group),
+                                                       *std::move(compressors), std::move(transport)));
+  scheme->second_round_ = job.run().second_round();
+  return scheme;
 }
 
 PsScheme::PsScheme(std::string scheme, std::string job, uint32_t rank, std::vector<uint32_t> group_ids,
@@ -75,20 +81,63 @@ void PsScheme::Exchange(uint64_t step, int group, GradientView grad, absl::Span<
   const TraceSpan compress{"compress", start, absl::Now()};
   const size_t dense_bytes = grad.size() * sizeof(float);
   const absl::Time pushed = absl::Now();
-  transport_->Push(shard_of_group_[group], job_, step, group_ids_[group], rank_, last_payloads_[group],
-                   [done = std::move(done), dense_bytes, compress, pushed](absl::StatusOr<PushOutcome> outcome) {
-                     if (!outcome.ok()) {
-                       done(outcome.status());
-                       return;
-                     }
-                     ExchangeResult result;
-                     result.update = std::move(outcome->update);
-                     result.bytes_sent = outcome->bytes_sent;
-                     result.dense_bytes = dense_bytes;
-                     result.route = "ps";
-                     result.spans = {compress, {"push, server sum and decode", pushed, absl::Now()}};
-                     done(std::move(result));
-                   });
+  // The values a second round sums: what this worker encoded (its residual),
+  // which stays put until the group's update is applied.
+  const absl::Span<const float> encoded = second_round_ ? compressors_.EncodedInput(group, grad) : absl::Span<const float>();
+  transport_->Push(
+      shard_of_group_[group], job_, step, group_ids_[group], rank_, last_payloads_[group],
+      [this, done = std::move(done), step, group, encoded, dense_bytes, compress,
+       pushed](absl::StatusOr<PushOutcome> outcome) mutable {
+        if (!outcome.ok()) {
+          done(outcome.status());
+          return;
+        }
+        ExchangeResult result;
+        result.update = std::move(outcome->update);
+        result.bytes_sent = outcome->bytes_sent;
+        result.dense_bytes = dense_bytes;
+        result.route = "ps";
+        result.spans = {compress, {"push, server sum and decode", pushed, absl::Now()}};
+        if (!second_round_) {
+          done(std::move(result));
+          return;
+        }
+        PushSecondRound(step, group, encoded, std::move(result), std::move(done));
+      });
+}
+
+void PsScheme::PushSecondRound(uint64_t step, int group, absl::Span<const float> encoded, ExchangeResult first,
+                               ExchangeDone done) {
+  const Update& candidates = first.update;
+  if (candidates.dense || encoded.size() != candidates.dim) {
+    done(absl::InternalError(absl::StrCat("group ", group, ": the first round's answer cannot start a second round")));
+    return;
+  }
+  Payload exact;
+  exact.kind = PayloadKind::kSparse;
+  exact.dim = candidates.dim;
+  exact.indices = candidates.indices;
+  exact.values.reserve(candidates.indices.size());
+  for (uint32_t i : candidates.indices) {
+    if (i >= encoded.size()) {
+      done(absl::InternalError(absl::StrCat("group ", group, ": candidate ", i, " is out of range")));
+      return;
+    }
+    exact.values.push_back(encoded[i]);
+  }
+  const absl::Time pushed = absl::Now();
+  transport_->PushSecondRound(
+      shard_of_group_[group], job_, step, group_ids_[group], rank_, exact,
+      [first = std::move(first), done = std::move(done), pushed](absl::StatusOr<PushOutcome> outcome) mutable {
+        if (!outcome.ok()) {
+          done(outcome.status());
+          return;
+        }
+        first.update = std::move(outcome->update);
+        first.bytes_sent += outcome->bytes_sent;
+        first.spans.push_back({"second round: exact values", pushed, absl::Now()});
+        done(std::move(first));
+      });
 }
 
 absl::Status PsScheme::OnApplied(int group, const Update& update) {

@@ -27,6 +27,10 @@ struct ShardRoute {
 };
 absl::StatusOr<ShardRoute> RouteToShards(const v1::JoinReply& joined);
 
+// With run.second_round (sketch_ps), each group takes two rounds: the sketch
+// round answers with candidates (the heavy hitters of the summed sketch), then
+// each worker pushes its exact values there and applies their exact sums
+// (Sketched-SGD), so the residuals release exactly what was applied.
 class PsScheme final : public AggregationScheme {
  public:
   // Builds one compressor stack per group of the joined job, and a transport
@@ -56,6 +60,10 @@ class PsScheme final : public AggregationScheme {
  private:
   PsScheme(std::string scheme, std::string job, uint32_t rank, std::vector<uint32_t> group_ids,
            std::vector<int> shard_of_group, GroupCompressors compressors, std::unique_ptr<PsTransport> transport);
+  // Sends this worker's exact `encoded` values at the candidates of `first`
+  // (the first round's result) and completes with their sums.
+  void PushSecondRound(uint64_t step, int group, absl::Span<const float> encoded, ExchangeResult first,
+                       ExchangeDone done);
 
   const std::string scheme_;
   const std::string job_;
@@ -66,6 +74,7 @@ class PsScheme final : public AggregationScheme {
   std::unique_ptr<PsTransport> transport_;
   std::vector<Payload> last_payloads_;      // per group
   std::vector<uint64_t> last_payload_steps_;  // the step of each (UINT64_MAX: none)
+  bool second_round_ = false;  // run.second_round: exact values at the candidates
 };
 
 }  // namespace sketchfuse

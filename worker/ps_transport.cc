@@ -62,6 +62,16 @@ PsTransport::~PsTransport() {
 
 void PsTransport::Push(int shard, const std::string& job, uint64_t step, uint32_t group, uint32_t worker,
                        const Payload& payload, PushDone done) {
+  Send(shard, job, step, group, /*second_round=*/false, worker, payload, std::move(done));
+}
+
+void PsTransport::PushSecondRound(int shard, const std::string& job, uint64_t step, uint32_t group,
+                                  uint32_t worker, const Payload& payload, PushDone done) {
+  Send(shard, job, step, group, /*second_round=*/true, worker, payload, std::move(done));
+}
+
+void PsTransport::Send(int shard, const std::string& job, uint64_t step, uint32_t group, bool second_round,
+                       uint32_t worker, const Payload& payload, PushDone done) {
   if (shard < 0 || shard >= num_shards()) {
     done(absl::InvalidArgumentError(absl::StrCat("group ", group, " maps to shard ", shard, " of ",
                                                  num_shards())));
@@ -73,6 +83,7 @@ void PsTransport::Push(int shard, const std::string& job, uint64_t step, uint32_
   call->request.mutable_round()->set_job(job);
   call->request.mutable_round()->set_step(step);
   call->request.mutable_round()->set_group(group);
+  call->request.mutable_round()->set_second_round(second_round);
   call->request.set_worker(worker);
   PayloadToProto(payload, call->request.mutable_payload());
   call->backoff = policy_.initial_backoff;
@@ -105,7 +116,8 @@ void PsTransport::Attempt(std::shared_ptr<Call> call) {
         absl::StatusOr<PushOutcome> outcome;
         if (!status.ok()) {
           outcome = absl::Status(FromGrpcStatus(status).code(),
-                                 absl::StrCat("push of group ", call->group, " to shard ", call->shard, " (",
+                                 absl::StrCat(call->request.round().second_round() ? "second-round push" : "push",
+                                              " of group ", call->group, " to shard ", call->shard, " (",
                                               addresses_[call->shard], ") failed after ", call->attempts,
                                               " attempt(s): ", status.error_message()));
         } else {

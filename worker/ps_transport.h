@@ -58,6 +58,11 @@ class PsTransport {
   // update or the final error (which names the shard and the group).
   void Push(int shard, const std::string& job, uint64_t step, uint32_t group, uint32_t worker,
             const Payload& payload, PushDone done);
+  // The same for the round's second round: `payload` is sparse, `worker`'s
+  // exact values at the candidates the first round answered with; the update
+  // holds their sums over the workers.
+  void PushSecondRound(int shard, const std::string& job, uint64_t step, uint32_t group, uint32_t worker,
+                       const Payload& payload, PushDone done);
 
   int num_shards() const { return static_cast<int>(stubs_.size()); }
 
@@ -73,6 +78,8 @@ class PsTransport {
 
  private:
   struct Call;
+  void Send(int shard, const std::string& job, uint64_t step, uint32_t group, bool second_round, uint32_t worker,
+            const Payload& payload, PushDone done);
   void Attempt(std::shared_ptr<Call> call);
 
   const RpcChannelOptions options_;

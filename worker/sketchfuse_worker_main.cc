@@ -61,7 +61,8 @@ ABSL_FLAG(std::string, compressor, "",
           "Compressor spec of the scheme's compressor, e.g. count_sketch:density=0.02,rows=1,width=5 (the sketch "
           "schemes' default, 10x) or topk:density=0.01. Empty: the scheme's default.");
 ABSL_FLAG(bool, second_round, false,
-          "sketch_allreduce: a second allreduce replaces the decoded estimates by the workers' exact sums.");
+          "sketch_ps and sketch_allreduce: a second round (a push to the servers, or an allreduce) replaces the "
+          "decoded estimates by the workers' exact sums at the chosen coordinates (Sketched-SGD).");
 ABSL_FLAG(std::string, collective, "gloo",
           "Backend of the decentralized schemes and of auto's fallback: gloo (CPU, TCP) or nccl (GPU builds).");
 ABSL_FLAG(std::string, collective_host, "127.0.0.1",
@@ -145,8 +146,8 @@ absl::StatusOr<sketchfuse::v1::RunConfig> RunFromFlags() {
   run.set_compressor(absl::GetFlag(FLAGS_compressor).empty() ? scheme->default_compressor_spec
                                                              : absl::GetFlag(FLAGS_compressor));
   run.set_second_round(absl::GetFlag(FLAGS_second_round));
-  if (run.second_round() && run.scheme() != "sketch_allreduce") {
-    return absl::InvalidArgumentError("--second_round is for --scheme=sketch_allreduce only");
+  if (run.second_round() && run.scheme() != "sketch_allreduce" && run.scheme() != "sketch_ps") {
+    return absl::InvalidArgumentError("--second_round is for --scheme=sketch_ps or sketch_allreduce only");
   }
   run.set_fusion(absl::GetFlag(FLAGS_fusion));
   run.set_seed(absl::GetFlag(FLAGS_seed));

@@ -35,7 +35,7 @@ expect_refusal "is larger than a worker's" "${plan[@]}" --world_size=2 --batch_s
 expect_refusal "fusion" "${plan[@]}" --world_size=2 --fusion=sometimes
 expect_refusal "Illegal value 'many' specified for flag 'epochs'" "${plan[@]}" --world_size=2 --epochs=many
 expect_refusal "unexpected argument 'extra'" "${plan[@]}" --world_size=2 extra
-expect_refusal "--second_round is for --scheme=sketch_allreduce only" "${plan[@]}" --world_size=2 --second_round
+expect_refusal "--second_round is for --scheme=sketch_ps or sketch_allreduce only" "${plan[@]}" --world_size=2 --scheme=topk_ps --second_round
 expect_refusal "scheme gtopk needs the topk compressor" "${plan[@]}" --world_size=2 --scheme=gtopk --compressor=dense
 expect_refusal "the schemes are sketch_ps, topk_ps, dense_ps, dense_allreduce" --scheme=ring --print_route
 expect_refusal "--device: device must be cpu or gpu; got 'tpu'" "${plan[@]}" --world_size=2 --device=tpu
