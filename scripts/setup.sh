@@ -6,6 +6,8 @@
 #   scripts/setup.sh            build and test dependencies
 #   scripts/setup.sh --bench    also what the benchmarks compare against
 #                               (Debian's PyTorch)
+#   scripts/setup.sh --fuzz     also clang and its libFuzzer runtime
+#                               (bazel build --config=fuzz)
 set -euo pipefail
 
 # Build: Bazel (offline, with the rule sets its source package ships), the
@@ -23,13 +25,16 @@ BUILD_PACKAGES=(
 )
 # Benchmarks: the PyTorch reference (for /usr/bin/python3.11).
 BENCH_PACKAGES=(python3-torch)
+# Coverage-guided fuzzing: clang with its sanitizer and libFuzzer runtimes.
+FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 
 want=("${BUILD_PACKAGES[@]}")
 for arg in "$@"; do
   case "$arg" in
     --bench) want+=("${BENCH_PACKAGES[@]}") ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
-    *) echo "setup.sh: unknown option '$arg' (accepted: --bench)" >&2; exit 2 ;;
+    --fuzz) want+=("${FUZZ_PACKAGES[@]}") ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown option '$arg' (accepted: --bench, --fuzz)" >&2; exit 2 ;;
   esac
 done
 
