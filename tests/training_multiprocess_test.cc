@@ -5,6 +5,8 @@
 //  - sketch_ps reaches a test accuracy within 1.5 points of dense aggregation
 //    (dense_ps) with the same seed and the same number of steps; every worker
 //    of a run ends with the same model.
+//  - Injected transport faults (failed attempts, lost replies, delays) are
+//    retried and change nothing: the run ends with exactly the same model.
 //  - A worker killed with SIGKILL mid-training and restarted resumes from its
 //    checkpoint, and the run ends exactly where an uninterrupted run ends.
 // Usage (from Bazel): training_multiprocess_test <sketchfuse_server> <sketchfuse_worker>
@@ -13,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -53,6 +56,26 @@ TEST(TrainingTest, SketchPsReachesDenseAccuracyWithinOnePointFive) {
   std::printf("final test accuracy: dense_ps %.4f, sketch_ps %.4f\n", dense[0].accuracy, sketch[0].accuracy);
   EXPECT_GT(dense[0].accuracy, 0.80);
   EXPECT_GE(sketch[0].accuracy, dense[0].accuracy - 0.015);
+
+  // The same sketch_ps run while each worker's transport fails 5% of its
+  // push attempts before sending, loses 5% of the replies after the server
+  // handled the push, and delays 5% by 20 ms: every failure is retried, the
+  // servers never add a re-push twice and answer it with the kept update, so
+  // the run ends with exactly the same model.
+  TrainingCluster faulty = Cluster("sketch_ps_faults", "sketch_ps", 4);
+  const std::vector<WorkerResult> retried =
+      faulty.Train(4, 2, {"--inject_faults=fail_before_send=0.05,drop_reply=0.05,delay=0.05:20ms,seed=3"});
+  ASSERT_EQ(retried.size(), 4u);
+  for (int w = 0; w < 4; ++w) {
+    EXPECT_EQ(retried[w].last_epoch, sketch[0].last_epoch) << "worker " << w;
+    EXPECT_EQ(retried[w].steps, sketch[w].steps) << "worker " << w;
+    const std::string out = faulty.WorkerOut(w);
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(out, m, std::regex("injected ([0-9]+) transport faults; ([0-9]+) push attempts")))
+        << "worker " << w << " reported no injected faults";
+    EXPECT_GT(std::stoi(m[1]), 0) << "worker " << w;
+    EXPECT_GT(std::stoi(m[2]), 0) << "worker " << w;
+  }
 }
 
 TEST(TrainingTest, AKilledWorkerResumesFromItsCheckpointAndTheRunEndsAsIfUninterrupted) {

@@ -23,7 +23,7 @@ struct PsTransport::Call {
 
 PsTransport::PsTransport(const std::vector<std::string>& shard_addresses, RpcChannelOptions options,
                          RetryPolicy policy)
-    : options_(std::move(options)), policy_(policy), addresses_(shard_addresses) {
+    : options_(std::move(options)), policy_(policy), addresses_(shard_addresses), dice_(policy.inject) {
   for (const std::string& address : addresses_) {
     stubs_.push_back(v1::Aggregator::NewStub(MakeRpcChannel(address, options_)));
   }
@@ -97,47 +97,81 @@ void PsTransport::Send(int shard, const std::string& job, uint64_t step, uint32_
 
 void PsTransport::Attempt(std::shared_ptr<Call> call) {
   ++call->attempts;
+  switch (dice_.Draw()) {
+    case FaultDice::Fault::kNone:
+      Send(std::move(call), /*drop_reply=*/false);
+      return;
+    case FaultDice::Fault::kFailBeforeSend:
+      ++injected_;
+      Finish(std::move(call), grpc::Status(grpc::StatusCode::UNAVAILABLE, "injected fault: failed before sending"));
+      return;
+    case FaultDice::Fault::kDropReply:
+      ++injected_;
+      Send(std::move(call), /*drop_reply=*/true);
+      return;
+    case FaultDice::Fault::kDelay: {
+      ++injected_;
+      const absl::Duration wait = policy_.inject.delay_time;
+      std::thread([this, call, wait] {
+        absl::SleepFor(wait);
+        Send(call, /*drop_reply=*/false);
+      }).detach();
+      return;
+    }
+  }
+}
+
+void PsTransport::Send(std::shared_ptr<Call> call, bool drop_reply) {
   call->context = std::make_unique<grpc::ClientContext>();
   AddCallCredentials(options_, *call->context);
   call->context->set_deadline(absl::ToChronoTime(absl::Now() + policy_.push_deadline));
   call->reply.Clear();
-  stubs_[call->shard]->async()->Push(
-      call->context.get(), &call->request, &call->reply, [this, call](grpc::Status status) {
-        if (status.error_code() == grpc::StatusCode::UNAVAILABLE && call->attempts < policy_.max_attempts) {
-          // Back off on a thread of our own: gRPC's callback threads must not block.
-          const absl::Duration wait = call->backoff;
-          call->backoff = std::min(call->backoff * 2, policy_.max_backoff);
-          std::thread([this, call, wait] {
-            absl::SleepFor(wait);
-            Attempt(call);
-          }).detach();
-          return;
-        }
-        absl::StatusOr<PushOutcome> outcome;
-        if (!status.ok()) {
-          outcome = absl::Status(FromGrpcStatus(status).code(),
-                                 absl::StrCat(call->request.round().second_round() ? "second-round push" : "push",
-                                              " of group ", call->group, " to shard ", call->shard, " (",
-                                              addresses_[call->shard], ") failed after ", call->attempts,
-                                              " attempt(s): ", status.error_message()));
-        } else {
-          absl::StatusOr<Update> update = UpdateFromProto(call->reply.update());
-          if (!update.ok()) {
-            outcome = absl::InternalError(absl::StrCat("shard ", call->shard, " answered group ", call->group,
-                                                       " with a malformed update: ", update.status().message()));
-          } else {
-            PushOutcome ok;
-            ok.update = *std::move(update);
-            ok.contributors = call->reply.contributors();
-            ok.attempts = call->attempts;
-            ok.bytes_sent = call->request.ByteSizeLong();
-            outcome = std::move(ok);
-          }
-        }
-        call->done(std::move(outcome));
-        std::lock_guard<std::mutex> lock(mu_);
-        if (--in_flight_ == 0) idle_.notify_all();
-      });
+  stubs_[call->shard]->async()->Push(call->context.get(), &call->request, &call->reply,
+                                     [this, call, drop_reply](grpc::Status status) {
+                                       if (status.ok() && drop_reply) {
+                                         status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                                               "injected fault: the reply was lost");
+                                       }
+                                       Finish(call, status);
+                                     });
+}
+
+void PsTransport::Finish(std::shared_ptr<Call> call, const grpc::Status& status) {
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE && call->attempts < policy_.max_attempts) {
+    ++retries_;
+    // Back off on a thread of our own: gRPC's callback threads must not block.
+    const absl::Duration wait = call->backoff;
+    call->backoff = std::min(call->backoff * 2, policy_.max_backoff);
+    std::thread([this, call, wait] {
+      absl::SleepFor(wait);
+      Attempt(call);
+    }).detach();
+    return;
+  }
+  absl::StatusOr<PushOutcome> outcome;
+  if (!status.ok()) {
+    outcome = absl::Status(FromGrpcStatus(status).code(),
+                           absl::StrCat(call->request.round().second_round() ? "second-round push" : "push",
+                                        " of group ", call->group, " to shard ", call->shard, " (",
+                                        addresses_[call->shard], ") failed after ", call->attempts,
+                                        " attempt(s): ", status.error_message()));
+  } else {
+    absl::StatusOr<Update> update = UpdateFromProto(call->reply.update());
+    if (!update.ok()) {
+      outcome = absl::InternalError(absl::StrCat("shard ", call->shard, " answered group ", call->group,
+                                                 " with a malformed update: ", update.status().message()));
+    } else {
+      PushOutcome ok;
+      ok.update = *std::move(update);
+      ok.contributors = call->reply.contributors();
+      ok.attempts = call->attempts;
+      ok.bytes_sent = call->request.ByteSizeLong();
+      outcome = std::move(ok);
+    }
+  }
+  call->done(std::move(outcome));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (--in_flight_ == 0) idle_.notify_all();
 }
 
 }  // namespace sketchfuse

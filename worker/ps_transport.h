@@ -11,6 +11,7 @@
 #ifndef SKETCHFUSE_WORKER_PS_TRANSPORT_H_
 #define SKETCHFUSE_WORKER_PS_TRANSPORT_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -23,6 +24,7 @@
 #include "common/payload.h"
 #include "proto/aggregator.grpc.pb.h"
 #include "proto/rpc_channel.h"
+#include "worker/transport_faults.h"
 
 namespace sketchfuse {
 
@@ -33,6 +35,9 @@ struct RetryPolicy {
   int max_attempts = 5;
   absl::Duration initial_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(2);
+  // Faults to inject into the pushes (tests of retries and idempotency;
+  // none by default). An injected failure is retried like a real one.
+  TransportFaults inject;
 };
 
 struct PushOutcome {
@@ -71,6 +76,11 @@ class PsTransport {
   // once); otherwise UNAVAILABLE naming the first shard that does not.
   absl::Status ProbeShards(absl::Duration timeout) const;
 
+  // Faults injected so far (RetryPolicy::inject) and attempts retried after
+  // UNAVAILABLE, injected or real.
+  uint64_t injected_faults() const { return injected_.load(); }
+  uint64_t retries() const { return retries_.load(); }
+
   // Replaces the connections to the shards by fresh ones (after the shards
   // restarted; the old channels may still be backing off). Must not be
   // called while pushes are in flight.
@@ -81,11 +91,18 @@ class PsTransport {
   void Send(int shard, const std::string& job, uint64_t step, uint32_t group, bool second_round, uint32_t worker,
             const Payload& payload, PushDone done);
   void Attempt(std::shared_ptr<Call> call);
+  void Send(std::shared_ptr<Call> call, bool drop_reply);
+  // Ends an attempt: retries after UNAVAILABLE within the budget, else
+  // completes the push.
+  void Finish(std::shared_ptr<Call> call, const grpc::Status& status);
 
   const RpcChannelOptions options_;
   const RetryPolicy policy_;
   std::vector<std::string> addresses_;
   std::vector<std::unique_ptr<v1::Aggregator::Stub>> stubs_;
+
+  FaultDice dice_;
+  std::atomic<uint64_t> injected_{0}, retries_{0};
 
   std::mutex mu_;
   std::condition_variable idle_;

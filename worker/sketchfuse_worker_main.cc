@@ -31,6 +31,7 @@
 #include "worker/ps_scheme.h"
 #include "worker/scheme_registry.h"
 #include "worker/synthetic_runner.h"
+#include "worker/transport_faults.h"
 #include "worker/trainer.h"
 #include "worker/workloads.h"
 #include "worker/worker_metrics.h"
@@ -107,6 +108,9 @@ ABSL_FLAG(std::string, tls_key, "", "Client private key (PEM) for mutual TLS.");
 ABSL_FLAG(int, join_timeout_s, 120, "How long to wait for the job to assemble, seconds.");
 ABSL_FLAG(int, push_timeout_s, 60, "Deadline of one push (a whole aggregation round), seconds.");
 ABSL_FLAG(int, push_attempts, 5, "Attempts per push on UNAVAILABLE, the first included.");
+ABSL_FLAG(std::string, inject_faults, "",
+          "Tests only: faults the centralized route injects into its own pushes, each retried like a real one, "
+          "e.g. fail_before_send=0.05,drop_reply=0.05,delay=0.05:20ms,seed=1 (worker/transport_faults.h).");
 ABSL_FLAG(int, threads, 1, "LibTorch intra-op threads.");
 ABSL_FLAG(std::string, write_job_config, "",
           "Write the job configuration for this run to this file (JSON) and exit.");
@@ -262,6 +266,11 @@ int main(int argc, char** argv) {
   const int attempts = absl::GetFlag(FLAGS_push_attempts), every = absl::GetFlag(FLAGS_checkpoint_every);
   const int collective_s = absl::GetFlag(FLAGS_collective_timeout_s), probe_every = absl::GetFlag(FLAGS_probe_every);
   const int metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  absl::StatusOr<sketchfuse::TransportFaults> faults =
+      sketchfuse::ParseTransportFaults(absl::GetFlag(FLAGS_inject_faults));
+  if (!faults.ok()) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--inject_faults: ", faults.status().message())));
+  }
   if (metrics_port < -1 || metrics_port > 65535) {
     return Fail(absl::InvalidArgumentError(
         absl::StrCat("--metrics_port must be -1 (off) or in [0, 65535]; got ", metrics_port)));
@@ -323,6 +332,8 @@ int main(int argc, char** argv) {
   sketchfuse::RetryPolicy policy;
   policy.push_deadline = absl::Seconds(push_s);
   policy.max_attempts = attempts;
+  policy.inject = *faults;
+  const sketchfuse::PsTransport* transport = nullptr;  // the centralized route's, for the fault report
   // The decentralized route: every worker joins the collective group at
   // start-up (auto's fallback is then always ready).
   std::unique_ptr<sketchfuse::Collective> collective;
@@ -339,6 +350,7 @@ int main(int argc, char** argv) {
   if (route == sketchfuse::Route::kCentralized) {
     absl::StatusOr<std::unique_ptr<sketchfuse::PsScheme>> ps = sketchfuse::PsScheme::Create(*joined, *channel, policy);
     if (!ps.ok()) return Fail(ps.status());
+    transport = &(*ps)->transport();
     scheme = *std::move(ps);
   } else if (route == sketchfuse::Route::kDecentralized) {
     absl::StatusOr<std::unique_ptr<sketchfuse::CollectiveScheme>> decentralized =
@@ -405,6 +417,10 @@ int main(int argc, char** argv) {
     if (metrics != nullptr) metrics->OnProgress(p);
   });
   if (!summary.ok()) return Fail(summary.status());
+  if (policy.inject.any() && transport != nullptr) {
+    std::cout << "sketchfuse_worker: " << worker_id << " injected " << transport->injected_faults()
+              << " transport faults; " << transport->retries() << " push attempts retried" << std::endl;
+  }
   const std::string json = SummaryJson(worker_id, joined->rank(), *run, *summary);
   std::cout << "summary " << json << std::endl;
   if (!absl::GetFlag(FLAGS_summary_json).empty()) {

@@ -54,6 +54,7 @@ decentralized=("${run[@]}" --coordinator=127.0.0.1:1 --scheme=sketch_allreduce)
 expect_refusal "--collective must be gloo or nccl; got 'mpi'" "${decentralized[@]}" --collective=mpi
 expect_refusal "--collective_host is empty" "${decentralized[@]}" --collective_host=
 expect_refusal "--metrics_port must be -1 (off) or in [0, 65535]; got 70000" "${decentralized[@]}" --metrics_port=70000
+expect_refusal "--inject_faults: unknown fault 'explode'" "${decentralized[@]}" --inject_faults=explode=1
 expect_refusal "--trace_steps must be >= 1; got 0" "${decentralized[@]}" --trace_file="$out_dir/trace.json" --trace_steps=0
 expect_refusal "--collective_timeout_s and --probe_every must be >= 1" "${decentralized[@]}" --collective_timeout_s=0
 expect_refusal "--collective_timeout_s and --probe_every must be >= 1" "${run[@]}" --coordinator=127.0.0.1:1 --scheme=auto --probe_every=0
