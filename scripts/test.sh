@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds everything, runs
-# every test, and prints one closing line "tests: N passed, N failed, N skipped".
+# every test (then the unit tests under ASan+UBSan and TSan), and prints one
+# closing line "tests: N passed, N failed, N skipped" (a test run under a
+# sanitizer counts again).
 # Extra arguments go to `bazel test` (e.g. --config=asan).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -12,6 +14,27 @@ trap 'rm -f "$log"' EXIT
 bash scripts/bazel.sh test //... --test_summary=short "$@" 2>&1 \
   | grep --line-buffered -v -E 'linux-sandbox(-pid1)?\.cc' | tee "$log"
 status=${PIPESTATUS[0]}
+
+# Then the unit and in-process tests again under ASan+UBSan (any undefined
+# behaviour fails), and the concurrent cores under TSan. The multi-process
+# and LibTorch tests are left out: each sanitized build recompiles what it
+# runs. SKETCHFUSE_SKIP_SANITIZERS=1 skips this part.
+sanitized=(//common/... //proto/... //server/... //tests/fuzz/... //worker/decentralized/...
+           //worker/collective:gloo_collective_test //worker:group_compressors_test
+           //worker:step_pipeline_test //worker:transport_faults_test)
+# TSan: only tests free of gRPC and Gloo, whose Debian builds are not
+# instrumented (TSan then reports their internal synchronization as races).
+threaded=(//server:aggregation_core_test //server:coordinator_core_test //worker:transport_faults_test)
+if [ "$status" -eq 0 ] && [ -z "${SKETCHFUSE_SKIP_SANITIZERS:-}" ] && [ $# -eq 0 ]; then
+  for config in asan tsan; do
+    if [ "$config" = asan ]; then targets=("${sanitized[@]}"); else targets=("${threaded[@]}"); fi
+    echo "== the same tests under --config=$config: ${targets[*]}"
+    bash scripts/bazel.sh test --config="$config" "${targets[@]}" --test_summary=short 2>&1 \
+      | grep --line-buffered -v -E 'linux-sandbox(-pid1)?\.cc' | tee -a "$log"
+    status=${PIPESTATUS[0]}
+    [ "$status" -eq 0 ] || break
+  done
+fi
 
 # Count test cases: for each test target in the summary, its GoogleTest log
 # says how many cases passed, failed and skipped (GPU tests skip on machines

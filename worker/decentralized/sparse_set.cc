@@ -70,6 +70,7 @@ std::string SerializeSparse(const Update& set) {
   const uint64_t count = set.indices.size();
   std::string bytes(sizeof(count) + count * 8, '\0');
   std::memcpy(bytes.data(), &count, sizeof(count));
+  if (count == 0) return bytes;  // memcpy's pointers must be valid even for 0 bytes
   std::memcpy(bytes.data() + sizeof(count), set.indices.data(), count * 4);
   std::memcpy(bytes.data() + sizeof(count) + count * 4, set.values.data(), count * 4);
   return bytes;
@@ -88,8 +89,10 @@ absl::StatusOr<Update> ParseSparse(absl::string_view bytes, uint64_t dim) {
   Update set = EmptySparse(dim);
   set.indices.resize(count);
   set.values.resize(count);
-  std::memcpy(set.indices.data(), bytes.data() + sizeof(count), count * 4);
-  std::memcpy(set.values.data(), bytes.data() + sizeof(count) + count * 4, count * 4);
+  if (count > 0) {
+    std::memcpy(set.indices.data(), bytes.data() + sizeof(count), count * 4);
+    std::memcpy(set.values.data(), bytes.data() + sizeof(count) + count * 4, count * 4);
+  }
   if (absl::Status s = ValidateUpdate(set, dim); !s.ok()) {
     return absl::DataLossError(absl::StrCat("a received sparse set is malformed: ", s.message()));
   }
@@ -99,7 +102,10 @@ absl::StatusOr<Update> ParseSparse(absl::string_view bytes, uint64_t dim) {
 std::vector<uint32_t> PackWords(const Update& set) {
   std::vector<uint32_t> words(set.indices.begin(), set.indices.end());
   words.resize(2 * set.indices.size());
-  std::memcpy(words.data() + set.indices.size(), set.values.data(), 4 * set.values.size());
+  // memcpy's pointers must be valid even for 0 bytes (an empty set has none).
+  if (!set.values.empty()) {
+    std::memcpy(words.data() + set.indices.size(), set.values.data(), 4 * set.values.size());
+  }
   return words;
 }
 
