@@ -1,16 +1,15 @@
-// device_group_state.h in a build without the CUDA
-// toolkit: nothing can be placed on a GPU, and every entry point says so.
+// device_group_state.h in a build without the CUDA toolkit: nothing can be
+// placed on a GPU, and every entry point says so.
 #include <utility>
 
 #include "worker/gpu/device_group_state.h"
+#include "worker/gpu/device_memory.h"
 
 namespace sketchfuse {
 namespace {
 
-absl::Status NoCuda() {
-  return absl::FailedPreconditionError(
-      "device=gpu needs a GPU; this build has none (built without the CUDA toolkit)");
-}
+// The refusal of worker/gpu/device_memory_unavailable.cc.
+absl::Status NoCuda() { return CheckGpuWorker(); }
 
 }  // namespace
 

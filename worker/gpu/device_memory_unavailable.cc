@@ -1,5 +1,5 @@
-// device_memory.h in a build without the CUDA
-// toolkit: nothing can be placed on a GPU, and every entry point says so.
+// device_memory.h in a build without the CUDA toolkit: nothing can be placed
+// on a GPU, and every entry point says so.
 #include <utility>
 
 #include "worker/gpu/device_memory.h"
