@@ -9,7 +9,7 @@ namespace {
 
 absl::Status NoCuda() {
   return absl::FailedPreconditionError(
-      "device=gpu needs a GPU; this build has none (built without the CUDA toolkit)");
+      "device=gpu needs a GPU; there is none (built without the CUDA toolkit)");
 }
 
 }  // namespace
