@@ -73,14 +73,10 @@ absl::StatusOr<Figures> RunOnce(const std::string& workload, const std::string& 
   run.set_momentum(0.9);
   run.set_epochs(1);
   run.set_synthetic_steps(steps);
-  run.set_steps_per_epoch(steps);
   run.set_backward_ns_per_element(0);
   run.set_device(device);
-  int64_t parameters = 0;
-  for (const TensorSpec& tensor : profile->BackwardOrder()) {
-    run.add_layer_sizes(static_cast<uint64_t>(tensor.num_elements));
-    parameters += tensor.num_elements;
-  }
+  if (absl::Status s = DescribeSyntheticRun(&run); !s.ok()) return s;
+  const int64_t parameters = profile->TotalElements();
   absl::StatusOr<v1::JobConfig> job = MakeJobConfig("bench", workers, run);
   if (!job.ok()) return job.status();
   std::mutex mu;

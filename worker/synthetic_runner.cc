@@ -1,5 +1,6 @@
 #include "worker/synthetic_runner.h"
 
+#include <cmath>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -9,6 +10,22 @@
 #include "worker/job_plan.h"
 
 namespace sketchfuse {
+
+absl::Status DescribeSyntheticRun(v1::RunConfig* run) {
+  absl::StatusOr<ModelProfile> profile = ModelProfileByName(run->workload());
+  if (!profile.ok()) return profile.status();
+  if (run->synthetic_steps() == 0) return absl::InvalidArgumentError("a synthetic workload needs steps (>= 1)");
+  if (!(run->backward_ns_per_element() >= 0) || !std::isfinite(run->backward_ns_per_element())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the backward time per element must be >= 0; got ", run->backward_ns_per_element()));
+  }
+  run->clear_layer_sizes();
+  for (const TensorSpec& tensor : profile->BackwardOrder()) {
+    run->add_layer_sizes(static_cast<uint64_t>(tensor.num_elements));
+  }
+  run->set_steps_per_epoch(run->synthetic_steps());
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<SyntheticRunner>> SyntheticRunner::Create(SyntheticConfig config,
                                                                           AggregationScheme* scheme) {

@@ -34,6 +34,12 @@
 
 namespace sketchfuse {
 
+// Fills a synthetic-profile run's layer sizes (the profile's, in backward
+// order) and steps per epoch (its synthetic_steps). INVALID_ARGUMENT for a
+// workload that is not a profile, no steps, or a negative or non-finite
+// backward time.
+absl::Status DescribeSyntheticRun(v1::RunConfig* run);
+
 struct SyntheticConfig {
   v1::JoinReply joined;
   int report_every = 0;

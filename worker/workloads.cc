@@ -1,12 +1,12 @@
 #include "worker/workloads.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/model_profiles.h"
 #include "worker/models.h"
+#include "worker/synthetic_runner.h"
 
 namespace sketchfuse {
 
@@ -21,18 +21,7 @@ std::vector<std::string> WorkloadNames() {
 absl::Status DescribeRun(uint32_t world_size, v1::RunConfig* run) {
   if (world_size == 0) return absl::InvalidArgumentError("the world size is 0");
   run->clear_layer_sizes();
-  if (IsSyntheticWorkload(run->workload())) {
-    if (run->synthetic_steps() == 0) return absl::InvalidArgumentError("a synthetic workload needs steps (>= 1)");
-    if (!(run->backward_ns_per_element() >= 0) || !std::isfinite(run->backward_ns_per_element())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the backward time per element must be >= 0; got ", run->backward_ns_per_element()));
-    }
-    for (const TensorSpec& tensor : ModelProfileByName(run->workload())->BackwardOrder()) {
-      run->add_layer_sizes(static_cast<uint64_t>(tensor.num_elements));
-    }
-    run->set_steps_per_epoch(run->synthetic_steps());
-    return absl::OkStatus();
-  }
+  if (IsSyntheticWorkload(run->workload())) return DescribeSyntheticRun(run);
   if (run->batch_size() == 0) return absl::InvalidArgumentError("the batch size is 0");
   absl::StatusOr<std::shared_ptr<ClassifierImpl>> model = MakeClassifier(run->workload(), run->seed());
   if (!model.ok()) {

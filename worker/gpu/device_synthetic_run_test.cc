@@ -8,7 +8,6 @@
 // the other; the rest are identical).
 #include <cmath>
 
-#include "common/model_profiles.h"
 #include "cuda/gpu_test_util.h"
 #include "gtest/gtest.h"
 #include "worker/collective/local_group.h"
@@ -29,12 +28,9 @@ v1::RunConfig ResNetRun(const std::string& device) {
   run.set_momentum(0.9);
   run.set_epochs(1);
   run.set_synthetic_steps(3);
-  run.set_steps_per_epoch(3);
   run.set_backward_ns_per_element(0);
   run.set_device(device);
-  for (const TensorSpec& tensor : ModelProfileByName("resnet50")->BackwardOrder()) {
-    run.add_layer_sizes(static_cast<uint64_t>(tensor.num_elements));
-  }
+  EXPECT_TRUE(DescribeSyntheticRun(&run).ok());
   return run;
 }
 
