@@ -64,6 +64,12 @@ std::shared_ptr<grpc::Channel> MakeRpcChannel(const std::string& address,
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(options.max_message_bytes);
   arguments.SetMaxSendMessageSize(options.max_message_bytes);
+  // Reconnect quickly to a peer that restarted: gRPC's defaults (1 s,
+  // growing to 120 s) outlast the workers' retry budget, so a shard back
+  // after a second would find its workers already given up.
+  arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   return grpc::CreateCustomChannel(address, credentials, arguments);
 }
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/compressor_registry.h"
+#include "common/error_feedback.h"
 #include "common/topk.h"
 
 namespace sketchfuse {
@@ -249,6 +250,16 @@ void AggregationCore::Complete(Group& group, const RoundId& id) {
       update.ok() ? absl::StatusOr<RoundResult>(RoundResult{
                         std::make_shared<const Update>(*std::move(update)), config_.world_size})
                   : absl::StatusOr<RoundResult>(update.status());
+  if (result.ok() && config_.record_answer) {
+    // Recorded before anyone sees it: a successor of this shard can then give
+    // every worker the answer some worker may already have.
+    absl::Status recorded = config_.record_answer(KeptAnswer{id.group, id.step, id.second_round, *result});
+    if (!recorded.ok()) {
+      result = absl::UnavailableError(absl::StrCat(RoundName(config_.job, id.group, id.step, id.second_round),
+                                                   ": its answer could not be recorded (push again): ",
+                                                   recorded.message()));
+    }
+  }
   std::vector<PushCallback> waiting;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -271,6 +282,40 @@ void AggregationCore::Complete(Group& group, const RoundId& id) {
     config_.on_round_finished(RoundReport{id.group, id.step, id.second_round, result.ok(), decoded - opened,
                                           decoded - decode_start});
   }
+}
+
+absl::Status AggregationCore::Restore(std::vector<KeptAnswer> answers) {
+  std::sort(answers.begin(), answers.end(), [](const KeptAnswer& a, const KeptAnswer& b) {
+    return std::tie(a.group, a.second_round, a.step) < std::tie(b.group, b.second_round, b.step);
+  });
+  for (size_t i = 0; i < answers.size(); ++i) {
+    const KeptAnswer& a = answers[i];
+    const std::string name = RoundName(config_.job, a.group, a.step, a.second_round);
+    auto group = groups_.find(a.group);
+    if (group == groups_.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("kept answer of ", name, ": this shard does not own group ",
+                                                     a.group));
+    }
+    if (a.result.update == nullptr) return absl::InvalidArgumentError(absl::StrCat("kept answer of ", name, " is empty"));
+    if (a.result.update->dim != group->second->spec.dim) {
+      return absl::InvalidArgumentError(absl::StrCat("kept answer of ", name, " has ", a.result.update->dim,
+                                                     " elements; the group has ", group->second->spec.dim));
+    }
+    if (absl::Status valid = ValidateUpdate(*a.result.update, group->second->spec.dim); !valid.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("kept answer of ", name, ": ", valid.message()));
+    }
+    if (i > 0 && answers[i - 1].group == a.group && answers[i - 1].second_round == a.second_round &&
+        answers[i - 1].step == a.step) {
+      return absl::InvalidArgumentError(absl::StrCat("two kept answers of ", name));
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (KeptAnswer& a : answers) {
+    auto& finished = finished_[FinishedKey{a.group, a.second_round}];
+    finished.emplace_back(a.step, std::move(a.result));
+    while (finished.size() > std::max<size_t>(1, config_.finished_rounds_kept)) finished.pop_front();
+  }
+  return absl::OkStatus();
 }
 
 int AggregationCore::FailRounds(

@@ -21,6 +21,11 @@
 //     Its memory is freed, and a later push of the same round starts it afresh,
 //     so workers may re-push an unfinished round.
 //   - Memory of finished rounds is freed; only their answers are kept.
+//   - Durable answers (optional): with `record_answer` set, every answer is
+//     recorded before any push is answered with it, and a restarted shard
+//     takes the recorded answers up again (Restore). A worker whose reply was
+//     lost when the shard died then gets the same answer from its successor,
+//     even after the other workers moved on to the next step.
 //   - Second round (Sketched-SGD), for groups that ask for it: once the sketch
 //     round of (step, group) is answered with its candidates (the decoded
 //     heavy hitters), each worker pushes its exact values at exactly those
@@ -83,6 +88,19 @@ struct RoundReport {
   absl::Duration decode_time;
 };
 
+struct RoundResult {
+  std::shared_ptr<const Update> update;
+  uint32_t contributors = 0;
+};
+
+// A finished round's answer, as a shard keeps it for repeated and late pushes.
+struct KeptAnswer {
+  uint32_t group = 0;
+  uint64_t step = 0;
+  bool second_round = false;
+  RoundResult result;
+};
+
 struct AggregationConfig {
   std::string job;
   uint32_t world_size = 0;
@@ -93,6 +111,11 @@ struct AggregationConfig {
   // Called once per round that completes or fails, outside the core's lock,
   // on the thread that ended it. May be empty.
   std::function<void(const RoundReport&)> on_round_finished;
+  // Records each answer before any push is answered with it, outside the
+  // core's lock, on the thread that completed the round (for example
+  // AnswerJournal::Record). A failure fails the round with UNAVAILABLE
+  // naming the cause, so the workers re-push it. May be empty.
+  std::function<absl::Status(const KeptAnswer&)> record_answer;
 };
 
 struct RoundKey {
@@ -102,11 +125,6 @@ struct RoundKey {
   // The second round of (step, group): sparse pushes of exact values at the
   // first round's candidates.
   bool second_round = false;
-};
-
-struct RoundResult {
-  std::shared_ptr<const Update> update;
-  uint32_t contributors = 0;
 };
 
 using PushCallback = std::function<void(absl::StatusOr<RoundResult>)>;
@@ -125,6 +143,15 @@ class AggregationCore {
   // second round the payload is sparse, with the candidates' indices.
   void Push(const RoundKey& key, uint32_t worker, Payload payload, absl::Time now,
             PushCallback done);
+
+  // Takes up the answers an earlier incarnation of this shard recorded
+  // (AggregationConfig::record_answer), before the first push: a push of one
+  // of those rounds gets its answer, as if this core had finished it. Only
+  // the newest `finished_rounds_kept` per group are taken up.
+  // INVALID_ARGUMENT, with nothing taken up, for an answer of a group this
+  // shard does not own, one whose update does not fit its group, or two
+  // answers of the same round.
+  absl::Status Restore(std::vector<KeptAnswer> answers);
 
   // Fails every open round whose deadline passed by `now`; returns how many.
   int ExpireRounds(absl::Time now);

@@ -371,5 +371,95 @@ TEST(AggregationCoreTest, RefusesBadConfigurations) {
   refused(c, "round_deadline");
 }
 
+// Durable answers: each answer is recorded before any push sees it; a failed
+// record fails the round (re-pushable); a successor core that restores the
+// recorded answers gives a worker whose reply was lost the same answer.
+TEST(AggregationCoreTest, RecordsEachAnswerBeforeAnsweringAndASuccessorServesIt) {
+  AggregationConfig config;
+  config.job = "job";
+  config.world_size = 2;
+  config.groups = {{0, 3, "dense"}};
+  config.finished_rounds_kept = 2;
+  std::vector<KeptAnswer> recorded;
+  Answer a, b;
+  bool fail_next = true;
+  config.record_answer = [&](const KeptAnswer& answer) {
+    EXPECT_FALSE(a.called || b.called) << "a push was answered before its answer was recorded";
+    if (fail_next) {
+      fail_next = false;
+      return absl::InternalError("disk full");
+    }
+    recorded.push_back(answer);
+    return absl::OkStatus();
+  };
+  std::unique_ptr<AggregationCore> core = *AggregationCore::Create(config);
+  core->Push({"job", 5, 0}, 0, Encode("dense", {1, 2, 3}), kT0, a.Callback());
+  core->Push({"job", 5, 0}, 1, Encode("dense", {10, 20, 30}), kT0, b.Callback());
+  ASSERT_TRUE(b.called);
+  EXPECT_EQ(b.result.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(b.result.status().message().find("could not be recorded (push again): disk full"), std::string::npos)
+      << b.result.status();
+  EXPECT_TRUE(recorded.empty());
+  // Both workers re-push; this time the answer is recorded, then given.
+  a.called = b.called = false;
+  core->Push({"job", 5, 0}, 1, Encode("dense", {10, 20, 30}), kT0, b.Callback());
+  core->Push({"job", 5, 0}, 0, Encode("dense", {1, 2, 3}), kT0, a.Callback());
+  ASSERT_TRUE(a.result.ok()) << a.result.status();
+  EXPECT_EQ(a.result->update->values, std::vector<float>({11, 22, 33}));
+  ASSERT_EQ(recorded.size(), 1u);
+  EXPECT_EQ(recorded[0].step, 5u);
+  EXPECT_EQ(recorded[0].result.update, a.result->update);
+
+  // The shard dies; its successor takes the answer up and answers worker 1's
+  // re-push with it although worker 0 never pushes step 5 again.
+  config.record_answer = nullptr;
+  std::unique_ptr<AggregationCore> successor = *AggregationCore::Create(config);
+  ASSERT_TRUE(successor->Restore(recorded).ok());
+  Answer again;
+  successor->Push({"job", 5, 0}, 1, Encode("dense", {10, 20, 30}), kT0, again.Callback());
+  ASSERT_TRUE(again.called);
+  ASSERT_TRUE(again.result.ok()) << again.result.status();
+  EXPECT_EQ(again.result->update->values, std::vector<float>({11, 22, 33}));
+  EXPECT_EQ(successor->stats().rounds_open, 0u);
+}
+
+TEST(AggregationCoreTest, RestoreRefusesAnswersThatDoNotFitAndTakesNothingUp) {
+  std::unique_ptr<AggregationCore> core = MakeCore(2, {{0, 3, "dense"}, {1, 100, "topk:k=2"}});
+  auto answer = [](uint32_t group, uint64_t step, Update u) {
+    return KeptAnswer{group, step, false, RoundResult{std::make_shared<const Update>(std::move(u)), 2}};
+  };
+  Update dense3;
+  dense3.dense = true;
+  dense3.dim = 3;
+  dense3.values = {1, 2, 3};
+  Update sparse;
+  sparse.dim = 100;
+  sparse.indices = {7, 3};  // not ascending
+  sparse.values = {1, 2};
+  Update wide = dense3;
+  wide.dim = 4;
+  wide.values = {1, 2, 3, 4};
+  struct Case {
+    std::vector<KeptAnswer> answers;
+    std::string needle;
+  };
+  const std::vector<Case> cases = {
+      {{answer(9, 1, dense3)}, "does not own group 9"},
+      {{answer(0, 1, wide)}, "has 4 elements; the group has 3"},
+      {{answer(0, 1, dense3), answer(1, 1, sparse)}, "step 1, group 1"},
+      {{answer(0, 1, dense3), answer(0, 1, dense3)}, "two kept answers"},
+  };
+  for (const Case& c : cases) {
+    absl::Status s = core->Restore(c.answers);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.needle;
+    EXPECT_NE(s.message().find(c.needle), std::string::npos) << s;
+  }
+  // Nothing was taken up: step 1 of group 0 is a new round.
+  Answer a;
+  core->Push({"job", 1, 0}, 0, Encode("dense", {1, 1, 1}), kT0, a.Callback());
+  EXPECT_FALSE(a.called);
+  EXPECT_EQ(core->stats().rounds_open, 1u);
+}
+
 }  // namespace
 }  // namespace sketchfuse

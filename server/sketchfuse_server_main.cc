@@ -5,9 +5,17 @@
 // Serves v1.Aggregator (and grpc.health.v1, and server reflection) until
 // SIGTERM or SIGINT. On those it fails the rounds still open with UNAVAILABLE
 // (workers re-push or fall back), drains in-flight calls, and exits 0.
+//
+// With --state_dir the shard records each finished round's answer before any
+// worker sees it (server/answer_journal.h); restarted with the same
+// directory after a crash, it takes those answers up again, so workers that
+// re-push a round their dead predecessor finished get the same answer. A
+// shard registered with a remote coordinator registers again every 2 s, so a
+// restarted coordinator learns every shard's address again.
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -27,6 +35,7 @@
 #include "proto/rpc_channel.h"
 #include "server/aggregation_core.h"
 #include "server/aggregator_service.h"
+#include "server/answer_journal.h"
 #include "server/server_metrics.h"
 #include "common/memory_tuning.h"
 #include "common/metrics_endpoint.h"
@@ -66,6 +75,11 @@ ABSL_FLAG(std::string, advertise_address, "",
           "for 0.0.0.0) and the bound port.");
 ABSL_FLAG(int, liveness_timeout_ms, 15000,
           "Coordinator: a worker silent this long is reported dead, ms (100 to 3600000).");
+ABSL_FLAG(std::string, state_dir, "",
+          "Directory where the shard records the answers of its finished rounds (the newest "
+          "finished_rounds_kept per group, in <dir>/shard-<index>) before any worker sees them. A shard "
+          "restarted with the same directory answers re-pushes of the rounds it finished before it died. "
+          "Empty: answers are kept in memory only. Give each run a directory of its own.");
 ABSL_FLAG(int, reaper_period_ms, 100, "How often overdue rounds are failed, ms (1 to 60000).");
 ABSL_FLAG(int, metrics_port, -1,
           "Serve Prometheus metrics (GET /metrics) on --host at this port; 0 picks a free one "
@@ -111,19 +125,25 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials() {
   return grpc::SslServerCredentials(options);
 }
 
+// One registration of this shard with the remote coordinator.
+grpc::Status RegisterOnce(sketchfuse::v1::Coordinator::Stub& stub,
+                          const sketchfuse::v1::RegisterShardRequest& request,
+                          const sketchfuse::RpcChannelOptions& options) {
+  grpc::ClientContext context;
+  sketchfuse::AddCallCredentials(options, context);
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  sketchfuse::v1::RegisterShardReply reply;
+  return stub.RegisterShard(&context, request, &reply);
+}
+
 // Registers this shard with a remote coordinator, retrying while it is not
 // up yet (UNAVAILABLE) for up to a minute or until `stopping`.
-absl::Status RegisterRemotely(const sketchfuse::v1::RegisterShardRequest& request,
+absl::Status RegisterRemotely(sketchfuse::v1::Coordinator::Stub& stub,
+                              const sketchfuse::v1::RegisterShardRequest& request,
                               const sketchfuse::RpcChannelOptions& options, const std::atomic<bool>& stopping) {
-  auto stub = sketchfuse::v1::Coordinator::NewStub(
-      sketchfuse::MakeRpcChannel(absl::GetFlag(FLAGS_coordinator_address), options));
   const absl::Time give_up = absl::Now() + absl::Minutes(1);
   while (true) {
-    grpc::ClientContext context;
-    sketchfuse::AddCallCredentials(options, context);
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    sketchfuse::v1::RegisterShardReply reply;
-    grpc::Status status = stub->RegisterShard(&context, request, &reply);
+    grpc::Status status = RegisterOnce(stub, request, options);
     if (status.ok()) return absl::OkStatus();
     const bool retry = status.error_code() == grpc::StatusCode::UNAVAILABLE ||
                        status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
@@ -134,6 +154,31 @@ absl::Status RegisterRemotely(const sketchfuse::v1::RegisterShardRequest& reques
                                        absl::GetFlag(FLAGS_coordinator_address), ": ", status.error_message()));
     }
     absl::SleepFor(absl::Milliseconds(200));
+  }
+}
+
+// Registers again every `period` until `stopping`, so that a coordinator that
+// restarted (and forgot the shards) learns this shard's address again.
+// Failures are logged when the outcome changes, never fatal.
+void KeepRegistered(sketchfuse::v1::Coordinator::Stub& stub, const sketchfuse::v1::RegisterShardRequest& request,
+                    const sketchfuse::RpcChannelOptions& options, const std::atomic<bool>& stopping,
+                    absl::Duration period) {
+  bool last_ok = true;
+  while (true) {
+    for (absl::Time next = absl::Now() + period; absl::Now() < next;) {
+      if (stopping) return;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    const grpc::Status status = RegisterOnce(stub, request, options);
+    if (status.ok() != last_ok) {
+      if (status.ok()) {
+        std::cout << "sketchfuse_server: registered again with the coordinator" << std::endl;
+      } else {
+        std::cerr << "sketchfuse_server: cannot reach the coordinator to register again (will retry): "
+                  << status.error_message() << std::endl;
+      }
+      last_ok = status.ok();
+    }
   }
 }
 
@@ -230,9 +275,35 @@ int main(int argc, char** argv) {
     }
   }
 
+  // Durable answers: the journal records each answer before any worker sees
+  // it; what a predecessor recorded is taken up before serving.
+  std::unique_ptr<sketchfuse::AnswerJournal> journal;
+  std::vector<sketchfuse::KeptAnswer> kept_answers;
+  if (!absl::GetFlag(FLAGS_state_dir).empty()) {
+    const int index = absl::GetFlag(FLAGS_shard_index), shards = absl::GetFlag(FLAGS_num_shards);
+    absl::StatusOr<std::unique_ptr<sketchfuse::AnswerJournal>> opened = sketchfuse::AnswerJournal::Open(
+        absl::StrCat(absl::GetFlag(FLAGS_state_dir), "/shard-", index), sketchfuse::ShardIdentity(*job, index, shards),
+        std::max<size_t>(1, shard->finished_rounds_kept));
+    if (!opened.ok()) return Fail(opened.status());
+    journal = *std::move(opened);
+    absl::StatusOr<std::vector<sketchfuse::KeptAnswer>> loaded = journal->Load();
+    if (!loaded.ok()) return Fail(loaded.status());
+    kept_answers = *std::move(loaded);
+    sketchfuse::AnswerJournal* recorder = journal.get();
+    shard->record_answer = [recorder](const sketchfuse::KeptAnswer& answer) { return recorder->Record(answer); };
+  }
+
   absl::StatusOr<std::unique_ptr<sketchfuse::AggregationCore>> core =
       sketchfuse::AggregationCore::Create(*shard);
   if (!core.ok()) return Fail(core.status());
+  if (journal != nullptr) {
+    if (absl::Status restored = (*core)->Restore(kept_answers); !restored.ok()) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("--state_dir '", journal->dir(), "': ", restored.message())));
+    }
+    std::cout << "sketchfuse_server: " << kept_answers.size() << " kept answers taken up from " << journal->dir()
+              << std::endl;
+  }
 
   // Signals are taken by sigwait below, in the main thread only.
   sigset_t signals;
@@ -304,10 +375,13 @@ int main(int argc, char** argv) {
               << coordinator->fingerprint() << ")" << std::endl;
   } else if (!absl::GetFlag(FLAGS_coordinator_address).empty()) {
     registrar = std::thread([&registration, &client, &exit_code, &stopping] {
-      absl::Status registered = RegisterRemotely(registration, *client, stopping);
+      auto stub = sketchfuse::v1::Coordinator::NewStub(
+          sketchfuse::MakeRpcChannel(absl::GetFlag(FLAGS_coordinator_address), *client));
+      absl::Status registered = RegisterRemotely(*stub, registration, *client, stopping);
       if (registered.ok()) {
         std::cout << "sketchfuse_server: registered as " << registration.address() << " with the coordinator at "
                   << absl::GetFlag(FLAGS_coordinator_address) << std::endl;
+        KeepRegistered(*stub, registration, *client, stopping, absl::Seconds(2));
         return;
       }
       if (stopping) return;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -47,7 +48,7 @@ TrainingCluster::TrainingCluster(std::string server_binary, std::string worker_b
 
 TrainingCluster::~TrainingCluster() {
   for (const auto& [w, pid] : workers_) KillIfRunning(pid);
-  for (pid_t pid : servers_) KillIfRunning(pid);
+  for (const Server& server : servers_) KillIfRunning(server.pid);
 }
 
 std::string TrainingCluster::StartServers(int shards, const std::vector<int>& ports) {
@@ -62,27 +63,71 @@ std::string TrainingCluster::StartServers(int shards, const std::vector<int>& po
     std::filesystem::remove(port_file);
     std::vector<std::string> argv = {server_binary_, "--job_config=" + dir_ + "/job.json",
                                      absl::StrCat("--shard_index=", s), absl::StrCat("--num_shards=", shards),
-                                     "--port_file=" + port_file, "--token_file=" + dir_ + "/token"};
-    if (!ports.empty()) argv.push_back(absl::StrCat("--port=", ports[s]));
+                                     "--port_file=" + port_file, "--token_file=" + dir_ + "/token",
+                                     "--host=" + host_};
+    argv.insert(argv.end(), server_flags_.begin(), server_flags_.end());
     if (s == 0) {
       argv.push_back("--coordinator");
     } else {
       argv.push_back("--coordinator_address=" + coordinator_);
     }
-    servers_.push_back(
-        Spawn(argv, absl::StrCat(dir_, "/server", s, ".out"), absl::StrCat(dir_, "/server", s, ".err")));
+    std::vector<std::string> first = argv;
+    if (!ports.empty()) first.push_back(absl::StrCat("--port=", ports[s]));
+    Server server;
+    server.pid = Spawn(first, absl::StrCat(dir_, "/server", s, ".out"), absl::StrCat(dir_, "/server", s, ".err"));
+    servers_.push_back(server);
     const std::string port = WaitForFile(port_file, std::chrono::seconds(30));
     EXPECT_FALSE(port.empty()) << ReadFileOrEmpty(absl::StrCat(dir_, "/server", s, ".err"));
     if (port.empty()) return "";
-    if (s == 0) coordinator_ = "127.0.0.1:" + std::string(port.substr(0, port.find('\n')));
+    const std::string bound = port.substr(0, port.find('\n'));
+    argv.push_back("--port=" + bound);  // a restart listens where its predecessor did
+    servers_.back().argv = std::move(argv);
+    if (s == 0) coordinator_ = host_ + ":" + bound;
   }
   return coordinator_;
 }
 
+int TrainingCluster::KillServer(int s) {
+  kill(servers_.at(s).pid, SIGKILL);
+  const int code = WaitFor(servers_[s].pid, std::chrono::seconds(10));
+  servers_[s].pid = -1;
+  return code;
+}
+
+bool TrainingCluster::RestartServer(int s) {
+  Server& server = servers_.at(s);
+  const std::string port_file = absl::StrCat(dir_, "/port", s);
+  std::filesystem::remove(port_file);
+  ++server.restarts;
+  const std::string name = absl::StrCat(dir_, "/server", s, ".restart", server.restarts);
+  server.pid = Spawn(server.argv, name + ".out", name + ".err");
+  const std::string port = WaitForFile(port_file, std::chrono::seconds(30));
+  EXPECT_FALSE(port.empty()) << "shard " << s << " did not come back: " << ReadFileOrEmpty(name + ".err");
+  return !port.empty();
+}
+
+std::string TrainingCluster::ServerOut(int s) const {
+  const Server& server = servers_.at(s);
+  return ReadFileOrEmpty(server.restarts == 0 ? absl::StrCat(dir_, "/server", s, ".out")
+                                              : absl::StrCat(dir_, "/server", s, ".restart", server.restarts, ".out"));
+}
+
+bool TrainingCluster::WaitForWorkerOutput(int w, const std::string& text, std::chrono::seconds timeout) const {
+  const auto give_up = std::chrono::steady_clock::now() + timeout;
+  while (WorkerOut(w).find(text) == std::string::npos) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
 void TrainingCluster::StopServers(int signal) {
-  for (pid_t pid : servers_) kill(pid, signal);
-  for (pid_t pid : servers_) {
-    const int code = WaitFor(pid, std::chrono::seconds(30));
+  for (const Server& server : servers_) {
+    if (server.pid > 0) kill(server.pid, signal);
+  }
+  for (const Server& server : servers_) {
+    if (server.pid <= 0) continue;
+    const int code = WaitFor(server.pid, std::chrono::seconds(30));
     if (signal == SIGTERM) {
       EXPECT_EQ(code, 0);
     }
@@ -90,9 +135,12 @@ void TrainingCluster::StopServers(int signal) {
   servers_.clear();
 }
 
-pid_t TrainingCluster::StartWorker(int w, const std::vector<std::string>& extra) {
-  std::vector<std::string> argv = {worker_binary_, "--coordinator=" + coordinator_,
+pid_t TrainingCluster::StartWorker(int w, const std::vector<std::string>& extra,
+                                   const std::vector<std::string>& prefix) {
+  std::vector<std::string> argv = prefix;
+  std::vector<std::string> own = {worker_binary_, "--coordinator=" + coordinator_,
                                    absl::StrCat("--worker_id=worker-", w), "--token_file=" + dir_ + "/token"};
+  argv.insert(argv.end(), own.begin(), own.end());
   argv.insert(argv.end(), run_flags_.begin(), run_flags_.end());
   argv.insert(argv.end(), extra.begin(), extra.end());
   const pid_t pid = Spawn(argv, absl::StrCat(dir_, "/worker", w, ".out"), absl::StrCat(dir_, "/worker", w, ".err"));

@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,11 @@ class TrainingCluster {
                   std::vector<std::string> run_flags);
   ~TrainingCluster();
 
+  // Flags for every server started from now on (e.g. --state_dir).
+  void SetServerFlags(std::vector<std::string> flags) { server_flags_ = std::move(flags); }
+  // The address servers listen on and advertise (default 127.0.0.1).
+  void SetHost(std::string host) { host_ = std::move(host); }
+
   // Writes the job config and starts `shards` servers, on `ports` if given
   // (else free ones); returns the coordinator's address ("" on failure, with
   // a test failure recorded).
@@ -41,8 +47,20 @@ class TrainingCluster {
   // Sends `signal` to every server and reaps them; with SIGTERM, expects a
   // clean exit.
   void StopServers(int signal);
+  // Kills shard `s` with SIGKILL and reaps it; returns its exit code.
+  int KillServer(int s);
+  // Starts shard `s` again with the flags and the port it had, and waits
+  // until it listens (its output goes to server<s>.restart<k>.out/.err).
+  // False (with a test failure recorded) if it does not come up.
+  bool RestartServer(int s);
+  // The output of shard `s`'s latest process.
+  std::string ServerOut(int s) const;
 
-  pid_t StartWorker(int w, const std::vector<std::string>& extra = {});
+  // Starts worker `w`; `prefix` goes before the binary (e.g. `ip netns exec
+  // NAME` to run it in a network namespace).
+  pid_t StartWorker(int w, const std::vector<std::string>& extra = {}, const std::vector<std::string>& prefix = {});
+  // Waits until worker `w`'s output contains `text`; false after `timeout`.
+  bool WaitForWorkerOutput(int w, const std::string& text, std::chrono::seconds timeout) const;
   // Kills a started worker with SIGKILL, reaps it and forgets it; returns its
   // exit code (128 + SIGKILL).
   int KillWorker(pid_t pid);
@@ -60,8 +78,15 @@ class TrainingCluster {
  private:
   const std::string server_binary_, worker_binary_, dir_;
   const std::vector<std::string> run_flags_;
+  std::string host_ = "127.0.0.1";
+  std::vector<std::string> server_flags_;
   std::string coordinator_;
-  std::vector<pid_t> servers_;
+  struct Server {
+    std::vector<std::string> argv;  // with the port it listens on, for restarts
+    pid_t pid = -1;
+    int restarts = 0;
+  };
+  std::vector<Server> servers_;
   std::vector<std::pair<int, pid_t>> workers_;  // (index, pid)
 };
 

@@ -31,6 +31,10 @@ absl::StatusOr<v1::JoinReply> CoordinatorClient::Join(const v1::RunConfig& run, 
   request.set_worker_id(worker_id_);
   *request.mutable_run() = run;
   request.set_fingerprint(RunFingerprint(run));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    joined_ = request;
+  }
   const absl::Time give_up = absl::Now() + patience;
   while (true) {
     grpc::ClientContext context;
@@ -95,11 +99,30 @@ void CoordinatorClient::StartHeartbeats(absl::Duration period) {
       context.set_deadline(absl::ToChronoTime(absl::Now() + period));
       v1::HeartbeatReply reply;
       grpc::Status status = stub_->Heartbeat(&context, request, &reply);
+      if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
+        // The coordinator restarted: join it again. The call returns when the
+        // job is complete again or at its deadline; either way the
+        // coordinator now counts this worker as joined.
+        lock.lock();
+        const v1::JoinRequest again = joined_;
+        ++rejoins_;
+        lock.unlock();
+        grpc::ClientContext join_context;
+        AddCallCredentials(options_, join_context);
+        join_context.set_deadline(absl::ToChronoTime(absl::Now() + period));
+        v1::JoinReply ignored;
+        stub_->Join(&join_context, again, &ignored);
+      }
       lock.lock();
       if (status.ok()) dead_workers_.assign(reply.dead_workers().begin(), reply.dead_workers().end());
       stop_cv_.wait_for(lock, absl::ToChronoMilliseconds(period));
     }
   });
+}
+
+int CoordinatorClient::rejoins() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return rejoins_;
 }
 
 std::vector<std::string> CoordinatorClient::dead_workers() const {

@@ -36,8 +36,15 @@ class CoordinatorClient final : public KeyValueStore {
 
   // Sends a heartbeat every `period` on a thread of its own until destroyed.
   // The latest reply's dead workers are readable through dead_workers().
+  // A coordinator that answers NOT_FOUND has restarted and forgotten the
+  // job: the thread joins it again with the run of the last Join (without
+  // waiting for the others), so the restarted coordinator rebuilds the job
+  // from the workers that are still alive and gives a worker that restarts
+  // later its rank back.
   void StartHeartbeats(absl::Duration period);
   std::vector<std::string> dead_workers() const;
+  // How many times the heartbeat thread joined a restarted coordinator again.
+  int rejoins() const;
 
  private:
   const std::string address_;
@@ -50,6 +57,8 @@ class CoordinatorClient final : public KeyValueStore {
   std::condition_variable stop_cv_;
   bool stop_ = false;
   std::vector<std::string> dead_workers_;
+  v1::JoinRequest joined_;  // the last Join's request, for rejoining
+  int rejoins_ = 0;
   std::thread heartbeats_;
 };
 

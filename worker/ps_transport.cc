@@ -16,6 +16,7 @@ struct PsTransport::Call {
   v1::PushRequest request;
   v1::PushReply reply;
   std::unique_ptr<grpc::ClientContext> context;
+  absl::Time deadline;  // of the attempt in flight
   int attempts = 0;
   absl::Duration backoff;
   PushDone done;
@@ -124,7 +125,8 @@ void PsTransport::Attempt(std::shared_ptr<Call> call) {
 void PsTransport::Send(std::shared_ptr<Call> call, bool drop_reply) {
   call->context = std::make_unique<grpc::ClientContext>();
   AddCallCredentials(options_, *call->context);
-  call->context->set_deadline(absl::ToChronoTime(absl::Now() + policy_.push_deadline));
+  call->deadline = absl::Now() + policy_.push_deadline;
+  call->context->set_deadline(absl::ToChronoTime(call->deadline));
   call->reply.Clear();
   stubs_[call->shard]->async()->Push(call->context.get(), &call->request, &call->reply,
                                      [this, call, drop_reply](grpc::Status status) {
@@ -137,7 +139,13 @@ void PsTransport::Send(std::shared_ptr<Call> call, bool drop_reply) {
 }
 
 void PsTransport::Finish(std::shared_ptr<Call> call, const grpc::Status& status) {
-  if (status.error_code() == grpc::StatusCode::UNAVAILABLE && call->attempts < policy_.max_attempts) {
+  // DEADLINE_EXCEEDED before this attempt's own deadline comes from the
+  // shard: it failed the round at its round deadline and freed it, so a
+  // re-push starts it afresh and the late workers can still join it.
+  const bool round_failed_by_shard =
+      status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && absl::Now() < call->deadline;
+  if ((status.error_code() == grpc::StatusCode::UNAVAILABLE || round_failed_by_shard) &&
+      call->attempts < policy_.max_attempts) {
     ++retries_;
     // Back off on a thread of our own: gRPC's callback threads must not block.
     const absl::Duration wait = call->backoff;

@@ -3,11 +3,15 @@
 // and the update the shard answers with.
 //
 // Pushes are asynchronous (gRPC callback API), so pushes of different groups
-// are in flight to all shards at once. A push that fails with UNAVAILABLE
-// (shard down, connection reset) is re-pushed after an exponential backoff,
-// until its retry budget is spent: re-pushing is safe because the servers
-// are idempotent per (round, worker). Every other failure (DEADLINE_EXCEEDED
-// naming missing workers, INVALID_ARGUMENT, ...) is reported at once.
+// are in flight to all shards at once. A push is re-pushed after an
+// exponential backoff, until its retry budget is spent, when it fails with
+//   - UNAVAILABLE (shard down or restarting, connection reset), or
+//   - DEADLINE_EXCEEDED from the shard (its round deadline passed before
+//     every worker pushed: a straggler or a worker restarting; the shard
+//     freed the round, and the re-push starts it afresh for the late ones).
+// Re-pushing is safe because the servers are idempotent per (round, worker).
+// Every other failure (INVALID_ARGUMENT, the push's own deadline, ...) is
+// reported at once.
 #ifndef SKETCHFUSE_WORKER_PS_TRANSPORT_H_
 #define SKETCHFUSE_WORKER_PS_TRANSPORT_H_
 
@@ -31,7 +35,8 @@ namespace sketchfuse {
 struct RetryPolicy {
   // Deadline of one push (it waits for the whole round).
   absl::Duration push_deadline = absl::Seconds(60);
-  // Attempts in all, the first included.
+  // Attempts in all, the first included (re-pushes after UNAVAILABLE and
+  // after the shard's round deadline share the budget).
   int max_attempts = 5;
   absl::Duration initial_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(2);

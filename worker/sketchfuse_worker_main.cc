@@ -107,7 +107,9 @@ ABSL_FLAG(std::string, tls_cert, "", "Client certificate (PEM) for mutual TLS.")
 ABSL_FLAG(std::string, tls_key, "", "Client private key (PEM) for mutual TLS.");
 ABSL_FLAG(int, join_timeout_s, 120, "How long to wait for the job to assemble, seconds.");
 ABSL_FLAG(int, push_timeout_s, 60, "Deadline of one push (a whole aggregation round), seconds.");
-ABSL_FLAG(int, push_attempts, 5, "Attempts per push on UNAVAILABLE, the first included.");
+ABSL_FLAG(int, push_attempts, 5,
+          "Attempts per push, the first included: a push is re-pushed after UNAVAILABLE (a shard down or "
+          "restarting) and after the shard failed its round at the round deadline (a straggler).");
 ABSL_FLAG(std::string, inject_faults, "",
           "Tests only: faults the centralized route injects into its own pushes, each retried like a real one, "
           "e.g. fail_before_send=0.05,drop_reply=0.05,delay=0.05:20ms,seed=1 (worker/transport_faults.h).");
@@ -417,9 +419,13 @@ int main(int argc, char** argv) {
     if (metrics != nullptr) metrics->OnProgress(p);
   });
   if (!summary.ok()) return Fail(summary.status());
-  if (policy.inject.any() && transport != nullptr) {
+  if (transport != nullptr && (policy.inject.any() || transport->retries() > 0)) {
     std::cout << "sketchfuse_worker: " << worker_id << " injected " << transport->injected_faults()
               << " transport faults; " << transport->retries() << " push attempts retried" << std::endl;
+  }
+  if (coordinator.rejoins() > 0) {
+    std::cout << "sketchfuse_worker: " << worker_id << " joined the restarted coordinator again ("
+              << coordinator.rejoins() << " times)" << std::endl;
   }
   const std::string json = SummaryJson(worker_id, joined->rank(), *run, *summary);
   std::cout << "summary " << json << std::endl;

@@ -1,0 +1,186 @@
+#include "server/answer_journal.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "proto/kept_answer.pb.h"
+#include "proto/payload_convert.h"
+
+namespace sketchfuse {
+namespace {
+
+constexpr char kSuffix[] = ".answer";
+constexpr char kTmpSuffix[] = ".answer.tmp";
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Parses "g<group>-<first|second>-s<step>.answer".
+bool ParseName(const std::string& name, uint32_t* group, bool* second_round, uint64_t* step) {
+  unsigned group_value = 0;
+  char kind[8] = {0};
+  uint64_t step_value = 0;
+  int consumed = 0;
+  if (std::sscanf(name.c_str(), "g%u-%6[a-z]-s%" SCNu64 "%n", &group_value, kind, &step_value, &consumed) != 3) {
+    return false;
+  }
+  if (name.substr(consumed) != kSuffix) return false;
+  const std::string k = kind;
+  if (k != "first" && k != "second") return false;
+  *group = group_value;
+  *second_round = k == "second";
+  *step = step_value;
+  // The name must be the canonical one (no leading zeros or signs).
+  return name == absl::StrCat("g", group_value, "-", k, "-s", step_value, kSuffix);
+}
+
+}  // namespace
+
+std::string ShardIdentity(const v1::JobConfig& job, int shard_index, int num_shards) {
+  v1::JobConfig content = job;
+  content.clear_round_deadline_ms();
+  content.clear_finished_rounds_kept();
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    content.SerializeToCodedStream(&coded);
+  }
+  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a
+  for (unsigned char c : bytes) {
+    hash ^= c;
+    hash *= 0x100000001b3ull;
+  }
+  return absl::StrFormat("job '%s', config %016x, shard %d of %d", job.job(), hash, shard_index, num_shards);
+}
+
+absl::StatusOr<std::unique_ptr<AnswerJournal>> AnswerJournal::Open(std::string dir, std::string identity,
+                                                                   size_t kept) {
+  if (dir.empty()) return absl::InvalidArgumentError("answer journal: the directory is empty");
+  if (kept == 0) return absl::InvalidArgumentError("answer journal: kept must be at least 1");
+  std::error_code error;
+  if (std::filesystem::exists(dir, error) && !std::filesystem::is_directory(dir, error)) {
+    return absl::InvalidArgumentError(absl::StrCat("--state_dir '", dir, "' is not a directory"));
+  }
+  std::filesystem::create_directories(dir, error);
+  if (error) {
+    return absl::InternalError(absl::StrCat("cannot create --state_dir '", dir, "': ", error.message()));
+  }
+  return std::unique_ptr<AnswerJournal>(new AnswerJournal(std::move(dir), std::move(identity), kept));
+}
+
+std::string AnswerJournal::PathOf(uint32_t group, bool second_round, uint64_t step) const {
+  return absl::StrCat(dir_, "/g", group, "-", second_round ? "second" : "first", "-s", step, kSuffix);
+}
+
+absl::StatusOr<std::vector<KeptAnswer>> AnswerJournal::Load() {
+  std::vector<std::string> names;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, error)) {
+    const std::string name = entry.path().filename().string();
+    if (EndsWith(name, kTmpSuffix)) {
+      std::filesystem::remove(entry.path(), error);  // a write the crash cut short
+      continue;
+    }
+    if (EndsWith(name, kSuffix)) names.push_back(name);
+  }
+  if (error) return absl::InternalError(absl::StrCat("cannot list --state_dir '", dir_, "': ", error.message()));
+
+  std::vector<KeptAnswer> answers;
+  std::map<std::pair<uint32_t, bool>, std::set<uint64_t>> files;
+  for (const std::string& name : names) {
+    const std::string path = dir_ + "/" + name;
+    KeptAnswer answer;
+    if (!ParseName(name, &answer.group, &answer.second_round, &answer.step)) {
+      return absl::InvalidArgumentError(absl::StrCat("'", path, "' is not named like a kept answer (g<group>-",
+                                                     "<first|second>-s<step>", kSuffix, ")"));
+    }
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream content;
+    content << in.rdbuf();
+    v1::KeptAnswer message;
+    if (!in || !message.ParseFromString(content.str())) {
+      return absl::InvalidArgumentError(absl::StrCat("'", path, "' is not a valid kept answer (truncated or corrupt)"));
+    }
+    if (message.identity() != identity_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--state_dir '", dir_, "' holds answers of another run: '", name, "' belongs to ", message.identity(),
+          "; this shard is ", identity_, ". Give each run a directory of its own"));
+    }
+    if (message.round().group() != answer.group || message.round().step() != answer.step ||
+        message.round().second_round() != answer.second_round) {
+      return absl::InvalidArgumentError(absl::StrCat("'", path, "' holds the answer of another round (step ",
+                                                     message.round().step(), ", group ", message.round().group(),
+                                                     ")"));
+    }
+    absl::StatusOr<Update> update = UpdateFromProto(message.update());
+    if (!update.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("'", path, "' holds a malformed update: ", update.status().message()));
+    }
+    answer.result.update = std::make_shared<const Update>(*std::move(update));
+    answer.result.contributors = message.contributors();
+    files[{answer.group, answer.second_round}].insert(answer.step);
+    answers.push_back(std::move(answer));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  files_ = std::move(files);
+  for (const auto& [key, steps] : files_) TrimLocked(key.first, key.second);
+  // Drop what was trimmed; keep the oldest step first per group.
+  std::vector<KeptAnswer> kept;
+  for (KeptAnswer& a : answers) {
+    if (files_[{a.group, a.second_round}].count(a.step)) kept.push_back(std::move(a));
+  }
+  std::sort(kept.begin(), kept.end(), [](const KeptAnswer& a, const KeptAnswer& b) {
+    return std::tie(a.group, a.second_round, a.step) < std::tie(b.group, b.second_round, b.step);
+  });
+  return kept;
+}
+
+absl::Status AnswerJournal::Record(const KeptAnswer& answer) {
+  v1::KeptAnswer message;
+  message.set_identity(identity_);
+  message.mutable_round()->set_step(answer.step);
+  message.mutable_round()->set_group(answer.group);
+  message.mutable_round()->set_second_round(answer.second_round);
+  if (answer.result.update != nullptr) UpdateToProto(*answer.result.update, message.mutable_update());
+  message.set_contributors(answer.result.contributors);
+  const std::string path = PathOf(answer.group, answer.second_round, answer.step);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out || !message.SerializeToOstream(&out) || !out.flush()) {
+      std::remove(tmp.c_str());
+      return absl::InternalError(absl::StrCat("cannot write the kept answer '", tmp, "'"));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return absl::InternalError(absl::StrCat("cannot rename the kept answer '", tmp, "' into place"));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  files_[{answer.group, answer.second_round}].insert(answer.step);
+  TrimLocked(answer.group, answer.second_round);
+  return absl::OkStatus();
+}
+
+void AnswerJournal::TrimLocked(uint32_t group, bool second_round) {
+  std::set<uint64_t>& steps = files_[{group, second_round}];
+  while (steps.size() > kept_) {
+    std::remove(PathOf(group, second_round, *steps.begin()).c_str());
+    steps.erase(steps.begin());
+  }
+}
+
+}  // namespace sketchfuse

@@ -1,0 +1,173 @@
+// Faults on the centralized route, with real processes on loopback: two
+// sketchfuse_server shards (shard 0 serving the coordinator, both with a
+// --state_dir) and two sketchfuse_worker processes training the
+// Fashion-MNIST MLP with sketch_ps. Each test injects one fault and promises
+// that the run ends EXACTLY where the same run without the fault ends (the
+// same test loss and accuracy, to the last printed digit, on every worker):
+// no step is lost and none is applied twice.
+//
+//  - One shard killed with SIGKILL mid-training and restarted on its port:
+//    the workers re-push what failed; rounds the dead shard had finished are
+//    answered from its journal.
+//  - The shard serving the coordinator killed and restarted: the workers and
+//    the other shard register with the new coordinator again, and a worker
+//    killed afterwards resumes from its checkpoint with its rank.
+//  - A straggler whose pushes are delayed past the round deadline: the shard
+//    fails those rounds, the on-time worker re-pushes, and the straggler
+//    joins the fresh round.
+// Usage (from Bazel): fault_recovery_test <sketchfuse_server> <sketchfuse_worker>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/process_util.h"
+#include "tests/training_cluster.h"
+
+namespace sketchfuse {
+namespace {
+
+std::string server_binary;
+std::string worker_binary;
+
+constexpr int kWorkers = 2;
+constexpr int kShards = 2;
+
+// Flags every process of the run shares. The round deadline (in the job
+// config) is short so that the straggler's delayed pushes outlast it; four
+// fusion groups, so that each shard owns some.
+std::vector<std::string> RunFlags() {
+  return {"--job=faults",        absl::StrCat("--world_size=", kWorkers), "--workload=mlp", "--scheme=sketch_ps",
+          "--train_examples=12000", "--test_examples=10000", "--epochs=2", "--batch_size=32",
+          "--seed=9",            "--report_every=10", "--round_deadline_ms=400", "--fusion=4"};
+}
+
+// A budget that outlasts a shard's restart (backoff 0.1 s doubling to 2 s).
+const std::vector<std::string> kPatientWorker = {"--push_attempts=10"};
+
+TrainingCluster Cluster(const std::string& name) {
+  TrainingCluster cluster(server_binary, worker_binary, absl::StrCat(TestTempDir(), "/", name), RunFlags());
+  cluster.SetServerFlags({"--state_dir=" + cluster.dir() + "/state"});
+  return cluster;
+}
+
+// The uninterrupted run every test compares with (computed once).
+const WorkerResult& Reference() {
+  static const WorkerResult* reference = [] {
+    TrainingCluster cluster = Cluster("reference");
+    const std::vector<WorkerResult> results = cluster.Train(kWorkers, kShards, kPatientWorker);
+    EXPECT_EQ(results.size(), static_cast<size_t>(kWorkers));
+    auto* kept = new WorkerResult(results.empty() ? WorkerResult{} : results[0]);
+    for (const WorkerResult& r : results) EXPECT_EQ(r.last_epoch, kept->last_epoch);
+    std::printf("reference run: final test accuracy %.4f after %ld steps\n", kept->accuracy, kept->steps);
+    return kept;
+  }();
+  return *reference;
+}
+
+long RetriedAttempts(const std::string& out) {
+  std::smatch m;
+  if (!std::regex_search(out, m, std::regex("([0-9]+) push attempts retried"))) return 0;
+  return std::stol(m[1]);
+}
+
+long KeptAnswersTakenUp(const std::string& out) {
+  std::smatch m;
+  if (!std::regex_search(out, m, std::regex("([0-9]+) kept answers taken up"))) return -1;
+  return std::stol(m[1]);
+}
+
+void ExpectExactlyTheReference(const std::vector<WorkerResult>& results) {
+  const WorkerResult& reference = Reference();
+  ASSERT_FALSE(reference.last_epoch.empty());
+  ASSERT_EQ(results.size(), static_cast<size_t>(kWorkers));
+  for (int w = 0; w < kWorkers; ++w) {
+    EXPECT_EQ(results[w].last_epoch, reference.last_epoch) << "worker " << w;
+  }
+}
+
+TEST(FaultRecoveryTest, AShardKilledMidRoundAndRestartedLosesNoStep) {
+  Reference();
+  TrainingCluster cluster = Cluster("shard_killed");
+  ASSERT_FALSE(cluster.StartServers(kShards).empty());
+  for (int w = 0; w < kWorkers; ++w) cluster.StartWorker(w, kPatientWorker);
+  ASSERT_TRUE(cluster.WaitForWorkerOutput(0, " step 100/", std::chrono::seconds(120)));
+  EXPECT_EQ(cluster.KillServer(1), 128 + SIGKILL);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // pushes fail meanwhile
+  ASSERT_TRUE(cluster.RestartServer(1));
+  const std::vector<WorkerResult> results = cluster.WaitForWorkers();
+  const std::string restarted = cluster.ServerOut(1);
+  cluster.StopServers(SIGTERM);
+  ExpectExactlyTheReference(results);
+  // The successor took up its predecessor's answers, and pushes were retried.
+  EXPECT_GT(KeptAnswersTakenUp(restarted), 0) << restarted;
+  long retried = 0;
+  for (int w = 0; w < kWorkers; ++w) retried += RetriedAttempts(cluster.WorkerOut(w));
+  EXPECT_GT(retried, 0) << "no push was retried: the shard was not killed mid-training";
+}
+
+TEST(FaultRecoveryTest, TheCoordinatorRestartsAndAWorkerKilledAfterwardsGetsItsRankBack) {
+  Reference();
+  TrainingCluster cluster = Cluster("coordinator_restarted");
+  std::filesystem::create_directories(cluster.dir() + "/ckpt");
+  const std::vector<std::string> flags = {"--push_attempts=10", "--checkpoint_dir=" + cluster.dir() + "/ckpt",
+                                          "--checkpoint_every=4"};
+  ASSERT_FALSE(cluster.StartServers(kShards).empty());
+  cluster.StartWorker(0, flags);
+  const pid_t second = cluster.StartWorker(1, flags);
+  ASSERT_TRUE(cluster.WaitForWorkerOutput(0, " step 60/", std::chrono::seconds(120)));
+  // Shard 0 serves the coordinator: both go down and come back.
+  EXPECT_EQ(cluster.KillServer(0), 128 + SIGKILL);
+  ASSERT_TRUE(cluster.RestartServer(0));
+  // Within a heartbeat (2 s) the workers join the new coordinator again and
+  // shard 1 registers again. Then worker-1 dies and restarts: its join is
+  // answered only by a coordinator that knows the whole job again.
+  ASSERT_TRUE(cluster.WaitForWorkerOutput(0, " step 160/", std::chrono::seconds(120)));
+  EXPECT_EQ(cluster.KillWorker(second), 128 + SIGKILL);
+  std::rename((cluster.dir() + "/worker1.out").c_str(), (cluster.dir() + "/worker1.killed.out").c_str());
+  cluster.StartWorker(1, flags);
+  const std::vector<WorkerResult> results = cluster.WaitForWorkers();
+  cluster.StopServers(SIGTERM);
+  ExpectExactlyTheReference(results);
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_GT(results[1].resumed_from, 0) << "the restarted worker did not resume from its checkpoint";
+  EXPECT_NE(cluster.WorkerOut(1).find("joined job 'faults' as rank 1"), std::string::npos) << cluster.WorkerOut(1);
+  EXPECT_NE(cluster.WorkerOut(0).find("joined the restarted coordinator again"), std::string::npos)
+      << cluster.WorkerOut(0);
+}
+
+TEST(FaultRecoveryTest, AStragglerPastTheRoundDeadlineIsWaitedForByRePushing) {
+  Reference();
+  TrainingCluster cluster = Cluster("straggler");
+  ASSERT_FALSE(cluster.StartServers(kShards).empty());
+  // 1% of worker-1's pushes leave 700 ms late; the shards fail those rounds
+  // at 400 ms.
+  cluster.StartWorker(0, kPatientWorker);
+  cluster.StartWorker(1, {"--push_attempts=10", "--inject_faults=delay=0.01:700ms,seed=4"});
+  const std::vector<WorkerResult> results = cluster.WaitForWorkers();
+  cluster.StopServers(SIGTERM);
+  ExpectExactlyTheReference(results);
+  EXPECT_GT(RetriedAttempts(cluster.WorkerOut(0)), 0)
+      << "the on-time worker re-pushed nothing: no round outlasted its deadline";
+}
+
+}  // namespace
+}  // namespace sketchfuse
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s <sketchfuse_server> <sketchfuse_worker>\n", argv[0]);
+    return 2;
+  }
+  sketchfuse::server_binary = argv[1];
+  sketchfuse::worker_binary = argv[2];
+  return RUN_ALL_TESTS();
+}
