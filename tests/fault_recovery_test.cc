@@ -41,12 +41,12 @@ constexpr int kWorkers = 2;
 constexpr int kShards = 2;
 
 // Flags every process of the run shares. The round deadline (in the job
-// config) is short so that the straggler's delayed pushes outlast it; four
+// config) is short so that the straggler's delayed pushes outlast it; two
 // fusion groups, so that each shard owns some.
 std::vector<std::string> RunFlags() {
   return {"--job=faults",        absl::StrCat("--world_size=", kWorkers), "--workload=mlp", "--scheme=sketch_ps",
           "--train_examples=12000", "--test_examples=10000", "--epochs=2", "--batch_size=32",
-          "--seed=9",            "--report_every=10", "--round_deadline_ms=400", "--fusion=4"};
+          "--seed=9",            "--report_every=10", "--round_deadline_ms=400", "--fusion=2"};
 }
 
 // A budget that outlasts a shard's restart (backoff 0.1 s doubling to 2 s).
@@ -66,6 +66,7 @@ const WorkerResult& Reference() {
     EXPECT_EQ(results.size(), static_cast<size_t>(kWorkers));
     auto* kept = new WorkerResult(results.empty() ? WorkerResult{} : results[0]);
     for (const WorkerResult& r : results) EXPECT_EQ(r.last_epoch, kept->last_epoch);
+    EXPECT_GT(kept->accuracy, 0.7) << "the reference run did not train: equality would prove little";
     std::printf("reference run: final test accuracy %.4f after %ld steps\n", kept->accuracy, kept->steps);
     return kept;
   }();
@@ -111,6 +112,8 @@ TEST(FaultRecoveryTest, AShardKilledMidRoundAndRestartedLosesNoStep) {
   long retried = 0;
   for (int w = 0; w < kWorkers; ++w) retried += RetriedAttempts(cluster.WorkerOut(w));
   EXPECT_GT(retried, 0) << "no push was retried: the shard was not killed mid-training";
+  std::printf("shard 1 killed and restarted: %ld kept answers taken up, %ld pushes retried, the same model\n",
+              KeptAnswersTakenUp(restarted), retried);
 }
 
 TEST(FaultRecoveryTest, TheCoordinatorRestartsAndAWorkerKilledAfterwardsGetsItsRankBack) {
@@ -156,6 +159,8 @@ TEST(FaultRecoveryTest, AStragglerPastTheRoundDeadlineIsWaitedForByRePushing) {
   ExpectExactlyTheReference(results);
   EXPECT_GT(RetriedAttempts(cluster.WorkerOut(0)), 0)
       << "the on-time worker re-pushed nothing: no round outlasted its deadline";
+  std::printf("straggler: the on-time worker re-pushed %ld times, the same model\n",
+              RetriedAttempts(cluster.WorkerOut(0)));
 }
 
 }  // namespace
