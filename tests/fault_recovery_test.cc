@@ -15,12 +15,15 @@
 //  - A straggler whose pushes are delayed past the round deadline: the shard
 //    fails those rounds, the on-time worker re-pushes, and the straggler
 //    joins the fresh round.
+// And a worker's checkpoint as hostile input: corrupt, truncated or another
+// run's, it is refused by name and left as it was.
 // Usage (from Bazel): fault_recovery_test <sketchfuse_server> <sketchfuse_worker>
 #include <signal.h>
 
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <string>
 #include <thread>
@@ -161,6 +164,47 @@ TEST(FaultRecoveryTest, AStragglerPastTheRoundDeadlineIsWaitedForByRePushing) {
       << "the on-time worker re-pushed nothing: no round outlasted its deadline";
   std::printf("straggler: the on-time worker re-pushed %ld times, the same model\n",
               RetriedAttempts(cluster.WorkerOut(0)));
+}
+
+// A checkpoint is a file a worker trusts at start: a corrupt, truncated or
+// foreign one stops the worker with a message naming the file (exit 2); it
+// never trains from a wrong state. A real one-worker run makes the files.
+TEST(FaultRecoveryTest, ACorruptTruncatedOrForeignCheckpointIsRefusedByName) {
+  auto flags = [](int seed) {
+    return std::vector<std::string>{"--job=ckpt", "--world_size=1", "--workload=mlp", "--scheme=sketch_ps",
+                                    "--train_examples=640", "--test_examples=500", "--epochs=1",
+                                    "--batch_size=32", absl::StrCat("--seed=", seed), "--report_every=0"};
+  };
+  TrainingCluster mine(server_binary, worker_binary, TestTempDir() + "/ckpt_mine", flags(1));
+  TrainingCluster other(server_binary, worker_binary, TestTempDir() + "/ckpt_other", flags(2));
+  for (TrainingCluster* cluster : {&mine, &other}) {
+    std::filesystem::create_directories(cluster->dir() + "/ckpt");
+    const std::vector<WorkerResult> results =
+        cluster->Train(1, 1, {"--checkpoint_dir=" + cluster->dir() + "/ckpt", "--checkpoint_every=4"});
+    ASSERT_EQ(results.size(), 1u);
+  }
+  const std::string path = mine.dir() + "/ckpt/worker-0.ckpt";
+  const std::string real = ReadFileOrEmpty(path);
+  ASSERT_GT(real.size(), 1000u);
+  struct Case {
+    std::string what, content, needle;
+  };
+  const std::vector<Case> cases = {
+      {"garbage", "this is not a checkpoint", "cannot read checkpoint '" + path + "'"},
+      {"truncated", real.substr(0, real.size() / 2), "cannot read checkpoint '" + path + "'"},
+      {"another run's", ReadFileOrEmpty(other.dir() + "/ckpt/worker-0.ckpt"), "checkpoint '" + path +
+                                                                                     "' belongs to run"},
+  };
+  ASSERT_FALSE(mine.StartServers(1).empty());
+  for (const Case& c : cases) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << c.content;
+    const pid_t worker = mine.StartWorker(0, {"--checkpoint_dir=" + mine.dir() + "/ckpt", "--checkpoint_every=4"});
+    EXPECT_EQ(mine.WaitForWorkerExit(worker, std::chrono::seconds(60)), 2) << c.what;
+    const std::string err = ReadFileOrEmpty(mine.dir() + "/worker0.err");
+    EXPECT_NE(err.find(c.needle), std::string::npos) << c.what << ": " << err;
+    EXPECT_EQ(ReadFileOrEmpty(path), c.content) << c.what << ": the refused checkpoint was overwritten";
+  }
+  mine.StopServers(SIGTERM);
 }
 
 }  // namespace

@@ -160,6 +160,17 @@ int TrainingCluster::KillWorker(pid_t pid) {
   return code;
 }
 
+int TrainingCluster::WaitForWorkerExit(pid_t pid, std::chrono::seconds timeout) {
+  const int code = WaitFor(pid, timeout);
+  for (auto it = workers_.begin(); it != workers_.end(); ++it) {
+    if (it->second == pid) {
+      workers_.erase(it);
+      break;
+    }
+  }
+  return code;
+}
+
 std::vector<WorkerResult> TrainingCluster::WaitForWorkers() {
   std::sort(workers_.begin(), workers_.end());
   std::vector<WorkerResult> results;

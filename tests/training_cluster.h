@@ -64,6 +64,9 @@ class TrainingCluster {
   // Kills a started worker with SIGKILL, reaps it and forgets it; returns its
   // exit code (128 + SIGKILL).
   int KillWorker(pid_t pid);
+  // Waits for a started worker to exit (up to `timeout`, then kills it),
+  // forgets it and returns its exit code; for workers expected to fail.
+  int WaitForWorkerExit(pid_t pid, std::chrono::seconds timeout);
   // Waits for every worker started and not killed (test failure on a
   // non-zero exit) and returns their summaries, by worker index.
   std::vector<WorkerResult> WaitForWorkers();

@@ -319,7 +319,21 @@ absl::StatusOr<int64_t> Trainer::LoadCheckpoint() {
     archive.read("optimizer", optimizer);
     s.optimizer->load(optimizer);
     archive.read("groups", groups);
-    std::vector<std::vector<float>> residuals(groups.item<int64_t>());
+    // The scheme's state vectors (residuals, velocities): their count is
+    // checked before anything is allocated for them.
+    const int64_t num_groups = groups.item<int64_t>();
+    const int64_t expected = static_cast<int64_t>(s.scheme->SaveState().size());
+    if (num_groups != expected) {
+      return absl::InvalidArgumentError(absl::StrCat("checkpoint '", path, "' holds ", num_groups,
+                                                     " state vectors; this run's scheme keeps ", expected));
+    }
+    const int64_t total_steps = static_cast<int64_t>(s.run.steps_per_epoch()) * s.run.epochs();
+    if (next_step.item<int64_t>() < 0 || next_step.item<int64_t>() > total_steps) {
+      return absl::InvalidArgumentError(absl::StrCat("checkpoint '", path, "' resumes at step ",
+                                                     next_step.item<int64_t>(), ", outside this run's 0..",
+                                                     total_steps));
+    }
+    std::vector<std::vector<float>> residuals(num_groups);
     for (size_t g = 0; g < residuals.size(); ++g) {
       torch::Tensor r;
       archive.read(absl::StrCat("residual_", g), r);
