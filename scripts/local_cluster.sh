@@ -115,13 +115,14 @@ for scheme in "${scheme_list[@]}"; do
     || { echo "local_cluster: planning $scheme failed; its log: $dir/plan.log" >&2; tail -n 3 "$dir/plan.log" >&2; exit 1; }
   echo "== $scheme ($route): $run_shards shard(s), $workers workers ($(tail -n 1 "$dir/plan.log" | sed 's/.*wrote job [^(]*(//; s/).*//'))"
   start "server shard 0" "$dir/server0.log" "$server" --job_config="$dir/job.json" --shard_index=0 \
-    --num_shards="$run_shards" --coordinator --port_file="$dir/port0" --token_file="$dir/token"
+    --num_shards="$run_shards" --coordinator --port_file="$dir/port0" --token_file="$dir/token" --state_dir="$dir/state"
   for _ in $(seq 300); do [ -s "$dir/port0" ] && break; check_alive; sleep 0.1; done
   [ -s "$dir/port0" ] || { echo "local_cluster: shard 0 did not start; its log: $dir/server0.log" >&2; exit 1; }
   coordinator="127.0.0.1:$(cat "$dir/port0")"
   for s in $(seq 1 $((run_shards - 1))); do
     start "server shard $s" "$dir/server$s.log" "$server" --job_config="$dir/job.json" --shard_index="$s" \
-      --num_shards="$run_shards" --coordinator_address="$coordinator" --port_file="$dir/port$s" --token_file="$dir/token"
+      --num_shards="$run_shards" --coordinator_address="$coordinator" --port_file="$dir/port$s" --token_file="$dir/token" \
+      --state_dir="$dir/state"
   done
   worker_pids=()
   for w in $(seq 0 $((workers - 1))); do

@@ -76,12 +76,6 @@ const WorkerResult& Reference() {
   return *reference;
 }
 
-long RetriedAttempts(const std::string& out) {
-  std::smatch m;
-  if (!std::regex_search(out, m, std::regex("([0-9]+) push attempts retried"))) return 0;
-  return std::stol(m[1]);
-}
-
 long KeptAnswersTakenUp(const std::string& out) {
   std::smatch m;
   if (!std::regex_search(out, m, std::regex("([0-9]+) kept answers taken up"))) return -1;
@@ -113,7 +107,7 @@ TEST(FaultRecoveryTest, AShardKilledMidRoundAndRestartedLosesNoStep) {
   // The successor took up its predecessor's answers, and pushes were retried.
   EXPECT_GT(KeptAnswersTakenUp(restarted), 0) << restarted;
   long retried = 0;
-  for (int w = 0; w < kWorkers; ++w) retried += RetriedAttempts(cluster.WorkerOut(w));
+  for (int w = 0; w < kWorkers; ++w) retried += ParseSummary(cluster.WorkerOut(w)).retried_pushes;
   EXPECT_GT(retried, 0) << "no push was retried: the shard was not killed mid-training";
   std::printf("shard 1 killed and restarted: %ld kept answers taken up, %ld pushes retried, the same model\n",
               KeptAnswersTakenUp(restarted), retried);
@@ -160,10 +154,10 @@ TEST(FaultRecoveryTest, AStragglerPastTheRoundDeadlineIsWaitedForByRePushing) {
   const std::vector<WorkerResult> results = cluster.WaitForWorkers();
   cluster.StopServers(SIGTERM);
   ExpectExactlyTheReference(results);
-  EXPECT_GT(RetriedAttempts(cluster.WorkerOut(0)), 0)
+  EXPECT_GT(results[0].retried_pushes, 0)
       << "the on-time worker re-pushed nothing: no round outlasted its deadline";
   std::printf("straggler: the on-time worker re-pushed %ld times, the same model\n",
-              RetriedAttempts(cluster.WorkerOut(0)));
+              results[0].retried_pushes);
 }
 
 // A checkpoint is a file a worker trusts at start: a corrupt, truncated or

@@ -27,6 +27,7 @@ WorkerResult ParseSummary(const std::string& out) {
   if (std::regex_search(out, m, std::regex("\"collective_steps\": ([0-9]+)"))) {
     result.collective_steps = std::stol(m[1]);
   }
+  if (std::regex_search(out, m, std::regex("([0-9]+) push attempts retried"))) result.retried_pushes = std::stol(m[1]);
   const size_t last = out.rfind("{\"epoch\"");
   if (last != std::string::npos) result.last_epoch = out.substr(last, out.find('}', last) - last);
   // Keep the test loss and accuracy: wall time differs between runs, and the

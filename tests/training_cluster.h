@@ -23,6 +23,8 @@ struct WorkerResult {
   long resumed_from = -1;
   long steps = -1;
   long collective_steps = -1;
+  // Push attempts the centralized route retried (0 when it reported none).
+  long retried_pushes = 0;
 };
 
 WorkerResult ParseSummary(const std::string& out);
