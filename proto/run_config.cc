@@ -34,21 +34,23 @@ std::string DescribeRepeated(const v1::RunConfig& message, const FieldDescriptor
 
 }  // namespace
 
-std::string RunFingerprint(const v1::RunConfig& run) {
+uint64_t MessageFingerprint(const google::protobuf::MessageLite& message) {
   std::string bytes;
   {
     google::protobuf::io::StringOutputStream stream(&bytes);
     google::protobuf::io::CodedOutputStream coded(&stream);
     coded.SetSerializationDeterministic(true);
-    run.SerializeToCodedStream(&coded);
+    message.SerializeToCodedStream(&coded);
   }
   uint64_t hash = 0xcbf29ce484222325ull;
   for (unsigned char c : bytes) {
     hash ^= c;
     hash *= 0x100000001b3ull;
   }
-  return absl::StrFormat("%016x", hash);
+  return hash;
 }
+
+std::string RunFingerprint(const v1::RunConfig& run) { return absl::StrFormat("%016x", MessageFingerprint(run)); }
 
 std::string DiffRunConfigs(const v1::RunConfig& job, const v1::RunConfig& worker) {
   std::vector<std::string> lines;

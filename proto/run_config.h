@@ -4,14 +4,19 @@
 #ifndef SKETCHFUSE_PROTO_RUN_CONFIG_H_
 #define SKETCHFUSE_PROTO_RUN_CONFIG_H_
 
+#include <cstdint>
 #include <string>
 
+#include "google/protobuf/message_lite.h"
 #include "proto/job_config.pb.h"
 
 namespace sketchfuse {
 
-// 16 hex digits: FNV-1a (64 bit) of the deterministic serialization. Equal
-// configurations have equal fingerprints in every process of one build.
+// FNV-1a (64 bit) of a message's deterministic serialization. Equal messages
+// have equal fingerprints in every process of one build.
+uint64_t MessageFingerprint(const google::protobuf::MessageLite& message);
+
+// MessageFingerprint of the run as 16 hex digits.
 std::string RunFingerprint(const v1::RunConfig& run);
 
 // One line per differing field, "field: job has X, worker has Y" (repeated

@@ -11,10 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "proto/kept_answer.pb.h"
 #include "proto/payload_convert.h"
+#include "proto/run_config.h"
 
 namespace sketchfuse {
 namespace {
@@ -51,19 +50,8 @@ std::string ShardIdentity(const v1::JobConfig& job, int shard_index, int num_sha
   v1::JobConfig content = job;
   content.clear_round_deadline_ms();
   content.clear_finished_rounds_kept();
-  std::string bytes;
-  {
-    google::protobuf::io::StringOutputStream stream(&bytes);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    content.SerializeToCodedStream(&coded);
-  }
-  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a
-  for (unsigned char c : bytes) {
-    hash ^= c;
-    hash *= 0x100000001b3ull;
-  }
-  return absl::StrFormat("job '%s', config %016x, shard %d of %d", job.job(), hash, shard_index, num_shards);
+  return absl::StrFormat("job '%s', config %016x, shard %d of %d", job.job(), MessageFingerprint(content),
+                         shard_index, num_shards);
 }
 
 absl::StatusOr<std::unique_ptr<AnswerJournal>> AnswerJournal::Open(std::string dir, std::string identity,

@@ -38,9 +38,6 @@
 namespace sketchfuse {
 namespace {
 
-std::string server_binary;
-std::string worker_binary;
-
 constexpr int kWorld = 4;
 constexpr int kSteps = 2 * (24000 / kWorld / 32);  // 2 epochs of 24000 examples, batch 32
 
@@ -54,7 +51,7 @@ TrainingCluster Cluster(const std::string& name, const std::string& scheme,
                         const std::vector<std::string>& extra = {}) {
   std::vector<std::string> flags = RunFlags(scheme);
   flags.insert(flags.end(), extra.begin(), extra.end());
-  return TrainingCluster(server_binary, worker_binary, absl::StrCat(TestTempDir(), "/", name), flags);
+  return TrainingCluster(daemon_binaries.server, daemon_binaries.worker, absl::StrCat(TestTempDir(), "/", name), flags);
 }
 
 void ExpectOneModel(const std::vector<WorkerResult>& results, const std::string& scheme) {
@@ -179,14 +176,3 @@ TEST(FailoverTest, WorkersFallBackWhenEveryServerDiesAndReturnWhenTheServersRest
 
 }  // namespace
 }  // namespace sketchfuse
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s <sketchfuse_server> <sketchfuse_worker>\n", argv[0]);
-    return 2;
-  }
-  sketchfuse::server_binary = argv[1];
-  sketchfuse::worker_binary = argv[2];
-  return RUN_ALL_TESTS();
-}

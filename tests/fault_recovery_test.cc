@@ -37,9 +37,6 @@
 namespace sketchfuse {
 namespace {
 
-std::string server_binary;
-std::string worker_binary;
-
 constexpr int kWorkers = 2;
 constexpr int kShards = 2;
 
@@ -56,7 +53,7 @@ std::vector<std::string> RunFlags() {
 const std::vector<std::string> kPatientWorker = {"--push_attempts=10"};
 
 TrainingCluster Cluster(const std::string& name) {
-  TrainingCluster cluster(server_binary, worker_binary, absl::StrCat(TestTempDir(), "/", name), RunFlags());
+  TrainingCluster cluster(daemon_binaries.server, daemon_binaries.worker, absl::StrCat(TestTempDir(), "/", name), RunFlags());
   cluster.SetServerFlags({"--state_dir=" + cluster.dir() + "/state"});
   return cluster;
 }
@@ -169,8 +166,8 @@ TEST(FaultRecoveryTest, ACorruptTruncatedOrForeignCheckpointIsRefusedByName) {
                                     "--train_examples=640", "--test_examples=500", "--epochs=1",
                                     "--batch_size=32", absl::StrCat("--seed=", seed), "--report_every=0"};
   };
-  TrainingCluster mine(server_binary, worker_binary, TestTempDir() + "/ckpt_mine", flags(1));
-  TrainingCluster other(server_binary, worker_binary, TestTempDir() + "/ckpt_other", flags(2));
+  TrainingCluster mine(daemon_binaries.server, daemon_binaries.worker, TestTempDir() + "/ckpt_mine", flags(1));
+  TrainingCluster other(daemon_binaries.server, daemon_binaries.worker, TestTempDir() + "/ckpt_other", flags(2));
   for (TrainingCluster* cluster : {&mine, &other}) {
     std::filesystem::create_directories(cluster->dir() + "/ckpt");
     const std::vector<WorkerResult> results =
@@ -203,14 +200,3 @@ TEST(FaultRecoveryTest, ACorruptTruncatedOrForeignCheckpointIsRefusedByName) {
 
 }  // namespace
 }  // namespace sketchfuse
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s <sketchfuse_server> <sketchfuse_worker>\n", argv[0]);
-    return 2;
-  }
-  sketchfuse::server_binary = argv[1];
-  sketchfuse::worker_binary = argv[2];
-  return RUN_ALL_TESTS();
-}

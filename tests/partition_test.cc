@@ -28,9 +28,6 @@
 namespace sketchfuse {
 namespace {
 
-std::string server_binary;
-std::string worker_binary;
-
 std::vector<std::string> RunFlags() {
   return {"--job=partition",  "--world_size=2", "--workload=mlp",    "--scheme=sketch_ps",
           "--train_examples=12000", "--test_examples=10000", "--epochs=2", "--batch_size=32",
@@ -44,7 +41,7 @@ const std::vector<std::string> kPatientWorker = {"--push_attempts=12"};
 // 100.
 std::vector<WorkerResult> Train(NetnsLink& link, const std::string& name, std::chrono::milliseconds cut,
                                 std::string* worker0_out) {
-  TrainingCluster cluster(server_binary, worker_binary, absl::StrCat(TestTempDir(), "/", name), RunFlags());
+  TrainingCluster cluster(daemon_binaries.server, daemon_binaries.worker, absl::StrCat(TestTempDir(), "/", name), RunFlags());
   cluster.SetHost(link.host_address());
   cluster.SetServerFlags({"--state_dir=" + cluster.dir() + "/state"});
   if (cluster.StartServers(2).empty()) return {};
@@ -84,14 +81,3 @@ TEST(PartitionTest, AWorkerCutOffForThreeSecondsLosesNoStep) {
 
 }  // namespace
 }  // namespace sketchfuse
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s <sketchfuse_server> <sketchfuse_worker>\n", argv[0]);
-    return 2;
-  }
-  sketchfuse::server_binary = argv[1];
-  sketchfuse::worker_binary = argv[2];
-  return RUN_ALL_TESTS();
-}

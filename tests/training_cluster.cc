@@ -18,6 +18,8 @@
 
 namespace sketchfuse {
 
+DaemonBinaries daemon_binaries;
+
 WorkerResult ParseSummary(const std::string& out) {
   WorkerResult result;
   std::smatch m;

@@ -14,6 +14,15 @@
 
 namespace sketchfuse {
 
+// The daemons the training tests run. Set from the test's command line by
+// training_test_main.cc (`<test> <sketchfuse_server> <sketchfuse_worker>`,
+// as the BUILD rules pass them).
+struct DaemonBinaries {
+  std::string server;
+  std::string worker;
+};
+extern DaemonBinaries daemon_binaries;
+
 // What a worker's JSON summary says.
 struct WorkerResult {
   double accuracy = -1;

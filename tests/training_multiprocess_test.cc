@@ -28,9 +28,6 @@
 namespace sketchfuse {
 namespace {
 
-std::string server_binary;
-std::string worker_binary;
-
 // Flags every process of the run shares.
 std::vector<std::string> RunFlags(const std::string& scheme, int world) {
   return {"--job=train", absl::StrCat("--world_size=", world), "--workload=mlp", "--scheme=" + scheme,
@@ -39,7 +36,7 @@ std::vector<std::string> RunFlags(const std::string& scheme, int world) {
 }
 
 TrainingCluster Cluster(const std::string& name, const std::string& scheme, int world) {
-  return TrainingCluster(server_binary, worker_binary, absl::StrCat(TestTempDir(), "/", name),
+  return TrainingCluster(daemon_binaries.server, daemon_binaries.worker, absl::StrCat(TestTempDir(), "/", name),
                          RunFlags(scheme, world));
 }
 
@@ -117,14 +114,3 @@ TEST(TrainingTest, AKilledWorkerResumesFromItsCheckpointAndTheRunEndsAsIfUninter
 
 }  // namespace
 }  // namespace sketchfuse
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s <sketchfuse_server> <sketchfuse_worker>\n", argv[0]);
-    return 2;
-  }
-  sketchfuse::server_binary = argv[1];
-  sketchfuse::worker_binary = argv[2];
-  return RUN_ALL_TESTS();
-}
