@@ -42,6 +42,16 @@ expect_refusal "cannot read --coordinator_ca file" --job_config="$dir/run.json" 
   --coordinator_address=127.0.0.1:1 --coordinator_ca="$dir/missing.pem"
 expect_refusal "--tls_cert and --tls_key must be given together" --job_config="$dir/run.json" --tls_cert=x
 expect_refusal "--metrics_port must be -1 (off) or in [0, 65535]; got -7" --job_config="$dir/run.json" --metrics_port=-7
+# A --state_dir that is a file, and one holding a corrupt answer or another
+# run's: the shard names the problem and does not start (nothing is removed).
+: >"$dir/a_file"
+expect_refusal "cannot create --state_dir '$dir/a_file/shard-0': Not a directory" --job_config="$dir/run.json" \
+  --state_dir="$dir/a_file"
+mkdir -p "$dir/state/shard-0"
+printf 'not an answer' >"$dir/state/shard-0/g0-first-s3.answer"
+expect_refusal "g0-first-s3.answer' is not a valid kept answer" --job_config="$dir/run.json" --state_dir="$dir/state"
+[ -s "$dir/state/shard-0/g0-first-s3.answer" ] || { echo "FAIL: the refused answer file was removed"; failures=$((failures + 1)); }
+
 # A metrics port already taken: the shard says so and does not start.
 python3 -c 'import socket,time,sys; s=socket.socket(); s.bind(("127.0.0.1",0)); s.listen(); print(s.getsockname()[1], flush=True); time.sleep(30)' >"$dir/taken" &
 holder=$!
@@ -52,7 +62,8 @@ kill "$holder" 2>/dev/null
 
 if "$bin" --help >"$dir/help" 2>&1; then :; fi
 for flag in job_config shard_index num_shards port token_file tls_cert tls_key tls_client_ca coordinator \
-            coordinator_address coordinator_ca advertise_address liveness_timeout_ms max_message_mb metrics_port; do
+            coordinator_address coordinator_ca advertise_address liveness_timeout_ms max_message_mb metrics_port \
+            state_dir; do
   grep -q -- "-$flag" "$dir/help" || { echo "FAIL: --help does not explain --$flag"; failures=$((failures + 1)); }
 done
 [ "$failures" -eq 0 ] && echo "all refusals are clear" || echo "$failures failure(s)"
