@@ -16,8 +16,8 @@ namespace sketchfuse {
 namespace {
 
 constexpr char kValidModes[] =
-    "\"optimal\", \"omgs\", \"per_layer\", \"single\", or a positive integer "
-    "N (N groups of about equal size)";
+    "\"optimal\", \"omgs\", \"mergecomp\", \"per_layer\", \"single\", or a "
+    "positive integer N (N groups of about equal size)";
 
 // Layer count fits in int, non-empty, positive element counts whose total fits
 // in int64.
@@ -389,11 +389,6 @@ absl::StatusOr<FusionPlan> PlanEqualGroups(absl::Span<const LayerTiming> layers,
 absl::StatusOr<FusionPlan> PlanByMode(absl::string_view mode,
                                       absl::Span<const LayerTiming> layers,
                                       const GroupCostModel& model) {
-  if (mode == "mergecomp") {
-    return absl::InvalidArgumentError(
-        "--fusion=mergecomp needs a timing function: call PlanMergeCompSearch "
-        "with a measure callback instead of PlanByMode");
-  }
   int num_groups = 0;
   const bool is_number = absl::SimpleAtoi(mode, &num_groups);
   if (is_number && num_groups < 1) {
@@ -401,16 +396,21 @@ absl::StatusOr<FusionPlan> PlanByMode(absl::string_view mode,
         "--fusion=", mode, ": the number of groups must be positive; valid "
         "modes are ", kValidModes));
   }
-  if (!is_number && mode != "optimal" && mode != "omgs" &&
+  if (!is_number && mode != "optimal" && mode != "omgs" && mode != "mergecomp" &&
       mode != "per_layer" && mode != "single") {
     return absl::InvalidArgumentError(absl::StrCat(
-        "unknown --fusion mode \"", mode, "\"; valid modes are ", kValidModes,
-        " (\"mergecomp\" needs PlanMergeCompSearch)"));
+        "unknown --fusion mode \"", mode, "\"; valid modes are ", kValidModes));
   }
   RETURN_IF_ERROR(ValidateLayers(layers));
   if (is_number) return PlanEqualGroups(layers, num_groups);
   if (mode == "optimal") return PlanOptimal(layers, model);
   if (mode == "omgs") return PlanOmgsGreedy(layers, model);
+  if (mode == "mergecomp") {
+    // MergeComp's search with the model as its stopwatch.
+    return PlanMergeCompSearch(layers, [&](int split) {
+      return SimulateStepTime(layers, SplitPlan(layers, split), model);
+    });
+  }
   if (mode == "per_layer") return PlanPerLayer(layers);
   return PlanSingle(layers);
 }

@@ -124,12 +124,13 @@ FusionPlan PlanSingle(absl::Span<const LayerTiming> layers);
 absl::StatusOr<FusionPlan> PlanEqualGroups(absl::Span<const LayerTiming> layers,
                                            int num_groups);
 
-// The plan for a --fusion mode: "optimal", "omgs", "per_layer", "single", or a
-// positive integer N (PlanEqualGroups with N groups). The layers are validated
-// as for PlanOptimal in every mode. "mergecomp" is refused here (it needs a
-// timing function; call PlanMergeCompSearch) with INVALID_ARGUMENT saying so;
-// zero or negative N and unknown modes are INVALID_ARGUMENT listing the valid
-// modes.
+// The plan for a --fusion mode: "optimal", "omgs", "mergecomp", "per_layer",
+// "single", or a positive integer N (PlanEqualGroups with N groups). The
+// layers are validated as for PlanOptimal in every mode. "mergecomp" runs
+// PlanMergeCompSearch with SimulateStepTime under `model` as its timing
+// function (a search driven by live step times calls PlanMergeCompSearch
+// itself). Zero or negative N and unknown modes are INVALID_ARGUMENT listing
+// the valid modes.
 absl::StatusOr<FusionPlan> PlanByMode(absl::string_view mode,
                                       absl::Span<const LayerTiming> layers,
                                       const GroupCostModel& model);

@@ -31,7 +31,8 @@ ABSL_FLAG(double, density, 0.001,
           "density nor k. In (0, 1].");
 ABSL_FLAG(std::string, fusion, "optimal",
           "How layers are fused into groups: optimal (dynamic programming over the fitted cost "
-          "model), omgs (OMGS-SGD greedy), per_layer, single, or a number N of equal groups.");
+          "model), omgs (OMGS-SGD greedy), mergecomp (MergeComp's two-group search, timed on the model), "
+          "per_layer, single, or a number N of equal groups.");
 ABSL_FLAG(double, link_gbps, 10.0, "Link bandwidth assumed by the step-time model, Gb/s.");
 ABSL_FLAG(double, link_latency_us, 50.0, "Per-message latency of the step-time model, us.");
 ABSL_FLAG(double, backward_ns_per_element, 0.5,

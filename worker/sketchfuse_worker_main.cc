@@ -74,7 +74,7 @@ ABSL_FLAG(int, collective_timeout_s, 120,
 ABSL_FLAG(int, probe_every, 20,
           "auto: steps on the decentralized route between health probes of the servers.");
 ABSL_FLAG(std::string, fusion, "optimal",
-          "Fusion planner mode: optimal, omgs, per_layer, single, or a number N of equal groups.");
+          "Fusion planner mode: optimal, omgs, mergecomp (its two-group search on the planning model), per_layer, single, or a number N of equal groups.");
 ABSL_FLAG(int, epochs, 2, "Training epochs (>= 1).");
 ABSL_FLAG(int, batch_size, 64, "Examples per worker per step (>= 1).");
 ABSL_FLAG(double, learning_rate, 0.05, "SGD learning rate (> 0).");
@@ -208,11 +208,14 @@ std::string SummaryJson(const std::string& worker_id, uint32_t rank, const sketc
       "{\"worker\": \"%s\", \"rank\": %d, \"workload\": \"%s\", \"scheme\": \"%s\", \"compressor\": \"%s\", "
       "\"fusion\": \"%s\", \"run\": \"%s\", \"steps\": %d, \"resumed_from_step\": %d, "
       "\"final_test_accuracy\": %.6f, \"wall_s\": %.3f, \"mean_step_s\": %.6f, \"bytes_sent_per_step\": %.1f, "
-      "\"compression_ratio\": %.3f, \"collective_steps\": %d, \"epochs\": [%s]}",
+      "\"compression_ratio\": %.3f, \"collective_steps\": %d, \"steady_steps\": %d, \"median_step_s\": %.6f, "
+      "\"phases_s\": {\"backward\": %.6f, \"compress\": %.6f, \"communicate\": %.6f, \"decode\": %.6f}, "
+      "\"epochs\": [%s]}",
       worker_id, rank, run.workload(), run.scheme(), run.compressor(), run.fusion(),
       sketchfuse::RunFingerprint(run), summary.steps, summary.resumed_from_step, summary.final_test_accuracy,
       summary.wall_seconds, summary.mean_step_seconds, summary.bytes_sent_per_step, summary.compression_ratio,
-      summary.collective_steps, epochs);
+      summary.collective_steps, summary.steady_steps, summary.median_step_seconds, summary.mean_phases.backward,
+      summary.mean_phases.compress, summary.mean_phases.communicate, summary.mean_phases.decode, epochs);
 }
 
 }  // namespace

@@ -1,12 +1,34 @@
 #include "worker/step_stats.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/time/clock.h"
 
 namespace sketchfuse {
 
-StepReport StepStats::Add(int64_t step, double seconds, double loss, const StepTraffic& traffic) {
+StepPhases PhasesOf(const StepTimeline& timeline) {
+  StepPhases phases;
+  phases.backward = std::max(0.0, absl::ToDoubleSeconds(timeline.backward_end - timeline.begin));
+  for (const std::vector<TraceSpan>& spans : timeline.groups) {
+    for (const TraceSpan& span : spans) {
+      const double seconds = std::max(0.0, absl::ToDoubleSeconds(span.end - span.begin));
+      if (span.name == "compress") {
+        phases.compress += seconds;
+      } else if (span.name == "decode") {
+        phases.decode += seconds;
+      } else {
+        phases.communicate += seconds;
+      }
+    }
+  }
+  return phases;
+}
+
+StepReport StepStats::Add(int64_t step, double seconds, double loss, const StepTraffic& traffic,
+                          const StepPhases& phases) {
+  step_seconds_.push_back(seconds);
+  step_phases_.push_back(phases);
   window_loss_ += loss;
   window_seconds_ += seconds;
   window_bytes_ += traffic.bytes_sent;
@@ -18,7 +40,7 @@ StepReport StepStats::Add(int64_t step, double seconds, double loss, const StepT
   ++measured_steps_;
   const bool collective = traffic.collective_groups > 0;
   if (collective) ++collective_steps_;
-  return StepReport{step, seconds, loss, traffic.bytes_sent, traffic.dense_bytes, collective};
+  return StepReport{step, seconds, loss, traffic.bytes_sent, traffic.dense_bytes, collective, phases};
 }
 
 Progress StepStats::TakeWindow(int64_t step, int epoch, double residual_norm) {
@@ -44,6 +66,21 @@ void StepStats::Summarize(int64_t steps, TrainingSummary* summary) const {
   summary->bytes_sent_per_step = measured_steps_ > 0 ? static_cast<double>(total_bytes_) / measured_steps_ : 0;
   summary->compression_ratio = total_bytes_ > 0 ? static_cast<double>(total_dense_) / total_bytes_ : 0;
   summary->collective_steps = collective_steps_;
+  const size_t first = step_seconds_.size() > 1 ? 1 : 0;
+  std::vector<double> steady(step_seconds_.begin() + first, step_seconds_.end());
+  summary->steady_steps = static_cast<int64_t>(steady.size());
+  summary->median_step_seconds = 0;
+  summary->mean_phases = StepPhases();
+  if (steady.empty()) return;
+  std::sort(steady.begin(), steady.end());
+  const size_t n = steady.size();
+  summary->median_step_seconds = n % 2 == 1 ? steady[n / 2] : 0.5 * (steady[n / 2 - 1] + steady[n / 2]);
+  for (size_t i = first; i < step_phases_.size(); ++i) {
+    summary->mean_phases.backward += step_phases_[i].backward / n;
+    summary->mean_phases.compress += step_phases_[i].compress / n;
+    summary->mean_phases.communicate += step_phases_[i].communicate / n;
+    summary->mean_phases.decode += step_phases_[i].decode / n;
+  }
 }
 
 double ResidualNormOf(const std::vector<std::vector<float>>& state) {

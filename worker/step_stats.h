@@ -12,6 +12,23 @@
 
 namespace sketchfuse {
 
+// Where one step's time went, in seconds. `backward` is the backward pass
+// (BeginStep to MarkBackwardEnd); the others are summed over the step's
+// groups, from the spans of their exchanges (worker/aggregation_scheme.h),
+// classed by name: "compress", "decode", and everything else communication
+// (collectives, pushes with the servers' sum and decode, second rounds).
+// Groups overlap the backward pass, so the parts may add up to more than the
+// step.
+struct StepPhases {
+  double backward = 0;
+  double compress = 0;
+  double communicate = 0;
+  double decode = 0;
+};
+
+// The phases of a finished step's timeline (a failed group adds nothing).
+StepPhases PhasesOf(const StepTimeline& timeline);
+
 // One step's figures, for metrics.
 struct StepReport {
   int64_t step = 0;
@@ -20,6 +37,7 @@ struct StepReport {
   size_t bytes_sent = 0;
   size_t dense_bytes = 0;
   bool collective = false;  // aggregated (at least in part) over the collectives
+  StepPhases phases;
 };
 
 struct Progress {
@@ -47,6 +65,11 @@ struct TrainingSummary {
   double compression_ratio = 0;
   // Steps aggregated (at least in part) over the workers' collectives.
   int64_t collective_steps = 0;
+  // The steady state, for benchmarks: the steps this process ran after its
+  // first (which also sets up connections), or the first when it ran one.
+  int64_t steady_steps = 0;
+  double median_step_seconds = 0;
+  StepPhases mean_phases;
 };
 
 // Accumulates steps into a window (reset at each report) and into totals.
@@ -55,7 +78,8 @@ class StepStats {
   explicit StepStats(absl::Time start) : start_(start) {}
 
   // Records a step; returns its report.
-  StepReport Add(int64_t step, double seconds, double loss, const StepTraffic& traffic);
+  StepReport Add(int64_t step, double seconds, double loss, const StepTraffic& traffic,
+                 const StepPhases& phases = {});
 
   // A report of the window ending after `step` (0-based), which it resets.
   // `residual_norm` is the caller's.
@@ -72,6 +96,9 @@ class StepStats {
   double total_seconds_ = 0;
   size_t total_bytes_ = 0, total_dense_ = 0;
   int64_t measured_steps_ = 0, collective_steps_ = 0;
+  // Every step's seconds and phases, in order, for the steady state.
+  std::vector<double> step_seconds_;
+  std::vector<StepPhases> step_phases_;
 };
 
 // L2 norm of the residuals in an AggregationScheme::SaveState (entries

@@ -121,7 +121,7 @@ absl::StatusOr<TrainingSummary> SyntheticRunner::Run(const std::function<void(co
     if (trace_ != nullptr && step < config_.trace_steps) {
       AddStepToTrace(step, pipeline_->timeline(), apply_begin_, apply_end_, trace_.get());
     }
-    const StepReport report = stats.Add(step, seconds, 0.0, pipeline_->traffic());
+    const StepReport report = stats.Add(step, seconds, 0.0, pipeline_->traffic(), PhasesOf(pipeline_->timeline()));
     if (config_.on_step) config_.on_step(report);
     const int epoch = static_cast<int>(step / steps_per_epoch) + 1;
     if ((step + 1) % steps_per_epoch == 0) {

@@ -212,7 +212,7 @@ absl::StatusOr<TrainingSummary> Trainer::Run(const std::function<void(const Prog
     }
     const double seconds = absl::ToDoubleSeconds(absl::Now() - step_start);
     TraceStep(step);
-    const StepReport report = stats.Add(step, seconds, loss, pipeline_->traffic());
+    const StepReport report = stats.Add(step, seconds, loss, pipeline_->traffic(), PhasesOf(pipeline_->timeline()));
     if (s.config.on_step) s.config.on_step(report);
 
     const bool checkpoint_due = !s.config.checkpoint_path.empty() && s.config.checkpoint_every > 0 &&
