@@ -1,8 +1,10 @@
 // Aggregation-server benchmarks, each against its yardstick in the same run:
 //   - summing W sketch payloads in the aggregation core, against memcpy of
 //     the same bytes (target: 80% of memcpy bandwidth);
-//   - a 16 MiB push and its 16 MiB reply over gRPC on loopback, against a raw
-//     TCP transfer of the same bytes both ways (target: 70% of raw TCP).
+//   - pushes of 1 to 64 MiB and their replies over gRPC on loopback, on 1, 2
+//     and 4 channels at once, against raw TCP transfers of the same bytes
+//     both ways over as many connections (target at 16 MiB, one channel: 70%
+//     of raw TCP). bench/transport_table.py pairs the rows.
 // Run: bazel run -c opt //bench:server_bench -- [--benchmark_out=out.json]
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -27,7 +29,6 @@ namespace sketchfuse {
 namespace {
 
 constexpr size_t kSketchCells = 5 * 500000;  // FetchSGD's 5 x 500,000 table
-constexpr size_t kPushFloats = (16u << 20) / 4;  // 16 MiB
 
 // W workers' sketch payloads merged as the core does (MergeInto per push).
 void BM_ServerSumSketches(benchmark::State& state) {
@@ -65,60 +66,96 @@ void BM_MemcpySketch(benchmark::State& state) {
 }
 BENCHMARK(BM_MemcpySketch)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// One worker, one dense group of 16 MiB: each push is answered with the
-// 16 MiB update once decoded.
-void BM_GrpcPushReply16MiB(benchmark::State& state) {
-  const bool tuned = state.range(0) == 1;
+// gRPC channel settings: 0 = gRPC's defaults, 1 = the daemons' (16 MiB
+// HTTP/2 frames, 64 MiB stream windows).
+void ApplyHttp2Tuning(bool tuned, grpc::ServerBuilder* builder, grpc::ChannelArguments* args) {
+  if (!tuned) return;
+  if (builder != nullptr) {
+    builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 16 << 20);
+    builder->AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 << 20);
+    builder->AddChannelArgument(GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE, 16 << 20);
+  }
+  if (args != nullptr) {
+    args->SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 16 << 20);
+    args->SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 << 20);
+    args->SetInt(GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE, 16 << 20);
+  }
+}
+
+constexpr int kMaxMessageBytes = 80 << 20;
+
+// Push and reply over C channels at once: one worker, C dense groups of
+// `MiB` each, one channel (its own TCP connection) and one thread per group;
+// each push is answered with its group's update once decoded. Args: MiB,
+// channels, tuned.
+void BM_GrpcPushReply(benchmark::State& state) {
+  const size_t floats = static_cast<size_t>(state.range(0)) * (1u << 20) / 4;
+  const int channels = static_cast<int>(state.range(1));
+  const bool tuned = state.range(2) == 1;
   AggregationConfig config;
   config.job = "bench";
   config.world_size = 1;
-  config.groups = {{0, kPushFloats, "dense"}};
+  for (int c = 0; c < channels; ++c) config.groups.push_back({static_cast<uint32_t>(c), floats, "dense"});
   config.finished_rounds_kept = 1;
   auto core = *AggregationCore::Create(config);
   AggregatorService service(core.get(), "");
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.SetMaxReceiveMessageSize(64 << 20);
-  builder.SetMaxSendMessageSize(64 << 20);
-  if (tuned) {
-    builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 16 << 20);
-    builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 << 20);
-    builder.AddChannelArgument(GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE, 16 << 20);
-  }
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  ApplyHttp2Tuning(tuned, &builder, nullptr);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  grpc::ChannelArguments args;
-  args.SetMaxSendMessageSize(64 << 20);
-  args.SetMaxReceiveMessageSize(64 << 20);
-  if (tuned) {
-    args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 16 << 20);
-    args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 << 20);
-    args.SetInt(GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE, 16 << 20);
-  }
-  auto stub = v1::Aggregator::NewStub(grpc::CreateCustomChannel(
-      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials(), args));
+  std::vector<std::unique_ptr<v1::Aggregator::Stub>> stubs;
+  std::vector<v1::PushRequest> requests(channels);
   Payload p;
-  p.dim = kPushFloats;
-  p.values.assign(kPushFloats, 0.25f);
-  v1::PushRequest request;
-  request.mutable_round()->set_job("bench");
-  PayloadToProto(p, request.mutable_payload());
+  p.dim = floats;
+  p.values.assign(floats, 0.25f);
+  for (int c = 0; c < channels; ++c) {
+    grpc::ChannelArguments args;
+    args.SetMaxSendMessageSize(kMaxMessageBytes);
+    args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+    args.SetInt("sketchfuse.bench_channel", c);  // distinct arguments: a connection of its own
+    ApplyHttp2Tuning(tuned, nullptr, &args);
+    stubs.push_back(v1::Aggregator::NewStub(grpc::CreateCustomChannel(
+        "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials(), args)));
+    requests[c].mutable_round()->set_job("bench");
+    requests[c].mutable_round()->set_group(c);
+    PayloadToProto(p, requests[c].mutable_payload());
+  }
   uint64_t step = 0;
-  for (auto _ : state) {
-    request.mutable_round()->set_step(step++);
+  std::vector<grpc::Status> statuses(channels);
+  auto push = [&](int c) {
+    requests[c].mutable_round()->set_step(step);
     grpc::ClientContext context;
     v1::PushReply reply;
-    grpc::Status status = stub->Push(&context, request, &reply);
-    if (!status.ok()) state.SkipWithError(status.error_message().c_str());
+    statuses[c] = stubs[c]->Push(&context, requests[c], &reply);
+  };
+  for (auto _ : state) {
+    std::vector<std::thread> threads;
+    for (int c = 1; c < channels; ++c) threads.emplace_back(push, c);
+    push(0);
+    for (std::thread& t : threads) t.join();
+    ++step;
+    for (const grpc::Status& status : statuses) {
+      if (!status.ok()) state.SkipWithError(status.error_message().c_str());
+    }
   }
-  state.SetBytesProcessed(state.iterations() * 2 * kPushFloats * 4);
+  state.SetBytesProcessed(state.iterations() * channels * 2 * floats * 4);
   server->Shutdown();
 }
-BENCHMARK(BM_GrpcPushReply16MiB)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+// 16 MiB with gRPC's defaults and the daemons' settings; then 1 to 64 MiB
+// on 1, 2 and 4 channels with the daemons' settings.
+BENCHMARK(BM_GrpcPushReply)
+    ->ArgNames({"MiB", "channels", "tuned"})
+    ->Args({16, 1, 0})
+    ->ArgsProduct({{1, 4, 16, 64}, {1, 2, 4}, {1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
-// The same bytes over a raw loopback TCP connection: 16 MiB to an echo
-// thread that reads it all and sends 16 MiB back.
+// The same bytes over raw loopback TCP: C connections, each sending `MiB` to
+// an echo thread that reads it all and sends it back. Args: MiB, connections.
 bool SendAll(int fd, const char* data, size_t n) {
   while (n > 0) {
     const ssize_t sent = send(fd, data, n, 0);
@@ -138,39 +175,60 @@ bool RecvAll(int fd, char* data, size_t n) {
   return true;
 }
 
-void BM_RawTcpRoundTrip16MiB(benchmark::State& state) {
-  const size_t bytes = kPushFloats * 4;
+void BM_RawTcpRoundTrip(benchmark::State& state) {
+  const size_t bytes = static_cast<size_t>(state.range(0)) << 20;
+  const int connections = static_cast<int>(state.range(1));
   const int listener = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof(addr);
   bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  listen(listener, 1);
+  listen(listener, connections);
   getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
-  std::thread echo([&] {
-    const int fd = accept(listener, nullptr, nullptr);
-    std::vector<char> buffer(bytes);
-    while (RecvAll(fd, buffer.data(), bytes) && SendAll(fd, buffer.data(), bytes)) {
-    }
-    close(fd);
-  });
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  std::vector<char> out(bytes, 1), in(bytes);
-  for (auto _ : state) {
-    // Send and receive concurrently, as gRPC's HTTP/2 flow control does.
-    std::thread sender([&] { SendAll(fd, out.data(), bytes); });
-    RecvAll(fd, in.data(), bytes);
-    sender.join();
+  std::vector<std::thread> echoes;
+  for (int c = 0; c < connections; ++c) {
+    echoes.emplace_back([&] {
+      const int fd = accept(listener, nullptr, nullptr);
+      std::vector<char> buffer(bytes);
+      while (RecvAll(fd, buffer.data(), bytes) && SendAll(fd, buffer.data(), bytes)) {
+      }
+      close(fd);
+    });
   }
-  state.SetBytesProcessed(state.iterations() * 2 * bytes);
-  shutdown(fd, SHUT_RDWR);
-  close(fd);
-  echo.join();
+  std::vector<int> fds(connections);
+  for (int& fd : fds) {
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  }
+  std::vector<std::vector<char>> out(connections, std::vector<char>(bytes, 1));
+  std::vector<std::vector<char>> in(connections, std::vector<char>(bytes));
+  // Send and receive concurrently on each connection, as gRPC's HTTP/2 flow
+  // control does.
+  auto round_trip = [&](int c) {
+    std::thread sender([&] { SendAll(fds[c], out[c].data(), bytes); });
+    RecvAll(fds[c], in[c].data(), bytes);
+    sender.join();
+  };
+  for (auto _ : state) {
+    std::vector<std::thread> threads;
+    for (int c = 1; c < connections; ++c) threads.emplace_back(round_trip, c);
+    round_trip(0);
+    for (std::thread& t : threads) t.join();
+  }
+  state.SetBytesProcessed(state.iterations() * connections * 2 * bytes);
+  for (int fd : fds) {
+    shutdown(fd, SHUT_RDWR);
+    close(fd);
+  }
+  for (std::thread& t : echoes) t.join();
   close(listener);
 }
-BENCHMARK(BM_RawTcpRoundTrip16MiB)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_RawTcpRoundTrip)
+    ->ArgNames({"MiB", "connections"})
+    ->ArgsProduct({{1, 4, 16, 64}, {1, 2, 4}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace sketchfuse

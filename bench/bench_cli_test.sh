@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The benchmark suite's programs answer malformed flags and input files with a
+# clear error naming the problem, and a non-zero exit, before any run.
+set -uo pipefail
+bench="$(cd "$(dirname "$1")" && pwd)"   # the folder of bench/shaped_cluster.py
+suite="$2"                               # scripts/bench_suite.sh
+dir="${TEST_TMPDIR:-$(mktemp -d)}"
+failures=0
+
+expect_refusal() {
+  local needle="$1"; shift
+  if timeout 60 "$@" >/dev/null 2>"$dir/stderr"; then
+    echo "FAIL: '$*' succeeded"; failures=$((failures + 1)); return
+  fi
+  if ! grep -qF -- "$needle" "$dir/stderr"; then
+    echo "FAIL: '$*' did not say '$needle'; it said:"; cat "$dir/stderr"; failures=$((failures + 1)); return
+  fi
+  echo "ok: ${*##*/} -> $(grep -F -- "$needle" "$dir/stderr" | head -1)"
+}
+
+shaped=(python3 "$bench/shaped_cluster.py" --out "$dir/o" --server /bin/true --worker /bin/true)
+expect_refusal "every entry must be a positive integer" "${shaped[@]}" --workers 0,2
+expect_refusal "is not a comma-separated list of integers" "${shaped[@]}" --shards two
+expect_refusal "unknown profile 'alexnet'" "${shaped[@]}" --profiles alexnet
+expect_refusal "unknown scheme 'magic'" "${shaped[@]}" --schemes dense_allreduce,magic
+expect_refusal "--steps must be at least 2" "${shaped[@]}" --steps 1
+expect_refusal "is not an executable" python3 "$bench/shaped_cluster.py" --out "$dir/o" --server "$dir/none" \
+  --worker /bin/true
+
+mkdir -p "$dir/broken/runs" "$dir/gpu"
+echo '{"runs": [' >"$dir/broken/runs.json"
+expect_refusal "cannot read shaped-link runs $dir/missing/runs.json" \
+  python3 "$bench/scale_projection.py" --shaped "$dir/missing" --gpu "$dir/gpu" --out "$dir/o"
+expect_refusal "is not JSON" python3 "$bench/scale_projection.py" --shaped "$dir/broken" --gpu "$dir/gpu" --out "$dir/o"
+expect_refusal "--alpha_us must be >= 0" python3 "$bench/scale_projection.py" --shaped "$dir/broken" --gpu "$dir/gpu" \
+  --out "$dir/o" --alpha_us=-1
+
+mkdir -p "$dir/nokeys"
+echo '{"runs": [{"name": "x"}], "link": {"alpha_s": 0, "beta_s_per_byte": 1e-9}, "rate": "1gbit"}' >"$dir/nokeys/runs.json"
+expect_refusal "are malformed: KeyError" python3 "$bench/scale_projection.py" --shaped "$dir/nokeys" --gpu "$dir/gpu" \
+  --out "$dir/o"
+
+echo '{"benchmarks": [{"name": "BM_GrpcPushReply/MiB:1/channels:1/tuned:1/real_time", "real_time": 1, "time_unit": "us", "bytes_per_second": 1}]}' >"$dir/us.json"
+echo 'not json' >"$dir/garbage.json"
+echo '{"benchmarks": []}' >"$dir/empty.json"
+expect_refusal "cannot read" python3 "$bench/transport_table.py" "$dir/none.json" "$dir/t"
+expect_refusal "is not server_bench JSON output" python3 "$bench/transport_table.py" "$dir/garbage.json" "$dir/t"
+expect_refusal "expected times in ms" python3 "$bench/transport_table.py" "$dir/us.json" "$dir/t"
+expect_refusal "holds no pair" python3 "$bench/transport_table.py" "$dir/empty.json" "$dir/t"
+
+expect_refusal "unknown option '--fast'" bash "$suite" --fast
+expect_refusal "unknown part 'gpu' in --only" bash "$suite" --only=compression,gpu
+
+if [ "$failures" -ne 0 ]; then echo "$failures failure(s)"; exit 1; fi
+echo "all refusals as expected"

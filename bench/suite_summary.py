@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""The benchmark suite's tables, as Markdown, from what scripts/bench_suite.sh
+wrote under OUT, with issue 8's targets checked; draws the shaped runs'
+step-time breakdown (OUT/shaped/breakdown.png, with gnuplot).
+
+    bench/suite_summary.py OUT
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+DECENTRALIZED_OR_PS = ["dense_allreduce", "topk_allgather", "gtopk", "topk_ps", "sketch_ps", "sketch_allreduce",
+                       "spardl", "importance_allreduce"]
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except OSError:
+        return None
+    except json.JSONDecodeError as e:
+        sys.exit(f"suite_summary: {path} is not JSON: {e}")
+
+
+def compression(out):
+    lines = []
+    folder = os.path.join(out, "compression")
+    if not os.path.isdir(folder):
+        return lines
+    lines += ["## Compression, this CPU (one thread)", "",
+              "| profile | compressor | groups | ratio | L2 mass vs exact top-k | encode ms | encode GB/s | decode ms |",
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for profile in ("resnet50", "vgg16", "bert_base", "gpt2_small"):
+        data = load(os.path.join(folder, f"{profile}.json"))
+        if data is None:
+            continue
+        for r in data["rows"]:
+            dense_bytes = r["payload_bytes"] * r["ratio"]
+            gbps = dense_bytes / (1e6 * r["encode_ms"]) if r["encode_ms"] > 0 else float("inf")
+            lines.append(f"| {profile} | {r['spec']} | {r['groups']} | {r['ratio']:.1f}x | {100 * r['vs_topk']:.1f}% "
+                         f"| {r['encode_ms']:.1f} | {gbps:.2f} | {r['decode_ms']:.1f} |")
+    return lines + [""]
+
+
+def transport(out):
+    data = load(os.path.join(out, "transport.json"))
+    if data is None:
+        return []
+    lines = ["## Transport: gRPC push and reply against raw TCP (loopback)", "",
+             "| MiB each way | channels | gRPC ms | gRPC GB/s | per channel | raw TCP ms | raw TCP GB/s | share |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in data["rows"]:
+        lines.append(f"| {r['MiB']} | {r['channels']} | {r['grpc_ms']:.2f} | {r['grpc_gbps']:.2f} | "
+                     f"{r['grpc_gbps_per_channel']:.2f} | {r['tcp_ms']:.2f} | {r['tcp_gbps']:.2f} | "
+                     f"{100 * r['share_of_tcp']:.0f}% |")
+    one = [r for r in data["rows"] if r["MiB"] == 16 and r["channels"] == 1]
+    if one:
+        share = one[0]["share_of_tcp"]
+        lines += ["", f"Target (issue 4): 16 MiB push and reply at 70% of raw TCP or more: {100 * share:.0f}%, "
+                      + ("met." if share >= 0.7 else f"**missed** by {100 * (0.7 - share):.0f} points.")]
+    return lines + [""]
+
+
+def shaped(out):
+    data = load(os.path.join(out, "shaped", "runs.json"))
+    if data is None:
+        return []
+    runs = data["runs"]
+    link = data["link"]
+    lines = [f"## End to end on shaped links ({data['rate']} tbf per host link)", "",
+             f"Link measured with raw TCP messages in the same fabric: {link['gbps']:.3f} Gb/s, "
+             f"alpha {1e6 * link['alpha_s']:.0f} us (R^2 {link['r2']:.4f}).", ""]
+    header = ("| profile | W | scheme | S | groups | step ms | backward | compress | communicate | decode | "
+              "MiB sent/step | vs dense_allreduce |")
+    lines += [header, "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    base = [r for r in runs if r["fusion"] == "optimal"]
+    dense = {(r["profile"], r["workers"]): r["step_s"] for r in base if r["scheme"] == "dense_allreduce"}
+    for r in sorted(base, key=lambda r: (r["profile"], r["workers"], DECENTRALIZED_OR_PS.index(r["scheme"])
+                                         if r["scheme"] in DECENTRALIZED_OR_PS else 99, r["shards"])):
+        d = dense.get((r["profile"], r["workers"]))
+        lines.append(f"| {r['profile']} | {r['workers']} | {r['scheme']} | {r['shards']} | {r['groups']} | "
+                     f"{1e3 * r['step_s']:.0f} | {1e3 * r['backward_s']:.0f} | {1e3 * r['compress_s']:.0f} | "
+                     f"{1e3 * r['communicate_s']:.0f} | {1e3 * r['decode_s']:.0f} | "
+                     f"{r['bytes_sent_per_step'] / 2**20:.2f} | " + (f"{d / r['step_s']:.2f}x |" if d else "- |"))
+    target = [r for r in base if r["profile"] == "resnet50" and r["workers"] == 4 and
+              r["scheme"] in ("sketch_ps", "sketch_allreduce")]
+    d = dense.get(("resnet50", 4))
+    if target and d:
+        best = min(target, key=lambda r: r["step_s"])
+        speedup = d / best["step_s"]
+        lines += ["", f"Target: at 1 Gb/s, 4 workers, ResNet-50, a sketch route at least 5x faster than "
+                      f"dense_allreduce: best {best['scheme']} (S={best['shards']}) {speedup:.2f}x, "
+                      + ("met." if speedup >= 5 else f"**missed** (by {100 * (1 - speedup / 5):.0f}%).")]
+    fusion = runs
+    by_scheme = {}
+    for r in fusion:
+        by_scheme.setdefault((r["profile"], r["scheme"], r["workers"], r["shards"]), {})[r["fusion"]] = r
+    lines += ["", "### Fusion planners", "",
+              "| profile | scheme | W | S | optimal | omgs | mergecomp | per_layer | single | 4 groups | "
+              "per_layer / best |",
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for key, plans in sorted(by_scheme.items()):
+        if "per_layer" not in plans or len(plans) < 2:
+            continue
+        cells = []
+        for f in ("optimal", "omgs", "mergecomp", "per_layer", "single", "4"):
+            r = plans.get(f)
+            cells.append(f"{1e3 * r['step_s']:.0f} ms ({r['groups']})" if r else "-")
+        best = min(r["step_s"] for f, r in plans.items() if f != "per_layer")
+        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | " + " | ".join(cells) +
+                     f" | {plans['per_layer']['step_s'] / best:.2f}x |")
+    lines += ["", "(step ms, and in brackets the plan's groups; the last column: per_layer's step over the best "
+                  "fused plan's)"]
+    breakdown_plot(out, base)
+    return lines + [""]
+
+
+def breakdown_plot(out, base):
+    if shutil.which("gnuplot") is None:
+        return
+    rows = [r for r in base if r["profile"] == "resnet50" and r["workers"] == 4]
+    if not rows:
+        return
+    dat = os.path.join(out, "shaped", "breakdown.dat")
+    with open(dat, "w") as f:
+        f.write("run step backward compress communicate decode\n")
+        for r in sorted(rows, key=lambda r: r["step_s"]):
+            label = r["scheme"] + (f"/S{r['shards']}" if r["scheme"].endswith("_ps") else "")
+            f.write(f"{label} {1e3 * r['step_s']:.1f} {1e3 * r['backward_s']:.1f} {1e3 * r['compress_s']:.1f} "
+                    f"{1e3 * r['communicate_s']:.1f} {1e3 * r['decode_s']:.1f}\n")
+    png = os.path.join(out, "shaped", "breakdown.png")
+    subprocess.run(["gnuplot", "-e",
+                    f"set terminal png size 1200,550; set output '{png}'; set termoption noenhanced; "
+                    "set title 'ResNet-50, 4 workers, 1 Gb/s links: step and its phases (ms)'; "
+                    "set style data histogram; set style histogram clustered gap 1; set style fill solid 0.8; "
+                    "set xtics rotate by -30; set key outside; set ylabel 'ms'; "
+                    f"plot '{dat}' using 2:xtic(1) title 'step', '' using 3 title 'backward', "
+                    "'' using 4 title 'compress', '' using 5 title 'communicate (summed over groups)', "
+                    "'' using 6 title 'decode'"], check=False)
+
+
+def scale(out):
+    v = load(os.path.join(out, "scale", "validation.json"))
+    p = load(os.path.join(out, "scale", "projection.json"))
+    if v is None or p is None:
+        return []
+    errors = sorted(abs(r["error"]) for r in v["validation"])
+    within = sum(e <= 0.15 for e in errors)
+    lines = ["## Scale model", "", f"Validation against {len(errors)} shaped-link runs: median |error| "
+             f"{100 * errors[len(errors) // 2]:.1f}%, {within} of {len(errors)} within 15%.", "",
+             "| scheme | runs | median error | worst error |", "| --- | ---: | ---: | ---: |"]
+    by = {}
+    for r in v["validation"]:
+        by.setdefault(r["scheme"], []).append(r["error"])
+    for scheme, e in sorted(by.items()):
+        e_sorted = sorted(e, key=abs)
+        lines.append(f"| {scheme} | {len(e)} | {100 * sorted(e)[len(e) // 2]:+.1f}% | "
+                     f"{100 * e_sorted[-1]:+.1f}% |")
+    proj = p["projection"]
+    for gbps in (10, 25, 100):
+        lines += ["", f"Projected scaling efficiency, ResNet-50 on H100 workers, {gbps} Gb/s, alpha "
+                      f"{p['alpha_us']:g} us (fused / per layer):", "",
+                  "| W | " + " | ".join(DECENTRALIZED_OR_PS) + " |",
+                  "| ---: |" + " ---: |" * len(DECENTRALIZED_OR_PS)]
+        for w in sorted({r["workers"] for r in proj}):
+            cell = {}
+            for r in proj:
+                if r["gbps"] == gbps and r["workers"] == w:
+                    cell.setdefault(r["scheme"], {})[r["fusion"]] = r["efficiency"]
+            lines.append(f"| {w} | " + " | ".join(
+                f"{100 * cell[s]['optimal']:.1f}% / {100 * cell[s]['per_layer']:.1f}%" for s in DECENTRALIZED_OR_PS)
+                + " |")
+    for c in p["crossovers"]:
+        w = c["sketch_allreduce_faster_from_workers"]
+        lines.append(f"- {c['gbps']} Gb/s: sketch_allreduce faster than {c['rival']} "
+                     + (f"from {w} workers." if w else "at none of 16-256 workers."))
+    at64 = [r for r in proj if r["gbps"] == 25 and r["workers"] == 64 and r["fusion"] == "optimal"]
+    if at64:
+        best = max(at64, key=lambda r: r["efficiency"])
+        lines += ["", f"Target: projected scaling efficiency of the best scheme at 64 workers and 25 Gb/s at 95% "
+                      f"or more: {best['scheme']} {100 * best['efficiency']:.1f}%, "
+                      + ("met." if best["efficiency"] >= 0.95 else "**missed**.")]
+    lines.append(f"Target: simulator within 15% of the measured runs: {within} of {len(errors)} runs, median "
+                 f"{100 * errors[len(errors) // 2]:.1f}% " + ("(met)." if errors[len(errors) // 2] <= 0.15 else
+                                                              "(**missed**)."))
+    return lines + [""]
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    out = sys.argv[1]
+    machine = open(os.path.join(out, "machine.txt")).read().strip() if os.path.exists(
+        os.path.join(out, "machine.txt")) else ""
+    lines = ["# Benchmark suite summary", "", machine, ""]
+    lines += compression(out) + transport(out) + shaped(out) + scale(out)
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
