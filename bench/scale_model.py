@@ -9,7 +9,9 @@ resources as common/fusion_planner.h SimulateStepTime):
                 max(ready_g, end_{g-1}) and takes compress(n_g) + comm(n_g) +
                 decode(n_g); with compress_on_device (a GPU worker) compress
                 runs on the compute device instead, delaying the layers after
-                the group, as in SimulateStepTime.
+                the group, as in SimulateStepTime. A parameter-server push is
+                asynchronous: the thread only compresses, and the pushes and
+                answers queue on the network in group order.
 The step ends when the last group does (or the backward pass, if later).
 
 comm(n) is the scheme's traffic on a link of latency alpha (s) and beta (s per
@@ -31,7 +33,7 @@ coordinate; 4 per element for dense_ps).
 """
 import math
 
-SPARSE_SCHEMES = {"topk_allgather", "gtopk", "spardl", "importance_allreduce", "topk_ps"}
+PS_SCHEMES = {"sketch_ps", "topk_ps", "dense_ps"}
 SCHEMES = ["dense_allreduce", "topk_allgather", "gtopk", "topk_ps", "sketch_ps", "sketch_allreduce", "spardl",
            "importance_allreduce"]
 
@@ -136,7 +138,7 @@ def simulate_step(layer_sizes, group_ends, scheme, workers, shards, spec, link, 
             b <= a for a, b in zip([0] + group_ends, group_ends)):
         raise ValueError("the groups must tile the layers in order")
     p_elem, r_elem = payload_bytes_per_element(spec), answer_bytes_per_element(spec)
-    compute, pipeline, first = 0.0, 0.0, 0
+    compute, pipeline, network, first = 0.0, 0.0, 0.0, 0
     parts = {"compress": 0.0, "communicate": 0.0, "decode": 0.0}
     for end in group_ends:
         n = sum(layer_sizes[first:end])
@@ -152,12 +154,19 @@ def simulate_step(layer_sizes, group_ends, scheme, workers, shards, spec, link, 
         parts["decode"] += d
         if compress_on_device:
             compute += c
-            pipeline = max(compute, pipeline) + m + d
+            ready = compute
         else:
-            pipeline = max(compute, pipeline) + c + m + d
+            pipeline = max(compute, pipeline) + c
+            ready = pipeline
+        if scheme in PS_SCHEMES:
+            # Pushes are asynchronous: the thread goes on to the next group while
+            # the network carries this one (a FIFO of its own).
+            network = max(ready, network) + m + d
+        else:
+            pipeline = max(ready, pipeline) + m + d
         first = end
     parts["backward"] = compute - (parts["compress"] if compress_on_device else 0.0)
-    return max(compute, pipeline), parts
+    return max(compute, pipeline, network), parts
 
 
 def per_layer_ends(layer_sizes):

@@ -83,6 +83,18 @@ class SimulateStepTest(unittest.TestCase):
         self.assertAlmostEqual(step, 64e-6 + 12e-6)
         self.assertAlmostEqual(parts["backward"], 44e-6)
 
+    def test_parameter_server_pushes_overlap_the_next_compress(self):
+        sizes = [1000, 1000]
+        link = sm.Link(0.0, 1e-9)
+        costs = sm.Costs(compress=(0.0, 10e-9))
+        # dense_ps W=2 S=1: a group's comm = 2 * (4000 + 4000) ns = 16 us; compress 10 us per group.
+        step, _ = sm.simulate_step(sizes, [1, 2], "dense_ps", 2, 1, "dense", link, costs, 1.0)
+        # Thread: g1 compress 21..31, g2 ready at 42, compress 42..52. Network: g1 31..47, g2 52..68.
+        self.assertAlmostEqual(step, 68e-6)
+        # The same groups on an allreduce wait for each exchange: g1 21..31..35, g2 42..52..56.
+        step, _ = sm.simulate_step(sizes, [1, 2], "dense_allreduce", 2, 1, "dense", link, costs, 1.0)
+        self.assertAlmostEqual(step, 56e-6)
+
     def test_groups_must_tile_the_layers(self):
         for ends in ([], [1], [2, 1, 3], [1, 1, 3], [4]):
             with self.assertRaises(ValueError):

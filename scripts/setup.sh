@@ -14,14 +14,15 @@ set -euo pipefail
 # compiler, and the system libraries of third_party/BUILD; openssl makes the
 # TLS tests' certificates; LibTorch and Fashion-MNIST are the workers' model
 # library and data; python3 formats the local cluster's report and gnuplot
-# draws its plot.
+# draws its plot; iproute2 (ip, tc) makes the network namespaces of the
+# partition test and the shaped-link benchmarks.
 BUILD_PACKAGES=(
   bazel-bootstrap bazel-bootstrap-source g++ git
   libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc grpc-proto
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libgloo-dev prometheus-cpp-dev zlib1g-dev
   openssl
-  libtorch-dev dataset-fashion-mnist python3 gnuplot-nox
+  libtorch-dev dataset-fashion-mnist python3 gnuplot-nox iproute2
 )
 # Benchmarks: the PyTorch reference (for /usr/bin/python3.11).
 BENCH_PACKAGES=(python3-torch)
