@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/compressor_registry.h"
+#include "common/memory_tuning.h"
 #include "common/model_profiles.h"
 #include "common/sketch_kernels.h"
 #include "tools/compression_report.h"
@@ -59,6 +60,8 @@ bool WriteFile(const std::string& path, const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The workers' allocator settings: encode and decode are timed as a worker runs them.
+  sketchfuse::KeepFreedMemoryMapped();
   absl::SetProgramUsageMessage(
       "Compresses a model profile's (synthetic, heavy-tailed) gradient with each compressor,\n"
       "fused by the chosen planner, and prints compression ratio, the share of the gradient's\n"
