@@ -37,8 +37,21 @@ expect_refusal "--alpha_us must be >= 0" python3 "$bench/scale_projection.py" --
 
 mkdir -p "$dir/nokeys"
 echo '{"runs": [{"name": "x"}], "link": {"alpha_s": 0, "beta_s_per_byte": 1e-9}, "rate": "1gbit"}' >"$dir/nokeys/runs.json"
+expect_refusal "cannot read job config $dir/nokeys/runs/x/job.json" python3 "$bench/scale_projection.py" \
+  --shaped "$dir/nokeys" --gpu "$dir/gpu" --out "$dir/o"
+mkdir -p "$dir/nokeys/runs/x"
+echo '{"run": {"layerSizes": ["10"]}, "groups": [{"layerEnd": 1, "compressor": "dense"}]}' >"$dir/nokeys/runs/x/job.json"
 expect_refusal "are malformed: KeyError" python3 "$bench/scale_projection.py" --shaped "$dir/nokeys" --gpu "$dir/gpu" \
   --out "$dir/o"
+
+mkdir -p "$dir/noruns"
+echo '{"runs": [], "link": {"alpha_s": 0, "beta_s_per_byte": 1e-9}, "rate": "1gbit"}' >"$dir/noruns/runs.json"
+expect_refusal "needs gpu_worker_bench figures of at least two fusion modes" \
+  python3 "$bench/scale_projection.py" --shaped "$dir/noruns" --gpu "$dir/gpu" --out "$dir/o"
+
+mkdir -p "$dir/summary/shaped"
+echo '{"runs": [' >"$dir/summary/shaped/runs.json"
+expect_refusal "is not JSON" python3 "$bench/suite_summary.py" "$dir/summary"
 
 echo '{"benchmarks": [{"name": "BM_GrpcPushReply/MiB:1/channels:1/tuned:1/real_time", "real_time": 1, "time_unit": "us", "bytes_per_second": 1}]}' >"$dir/us.json"
 echo 'not json' >"$dir/garbage.json"

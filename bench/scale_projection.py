@@ -63,15 +63,22 @@ def link_of(link_json):
     return sm.Link(max(0.0, link_json["alpha_s"]), link_json["beta_s_per_byte"])
 
 
-def simulate_run(r, run_dir, link, server_decode):
-    sizes, ends, ns, spec = job_layers(run_dir)
+def load_runs(shaped_dir):
+    """runs.json, and each run's (layer sizes, group ends, ns per element, compressor) from its job.json, by name."""
+    runs = load_json(os.path.join(shaped_dir, "runs.json"), "shaped-link runs")
+    plans = {r["name"]: job_layers(os.path.join(shaped_dir, "runs", r["name"])) for r in runs["runs"]}
+    return runs, plans
+
+
+def simulate_run(r, plan, link, server_decode):
+    sizes, ends, ns, spec = plan
     n = float(r["parameters"])
     costs = sm.Costs(compress=(0.0, r["compress_s"] / n), decode=(0.0, r["decode_s"] / n),
                      server_decode=(0.0, server_decode.get((r["profile"], r["workers"]), 0.0)))
     return sm.simulate_step(sizes, ends, r["scheme"], r["workers"], r["shards"], spec, link, costs, ns)
 
 
-def fit_scheme_link(runs, shaped_dir, raw, server_decode):
+def fit_scheme_link(runs, plans, raw, server_decode):
     """The (alpha, beta) that best explain these runs' step times: least squared relative error over a grid of
     alpha in [0, 16 ms] and beta from 0.5x to 20x the raw link's."""
     alphas = [0.0] + [1e-5 * 1.4 ** i for i in range(23)]
@@ -82,17 +89,16 @@ def fit_scheme_link(runs, shaped_dir, raw, server_decode):
             link = sm.Link(alpha, raw.beta * f)
             err = 0.0
             for r in runs:
-                step, _ = simulate_run(r, os.path.join(shaped_dir, "runs", r["name"]), link, server_decode)
+                step, _ = simulate_run(r, plans[r["name"]], link, server_decode)
                 err += ((step - r["step_s"]) / r["step_s"]) ** 2
             if best is None or err < best[0]:
                 best = (err, link)
     return best[1]
 
 
-def validate(shaped_dir, holdout_workers):
+def validate(runs, plans, holdout_workers):
     """Each run simulated twice: on the raw TCP link, and on its scheme's link fitted to the runs with fewer than
     `holdout_workers` workers (the others are held out)."""
-    runs = load_json(os.path.join(shaped_dir, "runs.json"), "shaped-link runs")
     raw = link_of(runs["link"])
     # sketch_ps decodes on the server: its per-element cost is taken from the
     # sketch_allreduce run of the same profile and workers (the same decode).
@@ -101,20 +107,19 @@ def validate(shaped_dir, holdout_workers):
     fitted = {}
     for scheme in sorted({r["scheme"] for r in runs["runs"]}):
         train = [r for r in runs["runs"] if r["scheme"] == scheme and r["workers"] < holdout_workers]
-        fitted[scheme] = fit_scheme_link(train, shaped_dir, raw, server_decode) if train else raw
+        fitted[scheme] = fit_scheme_link(train, plans, raw, server_decode) if train else raw
     rows = []
     for r in runs["runs"]:
-        run_dir = os.path.join(shaped_dir, "runs", r["name"])
-        raw_step, _ = simulate_run(r, run_dir, raw, server_decode)
+        raw_step, _ = simulate_run(r, plans[r["name"]], raw, server_decode)
         link = fitted[r["scheme"]]
-        step, parts = simulate_run(r, run_dir, link, server_decode)
+        step, parts = simulate_run(r, plans[r["name"]], link, server_decode)
         rows.append({"name": r["name"], "profile": r["profile"], "scheme": r["scheme"], "workers": r["workers"],
                      "shards": r["shards"], "fusion": r["fusion"], "held_out": r["workers"] >= holdout_workers,
                      "measured_s": r["step_s"], "simulated_s": step, "error": (step - r["step_s"]) / r["step_s"],
                      "raw_link_simulated_s": raw_step, "raw_link_error": (raw_step - r["step_s"]) / r["step_s"],
                      "fitted_alpha_us": 1e6 * link.alpha, "fitted_beta_over_raw": link.beta / raw.beta,
                      "simulated_communicate_s": parts["communicate"], "measured_communicate_s": r["communicate_s"]})
-    return rows, runs
+    return rows
 
 
 def gpu_costs(gpu_dir):
@@ -141,10 +146,9 @@ def gpu_costs(gpu_dir):
         return (max(0.0, slope), max(0.0, intercept) / n)
 
     kernels = {}
-    for path in (os.path.join(gpu_dir, "sketchfuse_gpu.json"),):
-        for r in load_json(path, "GPU kernel figures")["results"]:
-            if r["profile"] == "resnet50":
-                kernels[r["op"]] = (1e-3 * r["median_ms"], r["n"])
+    for r in load_json(os.path.join(gpu_dir, "sketchfuse_gpu.json"), "GPU kernel figures")["results"]:
+        if r["profile"] == "resnet50":
+            kernels[r["op"]] = (1e-3 * r["median_ms"], r["n"])
     for op in ("topk", "ef_momentum", "scatter_add", "gather"):
         if op not in kernels:
             sys.exit(f"scale_projection: no '{op}' figure in {gpu_dir}/sketchfuse_gpu.json")
@@ -168,13 +172,16 @@ def projection_costs(scheme, workers, g):
     return sm.Costs(compress=g["sparse_compress"], decode=decode), GPU_SPARSE
 
 
-def project(shaped_dir, gpu_dir, alpha_s, profile="resnet50"):
-    runs = load_json(os.path.join(shaped_dir, "runs.json"), "shaped-link runs")["runs"]
-    plan_run = next((r for r in runs if r["profile"] == profile and r["fusion"] == "optimal"), None)
+def optimal_plan(runs, plans, shaped_dir, profile="resnet50"):
+    """(layer sizes, group ends, ns per element) of the workers' optimal plan for `profile`, from its runs."""
+    plan_run = next((r for r in runs["runs"] if r["profile"] == profile and r["fusion"] == "optimal"), None)
     if plan_run is None:
         sys.exit(f"scale_projection: no {profile} run with the optimal plan in {shaped_dir}")
-    sizes, optimal_ends, ns, _ = job_layers(os.path.join(shaped_dir, "runs", plan_run["name"]))
-    g = gpu_costs(gpu_dir)
+    return plans[plan_run["name"]][:3]
+
+
+def project(plan, g, alpha_s, profile="resnet50"):
+    sizes, optimal_ends, ns = plan
     backward = sum(20e-6 + n * ns * 1e-9 for n in sizes)
     rows = []
     for gbps in PROJECTED_GBPS:
@@ -191,18 +198,13 @@ def project(shaped_dir, gpu_dir, alpha_s, profile="resnet50"):
                                  "step_s": step, "backward_s": backward, "efficiency": backward / step,
                                  "compress_s": parts["compress"], "communicate_s": parts["communicate"],
                                  "decode_s": parts["decode"]})
-    return rows, g
+    return rows
 
 
-def measured_setting_on_gpus(shaped_dir, gpu_dir, raw):
-    """The shaped-link target's setting (ResNet-50, 4 workers, the measured 1 Gb/s link, 2 shards for the PS
-    routes) with H100 workers instead of the VM's shared cores: step per scheme."""
-    runs = load_json(os.path.join(shaped_dir, "runs.json"), "shaped-link runs")["runs"]
-    plan_run = next((r for r in runs if r["profile"] == "resnet50" and r["fusion"] == "optimal"), None)
-    if plan_run is None:
-        return []
-    sizes, ends, ns, _ = job_layers(os.path.join(shaped_dir, "runs", plan_run["name"]))
-    g = gpu_costs(gpu_dir)
+def measured_setting_on_gpus(plan, g, raw):
+    """The shaped-link target's setting (ResNet-50 with `plan`, 4 workers, the measured 1 Gb/s link, 2 shards for
+    the PS routes) with H100 workers instead of the VM's shared cores: step per scheme."""
+    sizes, ends, ns = plan
     out = []
     for scheme in sm.SCHEMES:
         costs, spec = projection_costs(scheme, 4, g)
@@ -275,8 +277,13 @@ def main():
         parser.error("--alpha_us must be >= 0")
     os.makedirs(args.out, exist_ok=True)
     try:
-        validation, runs = validate(args.shaped, args.holdout_workers)
-        projection, g = project(args.shaped, args.gpu, 1e-6 * args.alpha_us)
+        runs, plans = load_runs(args.shaped)
+        validation = validate(runs, plans, args.holdout_workers)
+        g = gpu_costs(args.gpu)
+        plan = optimal_plan(runs, plans, args.shaped)
+        projection = project(plan, g, 1e-6 * args.alpha_us)
+        raw = link_of(runs["link"])
+        gpu_setting = measured_setting_on_gpus(plan, g, raw)
     except (KeyError, TypeError, ValueError, IndexError) as e:
         sys.exit(f"scale_projection: the figures in {args.shaped} or {args.gpu} are malformed: "
                  f"{type(e).__name__} {e}")
@@ -308,8 +315,6 @@ def main():
             eff = {r["scheme"]: r["efficiency"] for r in projection
                    if r["gbps"] == gbps and r["workers"] == w and r["fusion"] == "optimal"}
             print(f"{gbps:>5} {w:>4} " + " ".join(f"{100 * eff[s]:>13.1f}%" for s in sm.SCHEMES))
-    raw = link_of(runs["link"])
-    gpu_setting = measured_setting_on_gpus(args.shaped, args.gpu, raw)
     dense = next((r["step_s"] for r in gpu_setting if r["scheme"] == "dense_allreduce"), 0)
     if gpu_setting:
         print("the shaped-link setting (ResNet-50, 4 workers, the measured link) with H100 workers, simulated:")

@@ -33,6 +33,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from netfabric import Fabric, FabricError, missing_tools  # noqa: E402
+import scale_model  # noqa: E402
 from scale_model import fit_line  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -40,9 +41,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVER = os.path.join(ROOT, "bazel-bin/server/sketchfuse_server")
 WORKER = os.path.join(ROOT, "bazel-bin/worker/sketchfuse_worker")
 
-SCHEMES = ["dense_allreduce", "topk_allgather", "gtopk", "topk_ps", "sketch_ps", "sketch_allreduce", "spardl",
-           "importance_allreduce"]
-PS_SCHEMES = {"topk_ps", "sketch_ps", "dense_ps"}
+SCHEMES, PS_SCHEMES = scale_model.SCHEMES, scale_model.PS_SCHEMES
 PROFILES = ["resnet50", "vgg16", "bert_base", "gpt2_small"]
 FUSIONS = ["optimal", "omgs", "mergecomp", "per_layer", "single", "4"]
 

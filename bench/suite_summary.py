@@ -12,8 +12,10 @@ import statistics
 import subprocess
 import sys
 
-DECENTRALIZED_OR_PS = ["dense_allreduce", "topk_allgather", "gtopk", "topk_ps", "sketch_ps", "sketch_allreduce",
-                       "spardl", "importance_allreduce"]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import scale_model  # noqa: E402
+
+SCHEMES = scale_model.SCHEMES
 
 
 def load(path):
@@ -79,8 +81,8 @@ def shaped(out):
     lines += [header, "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     base = [r for r in runs if r["fusion"] == "optimal"]
     dense = {(r["profile"], r["workers"]): r["step_s"] for r in base if r["scheme"] == "dense_allreduce"}
-    for r in sorted(base, key=lambda r: (r["profile"], r["workers"], DECENTRALIZED_OR_PS.index(r["scheme"])
-                                         if r["scheme"] in DECENTRALIZED_OR_PS else 99, r["shards"])):
+    for r in sorted(base, key=lambda r: (r["profile"], r["workers"], SCHEMES.index(r["scheme"])
+                                         if r["scheme"] in SCHEMES else 99, r["shards"])):
         d = dense.get((r["profile"], r["workers"]))
         lines.append(f"| {r['profile']} | {r['workers']} | {r['scheme']} | {r['shards']} | {r['groups']} | "
                      f"{1e3 * r['step_s']:.0f} | {1e3 * r['backward_s']:.0f} | {1e3 * r['compress_s']:.0f} | "
@@ -95,9 +97,8 @@ def shaped(out):
         lines += ["", f"Target: at 1 Gb/s, 4 workers, ResNet-50, a sketch route at least 5x faster than "
                       f"dense_allreduce: best {best['scheme']} (S={best['shards']}) {speedup:.2f}x, "
                       + ("met." if speedup >= 5 else f"**missed** (by {100 * (1 - speedup / 5):.0f}%).")]
-    fusion = runs
     by_scheme = {}
-    for r in fusion:
+    for r in runs:
         by_scheme.setdefault((r["profile"], r["scheme"], r["workers"], r["shards"]), {})[r["fusion"]] = r
     lines += ["", "### Fusion planners", "",
               "| profile | scheme | W | S | optimal | omgs | mergecomp | per_layer | single | 4 groups | "
@@ -181,15 +182,15 @@ def scale(out):
     for gbps in (10, 25, 100):
         lines += ["", f"Projected scaling efficiency, ResNet-50 on H100 workers, {gbps} Gb/s, alpha "
                       f"{p['alpha_us']:g} us (fused / per layer):", "",
-                  "| W | " + " | ".join(DECENTRALIZED_OR_PS) + " |",
-                  "| ---: |" + " ---: |" * len(DECENTRALIZED_OR_PS)]
+                  "| W | " + " | ".join(SCHEMES) + " |",
+                  "| ---: |" + " ---: |" * len(SCHEMES)]
         for w in sorted({r["workers"] for r in proj}):
             cell = {}
             for r in proj:
                 if r["gbps"] == gbps and r["workers"] == w:
                     cell.setdefault(r["scheme"], {})[r["fusion"]] = r["efficiency"]
             lines.append(f"| {w} | " + " | ".join(
-                f"{100 * cell[s]['optimal']:.1f}% / {100 * cell[s]['per_layer']:.1f}%" for s in DECENTRALIZED_OR_PS)
+                f"{100 * cell[s]['optimal']:.1f}% / {100 * cell[s]['per_layer']:.1f}%" for s in SCHEMES)
                 + " |")
     for c in p["crossovers"]:
         w = c["sketch_allreduce_faster_from_workers"]
