@@ -58,6 +58,11 @@ class Compressor {
   // compressor's kind.
   virtual absl::StatusOr<Update> Decode(const Payload& aggregate) const = 0;
 
+  // The same, for an aggregate the caller no longer needs: a compressor
+  // whose update is the aggregate itself (dense) takes its buffer instead of
+  // copying it. The result equals Decode(aggregate).
+  virtual absl::StatusOr<Update> DecodeOwned(Payload aggregate) const { return Decode(aggregate); }
+
   // OK if `payload` could have come from this compressor's Encode of a group
   // of payload.dim elements: the kind, and for sketches the shape. A server
   // calls it on every push. Assumes ValidatePayload(payload) is OK.

@@ -56,6 +56,9 @@ class CompressorDecorator : public Compressor {
   absl::StatusOr<Update> Decode(const Payload& aggregate) const override {
     return inner_->Decode(aggregate);
   }
+  absl::StatusOr<Update> DecodeOwned(Payload aggregate) const override {
+    return inner_->DecodeOwned(std::move(aggregate));
+  }
   absl::Status CheckPayload(const Payload& payload) const override {
     return inner_->CheckPayload(payload);
   }

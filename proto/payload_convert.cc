@@ -5,16 +5,30 @@
 
 namespace sketchfuse {
 
+int PayloadKindToProto(PayloadKind kind) {
+  switch (kind) {
+    case PayloadKind::kDense: return v1::Payload::DENSE;
+    case PayloadKind::kSparse: return v1::Payload::SPARSE;
+    case PayloadKind::kSketch: return v1::Payload::SKETCH;
+  }
+  return v1::Payload::KIND_UNSPECIFIED;
+}
+
+absl::StatusOr<PayloadKind> PayloadKindFromProto(int kind) {
+  switch (kind) {
+    case v1::Payload::DENSE: return PayloadKind::kDense;
+    case v1::Payload::SPARSE: return PayloadKind::kSparse;
+    case v1::Payload::SKETCH: return PayloadKind::kSketch;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("payload kind ", kind, " is not DENSE, SPARSE or SKETCH"));
+  }
+}
+
 absl::StatusOr<Payload> PayloadFromProto(const v1::Payload& message) {
   Payload p;
-  switch (message.kind()) {
-    case v1::Payload::DENSE: p.kind = PayloadKind::kDense; break;
-    case v1::Payload::SPARSE: p.kind = PayloadKind::kSparse; break;
-    case v1::Payload::SKETCH: p.kind = PayloadKind::kSketch; break;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("payload kind ", static_cast<int>(message.kind()), " is not DENSE, SPARSE or SKETCH"));
-  }
+  absl::StatusOr<PayloadKind> kind = PayloadKindFromProto(message.kind());
+  if (!kind.ok()) return kind.status();
+  p.kind = *kind;
   p.dim = message.dim();
   p.indices.assign(message.indices().begin(), message.indices().end());
   p.values.assign(message.values().begin(), message.values().end());
@@ -28,15 +42,11 @@ absl::StatusOr<Payload> PayloadFromProto(const v1::Payload& message) {
 
 void PayloadToProto(const Payload& payload, v1::Payload* message) {
   message->Clear();
-  switch (payload.kind) {
-    case PayloadKind::kDense: message->set_kind(v1::Payload::DENSE); break;
-    case PayloadKind::kSparse: message->set_kind(v1::Payload::SPARSE); break;
-    case PayloadKind::kSketch:
-      message->set_kind(v1::Payload::SKETCH);
-      message->mutable_sketch()->set_rows(payload.sketch.rows);
-      message->mutable_sketch()->set_cols(payload.sketch.cols);
-      message->mutable_sketch()->set_seed(payload.sketch.seed);
-      break;
+  message->set_kind(static_cast<v1::Payload::Kind>(PayloadKindToProto(payload.kind)));
+  if (payload.kind == PayloadKind::kSketch) {
+    message->mutable_sketch()->set_rows(payload.sketch.rows);
+    message->mutable_sketch()->set_cols(payload.sketch.cols);
+    message->mutable_sketch()->set_seed(payload.sketch.seed);
   }
   message->set_dim(payload.dim);
   message->mutable_indices()->Add(payload.indices.begin(), payload.indices.end());

@@ -11,6 +11,12 @@
 
 namespace sketchfuse {
 
+// The wire value of `kind` (v1.Payload.Kind).
+int PayloadKindToProto(PayloadKind kind);
+// The kind of wire value `kind`; INVALID_ARGUMENT "payload kind N is not
+// DENSE, SPARSE or SKETCH" for any other value.
+absl::StatusOr<PayloadKind> PayloadKindFromProto(int kind);
+
 // INVALID_ARGUMENT naming the problem for an unspecified kind or a payload
 // that breaks its kind's invariants.
 absl::StatusOr<Payload> PayloadFromProto(const v1::Payload& message);

@@ -51,6 +51,23 @@ absl::StatusOr<RpcChannelOptions> LoadRpcChannelOptions(const std::string& token
   return options;
 }
 
+namespace {
+constexpr int kMaxFrameBytes = (16 << 20) - 1;  // HTTP/2's largest frame
+constexpr int kStreamWindowBytes = 64 << 20;
+}  // namespace
+
+void ApplyBulkTransferSettings(grpc::ChannelArguments* arguments) {
+  arguments->SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, kMaxFrameBytes);
+  arguments->SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kStreamWindowBytes);
+  arguments->SetInt(GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE, kMaxFrameBytes);
+}
+
+void ApplyBulkTransferSettings(grpc::ServerBuilder* builder) {
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, kMaxFrameBytes);
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kStreamWindowBytes);
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE, kMaxFrameBytes);
+}
+
 std::shared_ptr<grpc::Channel> MakeRpcChannel(const std::string& address,
                                               const RpcChannelOptions& options) {
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
@@ -70,6 +87,7 @@ std::shared_ptr<grpc::Channel> MakeRpcChannel(const std::string& address,
   arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  ApplyBulkTransferSettings(&arguments);
   return grpc::CreateCustomChannel(address, credentials, arguments);
 }
 

@@ -39,7 +39,15 @@ absl::StatusOr<RpcChannelOptions> LoadRpcChannelOptions(const std::string& token
                                                         const std::string& client_key_file,
                                                         const std::string& ca_flag = "--tls_ca");
 
-// A channel to `address` (host:port) with the options' credentials and limits.
+// HTTP/2 settings for payloads of megabytes, used by both ends of every
+// SketchFuse channel: frames of up to 16 MiB (HTTP/2's largest) instead of
+// 16 KiB, and 64 MiB of stream window so a push is not held up waiting for
+// window updates.
+void ApplyBulkTransferSettings(grpc::ChannelArguments* arguments);
+void ApplyBulkTransferSettings(grpc::ServerBuilder* builder);
+
+// A channel to `address` (host:port) with the options' credentials and
+// limits, and the bulk-transfer settings.
 std::shared_ptr<grpc::Channel> MakeRpcChannel(const std::string& address,
                                               const RpcChannelOptions& options);
 

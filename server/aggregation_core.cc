@@ -241,7 +241,7 @@ void AggregationCore::Complete(Group& group, const RoundId& id) {
     update = std::move(exact);
   } else {
     std::lock_guard<std::mutex> lock(group.decode_mu);
-    update = group.decoder->Decode(aggregate);
+    update = group.decoder->DecodeOwned(std::move(aggregate));
   }
   if (update.ok() && !id.second_round && group.spec.reselect_top_k > 0) Reselect(group.spec.reselect_top_k, &*update);
   const absl::Time decoded = absl::Now();

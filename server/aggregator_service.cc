@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "proto/payload_convert.h"
+#include "proto/push_codec.h"
 
 namespace sketchfuse {
 
@@ -26,14 +26,13 @@ absl::Status CheckBearerToken(const grpc::ServerContextBase& context,
 }
 
 grpc::ServerUnaryReactor* AggregatorService::Push(grpc::CallbackServerContext* context,
-                                                  const v1::PushRequest* request,
-                                                  v1::PushReply* reply) {
+                                                  const grpc::ByteBuffer* request, grpc::ByteBuffer* reply) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   ServerMetrics* metrics = metrics_;
-  const uint64_t bytes_in = request->ByteSizeLong();
+  const uint64_t bytes_in = request->Length();
   // Every answer goes through here, so each push is counted once.
   auto finish = [reactor, reply, metrics, bytes_in](const absl::Status& status) {
-    if (metrics != nullptr) metrics->OnPush(status, bytes_in, status.ok() ? reply->ByteSizeLong() : 0);
+    if (metrics != nullptr) metrics->OnPush(status, bytes_in, status.ok() ? reply->Length() : 0);
     reactor->Finish(ToGrpcStatus(status));
   };
   absl::Status auth = CheckBearerToken(*context, bearer_token_);
@@ -41,21 +40,22 @@ grpc::ServerUnaryReactor* AggregatorService::Push(grpc::CallbackServerContext* c
     finish(auth);
     return reactor;
   }
-  absl::StatusOr<Payload> payload = PayloadFromProto(request->payload());
-  if (!payload.ok()) {
-    finish(absl::InvalidArgumentError(absl::StrCat("payload: ", payload.status().message())));
+  absl::StatusOr<PushRequestParts> parts = DecodePushRequest(*request);
+  if (!parts.ok()) {
+    finish(parts.status());
     return reactor;
   }
-  const RoundKey key{request->round().job(), request->round().step(), request->round().group(),
-                     request->round().second_round()};
-  core_->Push(key, request->worker(), *std::move(payload), absl::Now(),
+  const RoundKey key{parts->round.job(), parts->round.step(), parts->round.group(), parts->round.second_round()};
+  core_->Push(key, parts->worker, std::move(parts->payload), absl::Now(),
               [reply, finish](absl::StatusOr<RoundResult> result) {
                 if (!result.ok()) {
                   finish(result.status());
                   return;
                 }
-                UpdateToProto(*result->update, reply->mutable_update());
-                reply->set_contributors(result->contributors);
+                // The answer's values are sent from the core's Update, which
+                // the reply keeps alive until it is written.
+                grpc::ByteBuffer encoded = EncodePushReply(result->update, result->contributors);
+                reply->Swap(&encoded);
                 finish(absl::OkStatus());
               });
   if (metrics != nullptr) metrics->SetOpenRounds(core_->stats().rounds_open);

@@ -1,6 +1,8 @@
-// The gRPC front of an aggregation shard: converts v1.Aggregator requests to
-// plain types, checks the bearer token, and hands pushes to AggregationCore.
-// It holds no aggregation logic of its own.
+// The gRPC front of an aggregation shard: checks the bearer token, decodes
+// v1.Aggregator requests to plain types and hands pushes to AggregationCore.
+// It holds no aggregation logic of its own. Push is served as raw bytes
+// through proto/push_codec.h, which copies a payload's values once on the way
+// in and sends the answer's values from where the core keeps them.
 #ifndef SKETCHFUSE_SERVER_AGGREGATOR_SERVICE_H_
 #define SKETCHFUSE_SERVER_AGGREGATOR_SERVICE_H_
 
@@ -30,7 +32,7 @@ inline constexpr char kBearerPrefix[] = "Bearer ";
 absl::Status CheckBearerToken(const grpc::ServerContextBase& context,
                               const std::string& token);
 
-class AggregatorService final : public v1::Aggregator::CallbackService {
+class AggregatorService final : public v1::Aggregator::WithRawCallbackMethod_Push<v1::Aggregator::Service> {
  public:
   // `core` (and `metrics`, which may be null) must outlive the service. An
   // empty token turns authentication off.
@@ -39,8 +41,9 @@ class AggregatorService final : public v1::Aggregator::CallbackService {
 
   // Answers when the round completes; refuses unauthenticated or malformed
   // requests before they reach the core.
-  grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* context,
-                                 const v1::PushRequest* request, v1::PushReply* reply) override;
+  // `request` holds a v1.PushRequest, `reply` gets a v1.PushReply.
+  grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* reply) override;
 
  private:
   AggregationCore* core_;

@@ -3,13 +3,16 @@
 // get the right status codes without disturbing the next good round.
 #include "server/aggregator_service.h"
 
+#include <future>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "common/compressor_registry.h"
 #include "gtest/gtest.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "proto/payload_convert.h"
+#include "proto/push_codec.h"
 
 namespace sketchfuse {
 namespace {
@@ -132,6 +135,24 @@ TEST_F(AggregatorServiceTest, RefusesBadRequestsWithTheRightCodeAndStaysUsable) 
             grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(Push(*stub, Request(0, 0, 0, Dense(1, 999)), &reply).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
+  // Bytes that are no PushRequest at all: a payload field cut short.
+  {
+    grpc::GenericStub raw(grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),
+                                              grpc::InsecureChannelCredentials()));
+    const std::string garbage("\x1a\x40\x08\x01", 4);
+    grpc::Slice slice(garbage);
+    const grpc::ByteBuffer request(&slice, 1);
+    grpc::ByteBuffer response;
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", std::string("Bearer ") + kToken);
+    std::promise<grpc::Status> done;
+    raw.UnaryCall(&context, kPushMethod, grpc::StubOptions(), &request, &response,
+                  [&done](grpc::Status status) { done.set_value(std::move(status)); });
+    const grpc::Status status = done.get_future().get();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(status.error_message().find("malformed PushRequest: payload claims 64 bytes"), std::string::npos)
+        << status.error_message();
+  }
   EXPECT_EQ(core_->stats().pushes, 0u);
 
   // A good round after all of that.

@@ -334,6 +334,7 @@ int main(int argc, char** argv) {
   builder.AddListeningPort(address, *credentials, &bound_port);
   builder.SetMaxReceiveMessageSize(max_mb << 20);
   builder.SetMaxSendMessageSize(max_mb << 20);
+  sketchfuse::ApplyBulkTransferSettings(&builder);
   builder.RegisterService(&service);
   if (coordinator_service != nullptr) builder.RegisterService(coordinator_service.get());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

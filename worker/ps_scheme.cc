@@ -76,7 +76,7 @@ void PsScheme::Exchange(uint64_t step, int group, GradientView grad, absl::Span<
     done(payload.status());
     return;
   }
-  last_payloads_[group] = *std::move(payload);
+  last_payloads_[group] = std::make_shared<const Payload>(*std::move(payload));
   last_payload_steps_[group] = step;
   const TraceSpan compress{"compress", start, absl::Now()};
   const size_t dense_bytes = grad.size() * sizeof(float);
@@ -113,21 +113,21 @@ void PsScheme::PushSecondRound(uint64_t step, int group, absl::Span<const float>
     done(absl::InternalError(absl::StrCat("group ", group, ": the first round's answer cannot start a second round")));
     return;
   }
-  Payload exact;
-  exact.kind = PayloadKind::kSparse;
-  exact.dim = candidates.dim;
-  exact.indices = candidates.indices;
-  exact.values.reserve(candidates.indices.size());
+  auto exact = std::make_shared<Payload>();
+  exact->kind = PayloadKind::kSparse;
+  exact->dim = candidates.dim;
+  exact->indices = candidates.indices;
+  exact->values.reserve(candidates.indices.size());
   for (uint32_t i : candidates.indices) {
     if (i >= encoded.size()) {
       done(absl::InternalError(absl::StrCat("group ", group, ": candidate ", i, " is out of range")));
       return;
     }
-    exact.values.push_back(encoded[i]);
+    exact->values.push_back(encoded[i]);
   }
   const absl::Time pushed = absl::Now();
   transport_->PushSecondRound(
-      shard_of_group_[group], job_, step, group_ids_[group], rank_, exact,
+      shard_of_group_[group], job_, step, group_ids_[group], rank_, std::move(exact),
       [first = std::move(first), done = std::move(done), pushed](absl::StatusOr<PushOutcome> outcome) mutable {
         if (!outcome.ok()) {
           done(outcome.status());

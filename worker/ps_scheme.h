@@ -52,7 +52,7 @@ class PsScheme final : public AggregationScheme {
   // group's next Exchange; null if its encode for that step failed), the
   // compressor stacks and the transport.
   const Payload* payload_of(int group, uint64_t step) const {
-    return last_payload_steps_[group] == step ? &last_payloads_[group] : nullptr;
+    return last_payload_steps_[group] == step ? last_payloads_[group].get() : nullptr;
   }
   GroupCompressors& compressors() { return compressors_; }
   PsTransport& transport() { return *transport_; }
@@ -72,7 +72,8 @@ class PsScheme final : public AggregationScheme {
   const std::vector<int> shard_of_group_;
   GroupCompressors compressors_;  // used on the communication thread
   std::unique_ptr<PsTransport> transport_;
-  std::vector<Payload> last_payloads_;      // per group
+  // Per group; shared with the push in flight, which sends its values.
+  std::vector<std::shared_ptr<const Payload>> last_payloads_;
   std::vector<uint64_t> last_payload_steps_;  // the step of each (UINT64_MAX: none)
   bool second_round_ = false;  // run.second_round: exact values at the candidates
 };

@@ -6,15 +6,16 @@
 #include "absl/strings/str_cat.h"
 #include "proto/grpc_status.h"
 #include "proto/health.grpc.pb.h"
-#include "proto/payload_convert.h"
+#include "proto/push_codec.h"
 
 namespace sketchfuse {
 
 struct PsTransport::Call {
   int shard = 0;
   uint32_t group = 0;
-  v1::PushRequest request;
-  v1::PushReply reply;
+  bool second_round = false;
+  grpc::ByteBuffer request;  // shares the payload's values (push_codec)
+  grpc::ByteBuffer reply;
   std::unique_ptr<grpc::ClientContext> context;
   absl::Time deadline;  // of the attempt in flight
   int attempts = 0;
@@ -26,7 +27,7 @@ PsTransport::PsTransport(const std::vector<std::string>& shard_addresses, RpcCha
                          RetryPolicy policy)
     : options_(std::move(options)), policy_(policy), addresses_(shard_addresses), dice_(policy.inject) {
   for (const std::string& address : addresses_) {
-    stubs_.push_back(v1::Aggregator::NewStub(MakeRpcChannel(address, options_)));
+    stubs_.push_back(std::make_unique<grpc::GenericStub>(MakeRpcChannel(address, options_)));
   }
 }
 
@@ -52,7 +53,7 @@ absl::Status PsTransport::ProbeShards(absl::Duration timeout) const {
 void PsTransport::Reconnect() {
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t shard = 0; shard < addresses_.size(); ++shard) {
-    stubs_[shard] = v1::Aggregator::NewStub(MakeRpcChannel(addresses_[shard], options_));
+    stubs_[shard] = std::make_unique<grpc::GenericStub>(MakeRpcChannel(addresses_[shard], options_));
   }
 }
 
@@ -62,17 +63,17 @@ PsTransport::~PsTransport() {
 }
 
 void PsTransport::Push(int shard, const std::string& job, uint64_t step, uint32_t group, uint32_t worker,
-                       const Payload& payload, PushDone done) {
-  Send(shard, job, step, group, /*second_round=*/false, worker, payload, std::move(done));
+                       std::shared_ptr<const Payload> payload, PushDone done) {
+  Send(shard, job, step, group, /*second_round=*/false, worker, std::move(payload), std::move(done));
 }
 
 void PsTransport::PushSecondRound(int shard, const std::string& job, uint64_t step, uint32_t group,
-                                  uint32_t worker, const Payload& payload, PushDone done) {
-  Send(shard, job, step, group, /*second_round=*/true, worker, payload, std::move(done));
+                                  uint32_t worker, std::shared_ptr<const Payload> payload, PushDone done) {
+  Send(shard, job, step, group, /*second_round=*/true, worker, std::move(payload), std::move(done));
 }
 
 void PsTransport::Send(int shard, const std::string& job, uint64_t step, uint32_t group, bool second_round,
-                       uint32_t worker, const Payload& payload, PushDone done) {
+                       uint32_t worker, std::shared_ptr<const Payload> payload, PushDone done) {
   if (shard < 0 || shard >= num_shards()) {
     done(absl::InvalidArgumentError(absl::StrCat("group ", group, " maps to shard ", shard, " of ",
                                                  num_shards())));
@@ -81,12 +82,13 @@ void PsTransport::Send(int shard, const std::string& job, uint64_t step, uint32_
   auto call = std::make_shared<Call>();
   call->shard = shard;
   call->group = group;
-  call->request.mutable_round()->set_job(job);
-  call->request.mutable_round()->set_step(step);
-  call->request.mutable_round()->set_group(group);
-  call->request.mutable_round()->set_second_round(second_round);
-  call->request.set_worker(worker);
-  PayloadToProto(payload, call->request.mutable_payload());
+  call->second_round = second_round;
+  v1::RoundKey round;
+  round.set_job(job);
+  round.set_step(step);
+  round.set_group(group);
+  round.set_second_round(second_round);
+  call->request = EncodePushRequest(round, worker, std::move(payload));
   call->backoff = policy_.initial_backoff;
   call->done = std::move(done);
   {
@@ -128,14 +130,16 @@ void PsTransport::Send(std::shared_ptr<Call> call, bool drop_reply) {
   call->deadline = absl::Now() + policy_.push_deadline;
   call->context->set_deadline(absl::ToChronoTime(call->deadline));
   call->reply.Clear();
-  stubs_[call->shard]->async()->Push(call->context.get(), &call->request, &call->reply,
-                                     [this, call, drop_reply](grpc::Status status) {
-                                       if (status.ok() && drop_reply) {
-                                         status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                                               "injected fault: the reply was lost");
-                                       }
-                                       Finish(call, status);
-                                     });
+  // A re-push sends the same buffer again: gRPC sends a copy that shares its
+  // slices and leaves `request` as it was.
+  stubs_[call->shard]->UnaryCall(call->context.get(), kPushMethod, grpc::StubOptions(), &call->request,
+                                 &call->reply, [this, call, drop_reply](grpc::Status status) {
+                                   if (status.ok() && drop_reply) {
+                                     status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                                           "injected fault: the reply was lost");
+                                   }
+                                   Finish(call, status);
+                                 });
 }
 
 void PsTransport::Finish(std::shared_ptr<Call> call, const grpc::Status& status) {
@@ -159,21 +163,22 @@ void PsTransport::Finish(std::shared_ptr<Call> call, const grpc::Status& status)
   absl::StatusOr<PushOutcome> outcome;
   if (!status.ok()) {
     outcome = absl::Status(FromGrpcStatus(status).code(),
-                           absl::StrCat(call->request.round().second_round() ? "second-round push" : "push",
+                           absl::StrCat(call->second_round ? "second-round push" : "push",
                                         " of group ", call->group, " to shard ", call->shard, " (",
                                         addresses_[call->shard], ") failed after ", call->attempts,
                                         " attempt(s): ", status.error_message()));
   } else {
-    absl::StatusOr<Update> update = UpdateFromProto(call->reply.update());
-    if (!update.ok()) {
+    absl::StatusOr<PushReplyParts> reply = DecodePushReply(call->reply);
+    call->reply.Clear();
+    if (!reply.ok()) {
       outcome = absl::InternalError(absl::StrCat("shard ", call->shard, " answered group ", call->group,
-                                                 " with a malformed update: ", update.status().message()));
+                                                 " with a malformed update: ", reply.status().message()));
     } else {
       PushOutcome ok;
-      ok.update = *std::move(update);
-      ok.contributors = call->reply.contributors();
+      ok.update = std::move(reply->update);
+      ok.contributors = reply->contributors;
       ok.attempts = call->attempts;
-      ok.bytes_sent = call->request.ByteSizeLong();
+      ok.bytes_sent = call->request.Length();
       outcome = std::move(ok);
     }
   }

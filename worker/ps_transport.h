@@ -26,7 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/payload.h"
-#include "proto/aggregator.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "proto/rpc_channel.h"
 #include "worker/transport_faults.h"
 
@@ -65,14 +65,17 @@ class PsTransport {
 
   // Pushes `payload` as `worker`'s part of round (job, step, group) to
   // `shard`; `done` runs exactly once, on a gRPC thread, with the decoded
-  // update or the final error (which names the shard and the group).
+  // update or the final error (which names the shard and the group). The
+  // payload's values are sent from where they lie (proto/push_codec.h), so
+  // it must not change until `done` has run; the transport holds a
+  // reference to it until then.
   void Push(int shard, const std::string& job, uint64_t step, uint32_t group, uint32_t worker,
-            const Payload& payload, PushDone done);
+            std::shared_ptr<const Payload> payload, PushDone done);
   // The same for the round's second round: `payload` is sparse, `worker`'s
   // exact values at the candidates the first round answered with; the update
   // holds their sums over the workers.
   void PushSecondRound(int shard, const std::string& job, uint64_t step, uint32_t group, uint32_t worker,
-                       const Payload& payload, PushDone done);
+                       std::shared_ptr<const Payload> payload, PushDone done);
 
   int num_shards() const { return static_cast<int>(stubs_.size()); }
 
@@ -94,7 +97,7 @@ class PsTransport {
  private:
   struct Call;
   void Send(int shard, const std::string& job, uint64_t step, uint32_t group, bool second_round, uint32_t worker,
-            const Payload& payload, PushDone done);
+            std::shared_ptr<const Payload> payload, PushDone done);
   void Attempt(std::shared_ptr<Call> call);
   void Send(std::shared_ptr<Call> call, bool drop_reply);
   // Ends an attempt: retries after UNAVAILABLE within the budget, else
@@ -104,7 +107,7 @@ class PsTransport {
   const RpcChannelOptions options_;
   const RetryPolicy policy_;
   std::vector<std::string> addresses_;
-  std::vector<std::unique_ptr<v1::Aggregator::Stub>> stubs_;
+  std::vector<std::unique_ptr<grpc::GenericStub>> stubs_;  // raw bytes: push_codec
 
   FaultDice dice_;
   std::atomic<uint64_t> injected_{0}, retries_{0};

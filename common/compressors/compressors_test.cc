@@ -10,6 +10,7 @@
 
 #include "common/compressor_registry.h"
 #include "common/topk.h"
+#include "common/error_feedback.h"
 #include "gtest/gtest.h"
 
 namespace sketchfuse {
@@ -50,6 +51,16 @@ TEST_P(EveryCompressorTest, EncodesValidPayloadsAndDecodesThem) {
     EXPECT_TRUE(std::is_sorted(u->indices.begin(), u->indices.end()));
     EXPECT_EQ(u->indices.size(), u->values.size());
     EXPECT_GE(u->indices.size(), 1u);
+  }
+  // DecodeOwned gives what Decode gives, with and without the decorators.
+  const std::unique_ptr<Compressor> decorated = WithErrorFeedback(Make(spec));
+  for (const Compressor* decoder : {c.get(), decorated.get()}) {
+    absl::StatusOr<Update> owned = decoder->DecodeOwned(*p);
+    ASSERT_TRUE(owned.ok()) << owned.status();
+    EXPECT_EQ(owned->dense, u->dense);
+    EXPECT_EQ(owned->dim, u->dim);
+    EXPECT_EQ(owned->indices, u->indices);
+    EXPECT_EQ(owned->values, u->values);
   }
   // Encoding is deterministic for the same step.
   absl::StatusOr<Payload> again = c->Encode(g, context);

@@ -31,6 +31,16 @@ class DenseCompressor final : public Compressor {
     update.values = aggregate.values;
     return update;
   }
+
+  absl::StatusOr<Update> DecodeOwned(Payload aggregate) const override {
+    absl::Status fits = CheckPayload(aggregate);
+    if (!fits.ok()) return fits;
+    Update update;
+    update.dense = true;
+    update.dim = aggregate.dim;
+    update.values = std::move(aggregate.values);
+    return update;
+  }
 };
 
 }  // namespace

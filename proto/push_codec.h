@@ -1,0 +1,69 @@
+// The wire codec of the Push RPC (v1.Aggregator/Push in aggregator.proto),
+// straight between gRPC's byte buffers and common/'s plain types.
+//
+// Why not the generated messages: a push of a 16 MiB group went through
+// seven copies of its values on the way there and back (serialize, parse,
+// proto to Payload, Update to proto, serialize, parse, proto to Update).
+// Here an encoded message references the values where they lie (the buffer
+// holds a reference to them, so they live as long as gRPC needs them), and a
+// decode copies them once, from gRPC's receive slices into the Payload or
+// Update.
+//
+// The bytes are the protobuf encoding of v1.PushRequest and v1.PushReply, so
+// any other client or server of the service (grpcurl, another language)
+// interoperates. Decoding accepts what protobuf's parser accepts for these
+// messages: fields in any order, repeated fields packed or not, a message
+// field given twice (merged), unknown fields (skipped). It is stricter in
+// one respect: a known field with the wrong wire type is refused, not kept
+// as an unknown field. Every malformed input gets INVALID_ARGUMENT naming
+// the field and the problem; nothing is allocated beyond the bytes present.
+#ifndef SKETCHFUSE_PROTO_PUSH_CODEC_H_
+#define SKETCHFUSE_PROTO_PUSH_CODEC_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "common/payload.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "proto/aggregator.pb.h"
+
+namespace sketchfuse {
+
+// The method a codec-encoded push is called with (grpc::GenericStub).
+inline constexpr char kPushMethod[] = "/sketchfuse.v1.Aggregator/Push";
+
+// v1.PushRequest, with the payload as its plain type.
+struct PushRequestParts {
+  v1::RoundKey round;
+  uint32_t worker = 0;
+  Payload payload;
+};
+
+// v1.PushReply, with the update as its plain type.
+struct PushReplyParts {
+  Update update;
+  uint32_t contributors = 0;
+};
+
+// The encoded request. `payload`'s values are not copied: the buffer keeps
+// `payload` alive until gRPC (and every copy of the buffer) is done with it,
+// so it must not be modified meanwhile. Indices and the small fields are
+// encoded into a header of their own.
+grpc::ByteBuffer EncodePushRequest(const v1::RoundKey& round, uint32_t worker,
+                                   std::shared_ptr<const Payload> payload);
+
+// The request in `buffer`, with its payload checked by ValidatePayload.
+// INVALID_ARGUMENT naming the field for a malformed encoding or payload.
+absl::StatusOr<PushRequestParts> DecodePushRequest(const grpc::ByteBuffer& buffer);
+
+// The encoded reply; `update` is referenced, not copied, as above.
+grpc::ByteBuffer EncodePushReply(std::shared_ptr<const Update> update, uint32_t contributors);
+
+// The reply in `buffer`, with its update checked by ValidateUpdate against
+// its own dim. INVALID_ARGUMENT naming the field for a malformed one.
+absl::StatusOr<PushReplyParts> DecodePushReply(const grpc::ByteBuffer& buffer);
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_PROTO_PUSH_CODEC_H_

@@ -1,0 +1,396 @@
+// The push codec against protobuf's own serializer and parser (the
+// reference) on random messages of many sizes, split into gRPC slices at
+// random places, in every encoding protobuf accepts; and on hostile bytes.
+#include "proto/push_codec.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/stubs/logging.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+#include "proto/aggregator.grpc.pb.h"
+#include "proto/payload_convert.h"
+
+namespace sketchfuse {
+namespace {
+
+using google::protobuf::io::CodedOutputStream;
+using google::protobuf::io::StringOutputStream;
+using google::protobuf::util::MessageDifferencer;
+
+std::string Flatten(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(buffer.Dump(&slices).ok());
+  std::string out;
+  for (const grpc::Slice& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return out;
+}
+
+// `bytes` as a buffer of slices cut at random places (some of one byte).
+grpc::ByteBuffer Sliced(const std::string& bytes, std::mt19937_64& rng) {
+  std::vector<grpc::Slice> slices;
+  size_t at = 0;
+  while (at < bytes.size()) {
+    const size_t left = bytes.size() - at;
+    size_t n = std::uniform_int_distribution<size_t>(1, 4)(rng) == 1 ? 1 : std::uniform_int_distribution<size_t>(1, left)(rng);
+    n = std::min(n, left);
+    slices.emplace_back(bytes.data() + at, n);
+    at += n;
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+Payload RandomPayload(PayloadKind kind, uint64_t dim, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal;
+  Payload p;
+  p.kind = kind;
+  p.dim = dim;
+  switch (kind) {
+    case PayloadKind::kDense:
+      p.values.resize(dim);
+      break;
+    case PayloadKind::kSparse:
+      for (uint32_t i = 0; i < dim; ++i) {
+        if (rng() % 7 == 0) p.indices.push_back(i);
+      }
+      p.values.resize(p.indices.size());
+      break;
+    case PayloadKind::kSketch:
+      p.sketch = {static_cast<uint32_t>(1 + rng() % 5), static_cast<uint32_t>(1 + rng() % 300), rng()};
+      p.values.resize(p.sketch.num_cells());
+      break;
+  }
+  for (float& v : p.values) v = normal(rng);
+  return p;
+}
+
+v1::RoundKey Round(uint64_t step, bool second_round) {
+  v1::RoundKey round;
+  round.set_job("job-ü");
+  round.set_step(step);
+  round.set_group(static_cast<uint32_t>(step % 5));
+  round.set_second_round(second_round);
+  return round;
+}
+
+void ExpectSamePayload(const Payload& a, const Payload& b) {
+  EXPECT_EQ(a.kind, b.kind);
+  EXPECT_EQ(a.dim, b.dim);
+  EXPECT_EQ(a.indices, b.indices);
+  // Bit-exact (NaNs included): floats travel as their bytes.
+  ASSERT_EQ(a.values.size(), b.values.size());
+  EXPECT_EQ(std::memcmp(a.values.data(), b.values.data(), a.values.size() * sizeof(float)), 0);
+  EXPECT_EQ(a.sketch, b.sketch);
+}
+
+constexpr PayloadKind kKinds[] = {PayloadKind::kDense, PayloadKind::kSparse, PayloadKind::kSketch};
+constexpr uint64_t kDims[] = {1, 2, 3, 100, 4097, 1 << 18};
+
+TEST(PushCodecTest, PushMethodIsTheServicesPush) {
+  EXPECT_EQ(std::string(kPushMethod), std::string("/") + v1::Aggregator::service_full_name() + "/Push");
+}
+
+TEST(PushCodecTest, EncodedRequestsAreWhatProtobufSerializes) {
+  std::mt19937_64 rng(1);
+  for (PayloadKind kind : kKinds) {
+    for (uint64_t dim : kDims) {
+      auto payload = std::make_shared<const Payload>(RandomPayload(kind, dim, rng));
+      const grpc::ByteBuffer encoded = EncodePushRequest(Round(dim, dim % 2 == 0), 3, payload);
+      v1::PushRequest parsed;
+      ASSERT_TRUE(parsed.ParseFromString(Flatten(encoded))) << dim;
+      v1::PushRequest expected;
+      *expected.mutable_round() = Round(dim, dim % 2 == 0);
+      expected.set_worker(3);
+      PayloadToProto(*payload, expected.mutable_payload());
+      EXPECT_TRUE(MessageDifferencer::Equals(parsed, expected)) << PayloadKindName(kind) << " dim " << dim;
+      // And the canonical serialization, byte for byte.
+      EXPECT_EQ(Flatten(encoded).size(), expected.ByteSizeLong());
+    }
+  }
+}
+
+TEST(PushCodecTest, DecodesProtobufsRequestsSplitAnywhere) {
+  std::mt19937_64 rng(2);
+  for (PayloadKind kind : kKinds) {
+    for (uint64_t dim : kDims) {
+      const Payload payload = RandomPayload(kind, dim, rng);
+      v1::PushRequest message;
+      *message.mutable_round() = Round(dim, true);
+      message.set_worker(static_cast<uint32_t>(dim));
+      PayloadToProto(payload, message.mutable_payload());
+      const std::string bytes = message.SerializeAsString();
+      for (int split = 0; split < 3; ++split) {
+        absl::StatusOr<PushRequestParts> parts = DecodePushRequest(Sliced(bytes, rng));
+        ASSERT_TRUE(parts.ok()) << parts.status();
+        EXPECT_TRUE(MessageDifferencer::Equals(parts->round, message.round()));
+        EXPECT_EQ(parts->worker, dim);
+        ExpectSamePayload(parts->payload, payload);
+      }
+    }
+  }
+}
+
+// Writes the request's fields the way another encoder may: unpacked repeated
+// fields, fields out of order, the payload split over two occurrences
+// (protobuf merges them), unknown fields of every wire type.
+std::string UnusualEncoding(const v1::PushRequest& message, std::mt19937_64& rng) {
+  const v1::Payload& p = message.payload();
+  auto encode_payload_part = [&](int from, int to) {
+    std::string out;
+    StringOutputStream stream(&out);
+    CodedOutputStream o(&stream);
+    o.WriteTag((99 << 3) | 5);  // unknown fixed32
+    o.WriteLittleEndian32(7);
+    for (int i = from; i < to; ++i) {
+      if (i < p.indices_size()) {
+        if (rng() % 2) {
+          o.WriteTag((3 << 3) | 0);  // unpacked index
+          o.WriteVarint32(p.indices(i));
+        } else {
+          std::string packed;
+          StringOutputStream ps(&packed);
+          {
+            CodedOutputStream po(&ps);
+            po.WriteVarint32(p.indices(i));
+          }
+          o.WriteTag((3 << 3) | 2);
+          o.WriteVarint32(packed.size());
+          o.WriteString(packed);
+        }
+      }
+      o.WriteTag((4 << 3) | 5);  // unpacked value
+      float v = p.values(i);
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      o.WriteLittleEndian32(bits);
+    }
+    o.WriteTag((2 << 3) | 0);
+    o.WriteVarint64(p.dim());
+    o.WriteTag((1 << 3) | 0);
+    o.WriteVarint32(p.kind());
+    if (p.has_sketch()) {
+      const std::string shape = p.sketch().SerializeAsString();
+      o.WriteTag((5 << 3) | 2);
+      o.WriteVarint32(shape.size());
+      o.WriteString(shape);
+    }
+    o.WriteTag((50 << 3) | 3);  // an unknown group holding a varint
+    o.WriteTag((51 << 3) | 0);
+    o.WriteVarint32(1);
+    o.WriteTag((50 << 3) | 4);
+    return out;
+  };
+  std::string out;
+  StringOutputStream stream(&out);
+  CodedOutputStream o(&stream);
+  const int half = p.values_size() / 2;
+  for (const std::string& part : {encode_payload_part(0, half), encode_payload_part(half, p.values_size())}) {
+    o.WriteTag((3 << 3) | 2);
+    o.WriteVarint32(part.size());
+    o.WriteString(part);
+  }
+  o.WriteTag((77 << 3) | 1);  // unknown fixed64
+  o.WriteLittleEndian64(1);
+  o.WriteTag((2 << 3) | 0);
+  o.WriteVarint32(message.worker());
+  const std::string round = message.round().SerializeAsString();
+  o.WriteTag((1 << 3) | 2);
+  o.WriteVarint32(round.size());
+  o.WriteString(round);
+  o.WriteTag((78 << 3) | 2);  // unknown bytes
+  o.WriteVarint32(3);
+  o.WriteString("abc");
+  o.Trim();
+  return out;
+}
+
+TEST(PushCodecTest, DecodesEveryEncodingProtobufAcceptsAsProtobufDoes) {
+  std::mt19937_64 rng(3);
+  for (PayloadKind kind : kKinds) {
+    for (uint64_t dim : {1, 5, 100, 2000}) {
+      v1::PushRequest message;
+      *message.mutable_round() = Round(dim, false);
+      message.set_worker(9);
+      PayloadToProto(RandomPayload(kind, dim, rng), message.mutable_payload());
+      const std::string bytes = UnusualEncoding(message, rng);
+      v1::PushRequest reference;
+      ASSERT_TRUE(reference.ParseFromString(bytes));
+      absl::StatusOr<Payload> expected = PayloadFromProto(reference.payload());
+      ASSERT_TRUE(expected.ok()) << expected.status();
+      absl::StatusOr<PushRequestParts> parts = DecodePushRequest(Sliced(bytes, rng));
+      ASSERT_TRUE(parts.ok()) << PayloadKindName(kind) << " " << dim << ": " << parts.status();
+      EXPECT_TRUE(MessageDifferencer::Equals(parts->round, reference.round()));
+      EXPECT_EQ(parts->worker, reference.worker());
+      ExpectSamePayload(parts->payload, *expected);
+    }
+  }
+}
+
+// Whatever the codec accepts, protobuf reads the same way: over every
+// truncation and over random byte changes of valid requests. (The codec may
+// refuse more: see push_codec.h.)
+TEST(PushCodecTest, NeverAcceptsWhatProtobufReadsDifferently) {
+  std::mt19937_64 rng(4);
+  // Protobuf logs each job name that is not UTF-8; the test checks the
+  // outcome instead.
+  google::protobuf::LogHandler* previous = google::protobuf::SetLogHandler(nullptr);
+  int accepted = 0, refused = 0;
+  for (PayloadKind kind : kKinds) {
+    v1::PushRequest message;
+    *message.mutable_round() = Round(11, false);
+    message.set_worker(1);
+    PayloadToProto(RandomPayload(kind, 40, rng), message.mutable_payload());
+    const std::string bytes = message.SerializeAsString();
+    std::vector<std::string> variants;
+    for (size_t cut = 0; cut < bytes.size(); ++cut) variants.push_back(bytes.substr(0, cut));
+    for (int i = 0; i < 3000; ++i) {
+      std::string v = bytes;
+      for (int flips = 1 + rng() % 3; flips > 0; --flips) v[rng() % v.size()] = static_cast<char>(rng());
+      variants.push_back(v);
+    }
+    for (const std::string& v : variants) {
+      absl::StatusOr<PushRequestParts> parts = DecodePushRequest(Sliced(v, rng));
+      if (!parts.ok()) {
+        ++refused;
+        EXPECT_EQ(parts.status().code(), absl::StatusCode::kInvalidArgument);
+        EXPECT_FALSE(parts.status().message().empty());
+        continue;
+      }
+      ++accepted;
+      v1::PushRequest reference;
+      ASSERT_TRUE(reference.ParseFromString(v)) << "the codec accepted bytes protobuf refuses";
+      absl::StatusOr<Payload> expected = PayloadFromProto(reference.payload());
+      ASSERT_TRUE(expected.ok()) << expected.status();
+      EXPECT_TRUE(MessageDifferencer::Equals(parts->round, reference.round()));
+      EXPECT_EQ(parts->worker, reference.worker());
+      ExpectSamePayload(parts->payload, *expected);
+    }
+  }
+  google::protobuf::SetLogHandler(previous);
+  // Both outcomes were exercised.
+  EXPECT_GT(accepted, 100);
+  EXPECT_GT(refused, 100);
+}
+
+absl::Status DecodeBytes(const std::string& bytes) {
+  std::mt19937_64 rng(5);
+  return DecodePushRequest(Sliced(bytes, rng)).status();
+}
+
+// A request whose payload field holds `payload_bytes`.
+std::string WithPayloadBytes(const std::string& payload_bytes) {
+  std::string out;
+  StringOutputStream stream(&out);
+  {
+    CodedOutputStream o(&stream);
+    o.WriteTag((3 << 3) | 2);
+    o.WriteVarint32(payload_bytes.size());
+    o.WriteString(payload_bytes);
+  }
+  return out;
+}
+
+void ExpectRefused(const std::string& bytes, const std::string& fragment) {
+  absl::Status s = DecodeBytes(bytes);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << fragment;
+  EXPECT_NE(s.message().find(fragment), std::string::npos) << s;
+}
+
+TEST(PushCodecTest, MalformedRequestsAreRefusedNamingTheField) {
+  // kind DENSE, dim 2, then values of 7 bytes.
+  ExpectRefused(WithPayloadBytes(std::string("\x08\x01\x10\x02\x22\x07", 6) + std::string(7, '\0')),
+                "values has 7 bytes, not a multiple of 4");
+  // values claiming 64 bytes with 8 present.
+  ExpectRefused(WithPayloadBytes(std::string("\x08\x01\x10\x02\x22\x40", 6) + std::string(8, '\0')),
+                "values claims 64 bytes but 8 are left");
+  // dim sent as a length-delimited field.
+  ExpectRefused(WithPayloadBytes(std::string("\x08\x01\x12\x00", 4)), "dim (field 2) has wire type 2, not 0");
+  // An index over 32 bits.
+  ExpectRefused(WithPayloadBytes(std::string("\x08\x02\x10\x02\x18\x80\x80\x80\x80\x10", 10)),
+                "indices = 4294967296 does not fit 32 bits");
+  // A varint of eleven bytes.
+  ExpectRefused(std::string("\x10") + std::string(10, '\xff') + "\x01", "worker is cut off or longer than ten bytes");
+  // Field number 0; wire type 7; a group left open.
+  ExpectRefused(std::string("\x00\x01", 2), "field number 0");
+  ExpectRefused(std::string("\x57", 1), "invalid wire type 7");
+  ExpectRefused(std::string("\xa3\x06", 2), "group 100 is not closed");
+  // A round that is not a RoundKey.
+  ExpectRefused(std::string("\x0a\x02\x0a\x05", 4), "round is not a RoundKey");
+  // Well-formed bytes, invalid payloads.
+  ExpectRefused(WithPayloadBytes(std::string("\x08\x07", 2)), "payload: payload kind 7 is not DENSE");
+  ExpectRefused(WithPayloadBytes(std::string("\x08\x01\x10\x03\x22\x04", 6) + std::string(4, '\0')), "payload: ");
+  ExpectRefused("", "payload: payload kind 0");
+}
+
+TEST(PushCodecTest, RepliesRoundTripThroughProtobuf) {
+  std::mt19937_64 rng(6);
+  for (uint64_t dim : kDims) {
+    for (bool dense : {true, false}) {
+      Payload random = RandomPayload(dense ? PayloadKind::kDense : PayloadKind::kSparse, dim, rng);
+      auto update = std::make_shared<Update>();
+      update->dense = dense;
+      update->dim = dim;
+      update->indices = random.indices;
+      update->values = random.values;
+      const grpc::ByteBuffer encoded = EncodePushReply(update, 4);
+      v1::PushReply parsed;
+      ASSERT_TRUE(parsed.ParseFromString(Flatten(encoded)));
+      v1::PushReply expected;
+      UpdateToProto(*update, expected.mutable_update());
+      expected.set_contributors(4);
+      EXPECT_TRUE(MessageDifferencer::Equals(parsed, expected));
+      absl::StatusOr<PushReplyParts> back = DecodePushReply(Sliced(expected.SerializeAsString(), rng));
+      ASSERT_TRUE(back.ok()) << back.status();
+      EXPECT_EQ(back->contributors, 4u);
+      EXPECT_EQ(back->update.dense, dense);
+      EXPECT_EQ(back->update.dim, dim);
+      EXPECT_EQ(back->update.indices, update->indices);
+      EXPECT_EQ(back->update.values, update->values);
+    }
+  }
+}
+
+TEST(PushCodecTest, MalformedRepliesAreRefused) {
+  std::mt19937_64 rng(7);
+  // A sparse update whose index is outside its dim.
+  v1::PushReply reply;
+  reply.mutable_update()->set_dim(4);
+  reply.mutable_update()->add_indices(9);
+  reply.mutable_update()->add_values(1);
+  absl::Status s = DecodePushReply(Sliced(reply.SerializeAsString(), rng)).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("update: "), std::string::npos) << s;
+  std::string bytes = reply.SerializeAsString();
+  bytes.pop_back();
+  s = DecodePushReply(Sliced(bytes, rng)).status();
+  EXPECT_NE(s.message().find("malformed PushReply: update claims 11 bytes but 10 are left"), std::string::npos) << s;
+}
+
+TEST(PushCodecTest, TheBufferKeepsTheValuesAliveAndDoesNotCopyThem) {
+  std::mt19937_64 rng(8);
+  auto payload = std::make_shared<Payload>(RandomPayload(PayloadKind::kDense, 1000, rng));
+  const float* values = payload->values.data();
+  std::weak_ptr<Payload> watch = payload;
+  auto buffer = std::make_unique<grpc::ByteBuffer>(EncodePushRequest(Round(1, false), 0, std::move(payload)));
+  EXPECT_FALSE(watch.expired());
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(buffer->Dump(&slices).ok());
+  ASSERT_EQ(slices.size(), 2u);
+  EXPECT_EQ(static_cast<const void*>(slices[1].begin()), static_cast<const void*>(values));
+  slices.clear();
+  grpc::ByteBuffer copy = *buffer;  // a copy shares the slices
+  buffer.reset();
+  EXPECT_FALSE(watch.expired());
+  copy.Clear();
+  EXPECT_TRUE(watch.expired());
+}
+
+}  // namespace
+}  // namespace sketchfuse
