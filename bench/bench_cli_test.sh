@@ -61,6 +61,9 @@ expect_refusal "is not server_bench JSON output" python3 "$bench/transport_table
 expect_refusal "expected times in ms" python3 "$bench/transport_table.py" "$dir/us.json" "$dir/t"
 expect_refusal "holds no pair" python3 "$bench/transport_table.py" "$dir/empty.json" "$dir/t"
 
+expect_refusal "two executable server_bench builds" bash "$bench/transport_ab.sh" "$dir/none" "$dir/none"
+expect_refusal "usage:" bash "$bench/transport_ab.sh"
+
 expect_refusal "unknown option '--fast'" bash "$suite" --fast
 expect_refusal "unknown part 'gpu' in --only" bash "$suite" --only=compression,gpu
 
