@@ -4,8 +4,11 @@
 Reads Google Benchmark's JSON (ours) and bench/torch_reference.py's JSON,
 prints one table with the speedups and the targets of the compression-core
 issue, and writes PREFIX.csv, PREFIX.json and PREFIX.png (a gnuplot bar chart,
-when gnuplot is installed).
-Usage: compare_cpu_vs_torch.py SKETCHFUSE_JSON TORCH_JSON PREFIX
+when gnuplot is installed). The targets are checked against PyTorch as it
+comes (TORCH_JSON), as the issue states them. TORCH_MAPPED_JSON, if given, is
+PyTorch with freed memory kept mapped (the allocator setting SketchFuse's side
+runs with); its column and speedups are shown beside, like for like.
+Usage: compare_cpu_vs_torch.py SKETCHFUSE_JSON TORCH_JSON PREFIX [TORCH_MAPPED_JSON]
 """
 
 import json
@@ -47,11 +50,12 @@ def load_torch(path):
 
 
 def main(argv):
-    if len(argv) != 4:
+    if len(argv) not in (4, 5):
         sys.exit(__doc__)
     context, ours, bandwidth = load_ours(argv[1])
     torch_meta, theirs = load_torch(argv[2])
     prefix = argv[3]
+    mapped = load_torch(argv[4])[1] if len(argv) == 5 else {}
 
     rows = []
     for op in ["sketch_insert", "sketch_estimate_topk", "topk", "sketch_merge", "memcpy"]:
@@ -61,7 +65,9 @@ def main(argv):
         target = SPEEDUP_TARGETS.get(op)
         rows.append({"op": op, "sketchfuse_s": ours[op], "torch_s": theirs[op],
                      "speedup": speedup, "target_speedup": target,
-                     "met": None if target is None else speedup >= target})
+                     "met": None if target is None else speedup >= target,
+                     "torch_mapped_s": mapped.get(op),
+                     "speedup_mapped": mapped[op] / ours[op] if op in mapped else None})
     merge_bw = bandwidth.get("BM_SketchMerge/real_time", 0.0)
     copy_bw = bandwidth.get("BM_MemcpySketchTable/real_time", 0.0)
     merge_ratio = merge_bw / copy_bw if copy_bw else float("nan")
@@ -70,12 +76,16 @@ def main(argv):
           f"{context.get('num_cpus', '?')} CPUs at {context.get('mhz_per_cpu', '?')} MHz; "
           f"dim {torch_meta['dim']:,}, sketch {torch_meta['rows']} x {torch_meta['cols']:,}, "
           f"k {torch_meta['k']:,}; torch {torch_meta['torch_version']}, one thread each")
-    print(f"{'op':<22}{'SketchFuse':>12}{'PyTorch':>12}{'speedup':>10}{'target':>9}  met")
+    mapped_head = f"{'PyTorch kept mapped':>21}{'speedup':>9}" if mapped else ""
+    print(f"{'op':<22}{'SketchFuse':>12}{'PyTorch':>12}{'speedup':>10}{'target':>9}  met{mapped_head}")
     for r in rows:
         target = f"{r['target_speedup']:.0f}x" if r["target_speedup"] else "-"
-        met = "-" if r["met"] is None else ("yes" if r["met"] else "NO")
+        met = "-" if r["met"] is None else ("yes" if r["met"] else "NO ")
+        extra = ""
+        if r["speedup_mapped"] is not None:
+            extra = f"{r['torch_mapped_s'] * 1e3:>19.2f}ms{r['speedup_mapped']:>8.1f}x"
         print(f"{r['op']:<22}{r['sketchfuse_s'] * 1e3:>10.2f}ms{r['torch_s'] * 1e3:>10.2f}ms"
-              f"{r['speedup']:>9.1f}x{target:>9}  {met}")
+              f"{r['speedup']:>9.1f}x{target:>9}  {met}{extra}")
     print(f"sketch merge bandwidth {merge_bw / 1e9:.1f} GB/s = {100 * merge_ratio:.0f}% of "
           f"memcpy of the same table ({copy_bw / 1e9:.1f} GB/s); target 80%: "
           f"{'yes' if merge_ratio >= 0.8 else 'NO'}")
@@ -86,10 +96,12 @@ def main(argv):
     with open(prefix + ".json", "w") as f:
         json.dump(summary, f, indent=2)
     with open(prefix + ".csv", "w") as f:
-        f.write("op,sketchfuse_s,torch_s,speedup,target_speedup\n")
+        f.write("op,sketchfuse_s,torch_s,speedup,target_speedup,torch_mapped_s,speedup_mapped\n")
         for r in rows:
             f.write(f"{r['op']},{r['sketchfuse_s']:.6f},{r['torch_s']:.6f},{r['speedup']:.3f},"
-                    f"{r['target_speedup'] or ''}\n")
+                    f"{r['target_speedup'] or ''},"
+                    f"{'' if r['torch_mapped_s'] is None else format(r['torch_mapped_s'], '.6f')},"
+                    f"{'' if r['speedup_mapped'] is None else format(r['speedup_mapped'], '.3f')}\n")
     print(f"wrote {prefix}.csv, {prefix}.json", end="")
     if shutil.which("gnuplot"):
         script = f"""
@@ -104,7 +116,8 @@ set ylabel 'seconds (log scale)'
 set datafile separator ','
 set key top right
 set xtics rotate by -20
-plot '{prefix}.csv' every ::1 using 2:xtic(1) title 'SketchFuse', '' every ::1 using 3 title 'PyTorch'
+plot '{prefix}.csv' every ::1 using 2:xtic(1) title 'SketchFuse', '' every ::1 using 3 title 'PyTorch'""" + (
+            ", '' every ::1 using 6 title 'PyTorch, freed memory kept mapped'" if mapped else "") + """
 """
         subprocess.run(["gnuplot"], input=script, text=True, check=True)
         print(f", {prefix}.png")

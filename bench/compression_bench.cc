@@ -4,7 +4,8 @@
 //
 // Run: bazel run -c opt //bench:compression_bench -- --benchmark_out=out.json
 // bench/cpu_vs_torch.sh runs it beside the PyTorch reference in one go.
-// Single-threaded, like the reference. Figures: docs/BENCHMARKS.md.
+// Single-threaded, like the reference, with the daemons' allocator settings
+// (KeepFreedMemoryMapped). Figures: docs/BENCHMARKS.md.
 // Extra flags (before Google Benchmark's own): --sf_dim=N (vector length,
 // default the ResNet-50 parameter count) and --sf_cols=N (sketch columns,
 // default 500,000).
@@ -17,6 +18,7 @@
 
 #include "benchmark/benchmark.h"
 #include "common/count_sketch.h"
+#include "common/memory_tuning.h"
 #include "common/model_profiles.h"
 #include "common/topk.h"
 
@@ -124,6 +126,8 @@ BENCHMARK(BM_MemcpyGradient)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Takes --sf_dim and --sf_cols out of argv; the rest goes to Google Benchmark.
 int main(int argc, char** argv) {
+  // The allocator as the workers and servers set it (common/memory_tuning.h).
+  sketchfuse::KeepFreedMemoryMapped();
   std::vector<char*> rest;
   for (int i = 0; i < argc; ++i) {
     const std::string arg = argv[i];

@@ -3,7 +3,8 @@
 # (one thread each, in one run): Count-Sketch insert, estimate + heavy-hitter
 # top-k, exact top-k, sketch merge, and memcpy as the bandwidth yardstick.
 # Writes out/bench/cpu_vs_torch.{csv,json,png} and prints a table with the
-# targets of the compression-core issue.
+# targets of the compression-core issue. PyTorch runs twice: as it comes, and
+# with glibc's allocator keeping freed memory mapped, as SketchFuse's side is.
 #   bash bench/cpu_vs_torch.sh           ResNet-50 size (25.6M floats, 5 x 500,000 sketch)
 #   bash bench/cpu_vs_torch.sh --quick   1M floats, 5 x 20,000 (checks the harness)
 set -euo pipefail
@@ -31,4 +32,11 @@ bazel-bin/bench/compression_bench "${size_flags[@]}" --benchmark_min_time="$min_
   --benchmark_out="$out/sketchfuse.json" --benchmark_out_format=json
 echo "== PyTorch $(/usr/bin/python3.11 -c 'import torch; print(torch.__version__)') (one thread) =="
 /usr/bin/python3.11 bench/torch_reference.py "${torch_flags[@]}" --json "$out/torch.json"
-/usr/bin/python3.11 bench/compare_cpu_vs_torch.py "$out/sketchfuse.json" "$out/torch.json" "$out/cpu_vs_torch"
+# PyTorch again with glibc's allocator set as SketchFuse's daemons and
+# compression_bench set theirs (common/memory_tuning.cc): freed memory stays
+# mapped, so its temporaries of 100 MB are not faulted in afresh each call.
+echo "== PyTorch, freed memory kept mapped (GLIBC_TUNABLES) =="
+GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1073741824:glibc.malloc.top_pad=67108864:glibc.malloc.arena_max=1 \
+  /usr/bin/python3.11 bench/torch_reference.py "${torch_flags[@]}" --json "$out/torch_mapped.json"
+/usr/bin/python3.11 bench/compare_cpu_vs_torch.py "$out/sketchfuse.json" "$out/torch.json" "$out/cpu_vs_torch" \
+  "$out/torch_mapped.json"
