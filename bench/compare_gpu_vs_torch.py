@@ -4,7 +4,10 @@
 Prints one table per model profile (median milliseconds of each side, the
 speed-up, and SketchFuse's bandwidth as a fraction of the copy bandwidth of the
 same run) with the targets of the GPU issue, and writes PREFIX.csv,
-PREFIX.json and, when matplotlib is importable, PREFIX.png.
+PREFIX.json and, when matplotlib is importable, PREFIX.png. For the sketch
+operations, PyTorch runs twice: with FetchSGD's scattered buckets (the
+"PyTorch" column, what the targets name) and with SketchFuse's chunked layout
+(the "same layout" column, like for like).
 
 Usage: compare_gpu_vs_torch.py SKETCHFUSE_JSON TORCH_JSON PREFIX
 """
@@ -41,20 +44,24 @@ def main():
     rows = []
     for (profile, op), r in ours.items():
         t = theirs.get((profile, op))
+        same = theirs.get((profile, op + "_chunked"))
         copy = ours.get((profile, "copy"))
         speedup = t["median_ms"] / r["median_ms"] if t else float("nan")
         rows.append({
             "profile": profile, "op": op, "n": r["n"],
             "sketchfuse_ms": r["median_ms"], "torch_ms": t["median_ms"] if t else float("nan"),
-            "speedup": speedup, "sketchfuse_gbps": r["gbps"],
+            "speedup": speedup,
+            "torch_same_layout_ms": same["median_ms"] if same else float("nan"),
+            "speedup_same_layout": same["median_ms"] / r["median_ms"] if same else float("nan"),
+            "sketchfuse_gbps": r["gbps"],
             "fraction_of_copy": r["gbps"] / copy["gbps"] if copy else float("nan"),
         })
     print(f"\nSketchFuse vs PyTorch {torch_data.get('torch', '?')} on {ours_data['device']} "
           f"(median of {ours_data['reps']} runs each, same run)")
     for profile in dict.fromkeys(r["profile"] for r in rows):
         print(f"\n{profile}")
-        print(f"  {'operation':<20}{'SketchFuse ms':>14}{'PyTorch ms':>12}{'speed-up':>10}"
-              f"{'GB/s':>9}{'of copy':>9}  target")
+        print(f"  {'operation':<30}{'SketchFuse ms':>14}{'PyTorch ms':>12}{'speed-up':>10}"
+              f"{'same layout':>12}{'speed-up':>10}{'GB/s':>9}{'of copy':>9}  target")
         for r in (r for r in rows if r["profile"] == profile):
             target = TARGETS.get((profile, r["op"]))
             verdict = ""
@@ -63,7 +70,10 @@ def main():
                 verdict = f"{target[0]}: {'met' if met else 'NOT met'}"
             torch_ms = f"{r['torch_ms']:>12.3f}" if r["torch_ms"] == r["torch_ms"] else f"{'-':>12}"
             speedup = f"{r['speedup']:>9.1f}x" if r["speedup"] == r["speedup"] else f"{'-':>10}"
-            print(f"  {r['op']:<20}{r['sketchfuse_ms']:>14.3f}{torch_ms}{speedup}"
+            same = r["torch_same_layout_ms"]
+            same_ms = f"{same:>12.3f}" if same == same else f"{'-':>12}"
+            same_x = (f"{r['speedup_same_layout']:>9.1f}x" if same == same else f"{'-':>10}")
+            print(f"  {r['op']:<30}{r['sketchfuse_ms']:>14.3f}{torch_ms}{speedup}{same_ms}{same_x}"
                   f"{r['sketchfuse_gbps']:>9.0f}"
                   f"{100 * r['fraction_of_copy']:>8.0f}%  {verdict}")
     with open(prefix + ".csv", "w", newline="") as f:

@@ -46,5 +46,33 @@ expect_refusal "broken.json: cannot read benchmark figures" \
 expect_refusal "missing.json: cannot read benchmark figures" \
   python3 "$compare" "$out_dir/missing.json" "$out_dir/torch.json" "$out_dir/cmp"
 
+# A well-formed pair: both PyTorch columns (scattered and same layout) and
+# their ratios reach the CSV.
+cat > "$out_dir/ours.json" <<'JSON'
+{"device": "test", "reps": 1, "results": [
+ {"profile": "p", "op": "copy", "n": 10, "median_ms": 1.0, "min_ms": 1.0, "bytes": 80, "gbps": 8.0},
+ {"profile": "p", "op": "compress_decode", "n": 10, "median_ms": 0.5, "min_ms": 0.5, "bytes": 40, "gbps": 4.0}]}
+JSON
+cat > "$out_dir/theirs.json" <<'JSON'
+{"device": "test", "results": [
+ {"profile": "p", "op": "compress_decode", "n": 10, "median_ms": 10.0, "min_ms": 10.0, "bytes": 40, "gbps": 1.0},
+ {"profile": "p", "op": "compress_decode_chunked", "n": 10, "median_ms": 2.0, "min_ms": 2.0, "bytes": 40, "gbps": 1.0}]}
+JSON
+if python3 "$compare" "$out_dir/ours.json" "$out_dir/theirs.json" "$out_dir/pair" > "$out_dir/pair.txt" 2>&1 &&
+   python3 - "$out_dir/pair.csv" <<'PY'
+import csv, sys
+rows = {r["op"]: r for r in csv.DictReader(open(sys.argv[1]))}
+r = rows["compress_decode"]
+assert float(r["speedup"]) == 20.0, r
+assert float(r["speedup_same_layout"]) == 4.0, r
+assert float(r["fraction_of_copy"]) == 0.5, r
+PY
+then
+  echo "ok: compare_gpu_vs_torch.py sets both PyTorch layouts side by side"
+else
+  echo "FAIL: compare_gpu_vs_torch.py on a well-formed pair:"; cat "$out_dir/pair.txt"
+  failures=$((failures + 1))
+fi
+
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "all refusals clear"

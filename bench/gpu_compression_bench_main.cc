@@ -12,10 +12,13 @@
 //   gather, scatter_add    k (index, value) pairs
 //   ef_momentum        u = m u + g; e += u
 //   pack               the model's layers into one fused buffer
-//   ceiling_reductions n * rows float atomics at hashed addresses of the table:
-//                      the hardware bound of sketch_insert
-//   ceiling_loads      n * rows loads at hashed addresses: the bound of the
+//   ceiling_reductions n * rows float atomics into the table, in runs of
+//                      consecutive cells at hashed starts (the chunked hash
+//                      family's pattern): the hardware bound of sketch_insert
+//   ceiling_loads      n * rows loads in the same pattern: the bound of the
 //                      estimate inside heavy_hitters
+//   ceiling_*_scattered the same at one hashed cell per operation (the
+//                      pattern of a scattered bucket hash, as FetchSGD's)
 // Each is warmed up, then timed `--reps` times with CUDA events; the median
 // and the minimum are reported, with the effective bandwidth counted from the
 // fewest bytes the operation must move. Figures go to stdout and, as JSON, to
@@ -42,6 +45,7 @@
 #include "bench/gpu_ceilings.h"
 #include "common/count_sketch.h"
 #include "common/model_profiles.h"
+#include "common/sketch_hash.h"
 #include "cuda/count_sketch_kernels.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device.h"
@@ -230,15 +234,24 @@ void RunProfile(const ModelProfile& profile, cudaStream_t stream, std::vector<Re
                                               residual.data(), stream));
   });
   record("pack", 2 * vec, [&] { BENCH_CHECK(layout.Pack(y.data(), stream)); });
-  // Ceilings: the scattered reductions of an insert (n * rows of them into
-  // the table) and the scattered loads of an estimate, with no other work.
-  // Their bytes are 4 per operation.
-  const uint64_t scattered = n * shape.rows;
-  record("ceiling_reductions", 4.0 * scattered, [&] {
-    BENCH_CHECK(LaunchScatteredReductions(table.data(), shape.num_cells(), scattered, stream));
+  // Ceilings: the reductions of an insert (n * rows of them into the table)
+  // and the loads of an estimate, with no other work, in the runs of
+  // consecutive cells of the chunked hash family, and fully scattered (one
+  // random cell per coordinate, the pattern of a scattered bucket hash such
+  // as FetchSGD's). Their bytes are 4 per operation.
+  const uint64_t ops = n * shape.rows;
+  const uint32_t run = 1u << ChunkShift(shape.cols);
+  record("ceiling_reductions", 4.0 * ops, [&] {
+    BENCH_CHECK(LaunchHashedReductions(table.data(), shape.num_cells(), ops, run, stream));
   });
-  record("ceiling_loads", 4.0 * scattered, [&] {
-    BENCH_CHECK(LaunchScatteredLoads(table.data(), shape.num_cells(), scattered, y.data(), stream));
+  record("ceiling_loads", 4.0 * ops, [&] {
+    BENCH_CHECK(LaunchHashedLoads(table.data(), shape.num_cells(), ops, run, y.data(), stream));
+  });
+  record("ceiling_reductions_scattered", 4.0 * ops, [&] {
+    BENCH_CHECK(LaunchHashedReductions(table.data(), shape.num_cells(), ops, 1, stream));
+  });
+  record("ceiling_loads_scattered", 4.0 * ops, [&] {
+    BENCH_CHECK(LaunchHashedLoads(table.data(), shape.num_cells(), ops, 1, y.data(), stream));
   });
 }
 

@@ -14,6 +14,10 @@ row, a gather per row and a median over rows, then torch.topk.
   (_r1: the same two with a one-row sketch)
   compress_decode    the two above
   compress_decode_r1 the same with a one-row sketch
+  *_chunked          sketch_insert, heavy_hitters and compress_decode (and their
+                     _r1) with buckets of SketchFuse's chunked layout: runs of
+                     consecutive cells at random offsets (common/sketch_hash.h),
+                     so PyTorch's scatter and gather coalesce too (like for like)
   topk               torch.topk(x.abs(), k)
   gather             x[idx]
   scatter_add        y.index_add_(0, idx, v)
@@ -67,6 +71,23 @@ def make_hashes(n, rows, cols, seed):
     return buckets, signs
 
 
+def make_chunked_hashes(n, rows, cols, seed):
+    """Buckets of the chunked layout: chunk j of L consecutive coordinates lands
+    on L consecutive cells (cyclically) at a random offset per row, with a
+    random sign per coordinate; L as common/sketch_hash.h chooses it."""
+    length = 1
+    while 2 * length <= min(cols, 1024):
+        length *= 2
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    chunks = (n + length - 1) // length
+    offsets = torch.randint(0, cols, (rows, chunks), device="cuda", generator=gen,
+                            dtype=torch.int64)
+    i = torch.arange(n, device="cuda", dtype=torch.int64)
+    buckets = (offsets[:, i // length] + i % length) % cols
+    signs = torch.randint(0, 2, (rows, n), device="cuda", generator=gen).float() * 2 - 1
+    return buckets, signs
+
+
 def run_profile(name, n, layer_sizes, rows, cols_divisor, k_fraction, reps):
     cols = int(n / cols_divisor)
     k = max(1, int(n * k_fraction))
@@ -74,7 +95,7 @@ def run_profile(name, n, layer_sizes, rows, cols_divisor, k_fraction, reps):
     y = torch.empty_like(x)
     u = student_t(n, 2)
     e = student_t(n, 3)
-    buckets, signs = make_hashes(n, rows, cols, 7)
+    hashes = {"": make_hashes(n, rows, cols, 7), "_chunked": make_chunked_hashes(n, rows, cols, 8)}
     table = torch.zeros(rows, cols, device="cuda")
     table1 = torch.zeros(1, cols, device="cuda")
     idx = torch.randperm(n, device="cuda")[:k].sort().values
@@ -82,12 +103,14 @@ def run_profile(name, n, layer_sizes, rows, cols_divisor, k_fraction, reps):
     layers = [torch.randn(s, device="cuda") for s in layer_sizes]
     fused = torch.empty(sum(layer_sizes), device="cuda")
 
-    def insert(t, r):
+    def insert(t, r, layout=""):
+        buckets, signs = hashes[layout]
         t.zero_()
         for row in range(r):
             t[row].scatter_add_(0, buckets[row], signs[row] * x)
 
-    def heavy_hitters(t, r):
+    def heavy_hitters(t, r, layout=""):
+        buckets, signs = hashes[layout]
         est = torch.stack([signs[row] * t[row][buckets[row]] for row in range(r)])
         est = est.median(dim=0).values if r > 1 else est[0]
         top = torch.topk(est.abs(), k, sorted=False).indices
@@ -107,6 +130,17 @@ def run_profile(name, n, layer_sizes, rows, cols_divisor, k_fraction, reps):
         ("ef_momentum", 20.0 * n, lambda: (u.mul_(0.9).add_(x), e.add_(u))),
         ("pack", 8.0 * n, lambda: torch.cat(layers, out=fused)),
     ]
+    for lay in ["_chunked"]:
+        ops += [
+            ("sketch_insert" + lay, 4.0 * n, lambda lay=lay: insert(table, rows, lay)),
+            ("sketch_insert_r1" + lay, 4.0 * n, lambda lay=lay: insert(table1, 1, lay)),
+            ("heavy_hitters_r1" + lay, 4.0 * n, lambda lay=lay: heavy_hitters(table1, 1, lay)),
+            ("heavy_hitters" + lay, 4.0 * n, lambda lay=lay: heavy_hitters(table, rows, lay)),
+            ("compress_decode" + lay, 4.0 * n,
+             lambda lay=lay: (insert(table, rows, lay), heavy_hitters(table, rows, lay))),
+            ("compress_decode_r1" + lay, 4.0 * n,
+             lambda lay=lay: (insert(table1, 1, lay), heavy_hitters(table1, 1, lay))),
+        ]
     print(f"\n{name}: {n} parameters, sketch {rows} x {cols}, k = {k} (PyTorch {torch.__version__})")
     results = []
     for op, nbytes, fn in ops:
@@ -115,7 +149,7 @@ def run_profile(name, n, layer_sizes, rows, cols_divisor, k_fraction, reps):
         print(f"  {op:<20} {median:10.3f} ms (min {minimum:8.3f})  {gbps:8.1f} GB/s")
         results.append({"profile": name, "op": op, "n": n, "median_ms": median,
                         "min_ms": minimum, "bytes": nbytes, "gbps": gbps})
-    del buckets, signs, table, layers, fused
+    del hashes, table, layers, fused
     torch.cuda.empty_cache()
     return results
 

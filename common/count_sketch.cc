@@ -12,16 +12,31 @@
 namespace sketchfuse {
 namespace {
 
-// Coordinates are processed in blocks small enough that the per-block
-// scratch (buckets, signed values, per-row estimates) stays in L1/L2.
+// Estimates are computed in blocks small enough that the per-block scratch
+// (one run of signed cells per row) stays in L1/L2. A multiple of every
+// chunk length, so blocks hold whole chunks.
 constexpr uint32_t kBlock = 2048;
+static_assert(kBlock % kMaxChunkLength == 0, "blocks must hold whole chunks");
 
-using sketch_kernels::GatherSigned;
-using sketch_kernels::HashBlock;
-
-// row[buckets[j]] += values[j]: the scatter-add, scalar (buckets may repeat).
-void ScatterAdd(float* row, const uint32_t* buckets, const float* values, uint32_t len) {
-  for (uint32_t j = 0; j < len; ++j) row[buckets[j]] += values[j];
+// Calls run(first_index, first_cell, len) for the runs of consecutive
+// coordinates of [base, base + len) whose cells in a row are consecutive:
+// each chunk splits in two where its cells wrap around the row's end.
+// `base` must be a multiple of the chunk length.
+template <typename RunFn>
+void ForEachRun(const RowHash& hash, uint32_t cols, uint32_t chunk_shift, uint32_t base,
+                uint32_t len, RunFn run) {
+  const uint32_t chunk_length = 1u << chunk_shift;
+  const uint64_t end = uint64_t{base} + len;
+  for (uint64_t first = base; first < end; first += chunk_length) {
+    const uint32_t in_chunk = static_cast<uint32_t>(std::min<uint64_t>(chunk_length, end - first));
+    const uint32_t offset =
+        ChunkOffset(hash, static_cast<uint32_t>(first >> chunk_shift), cols);
+    const uint32_t before_wrap = std::min(in_chunk, cols - offset);
+    run(static_cast<uint32_t>(first), offset, before_wrap);
+    if (before_wrap < in_chunk) {
+      run(static_cast<uint32_t>(first) + before_wrap, 0u, in_chunk - before_wrap);
+    }
+  }
 }
 
 // Median of 5 with min/max only: f = max(min(a,b), min(c,d)) and
@@ -58,11 +73,18 @@ float MedianOfSmall(float* values, uint32_t rows) {
 
 // Estimates of coordinates [base, base + len) into out; scratch holds
 // rows * kBlock floats.
+// base must be a multiple of kBlock.
 void EstimateBlock(const SketchShape& shape, const float* table, const RowHash* hashes,
                    uint32_t base, uint32_t len, float* scratch, float* out) {
+  const uint32_t chunk_shift = ChunkShift(shape.cols);
   for (uint32_t r = 0; r < shape.rows; ++r) {
-    GatherSigned(hashes[r], shape.cols, base, len,
-                 table + static_cast<size_t>(r) * shape.cols, scratch + r * kBlock);
+    const float* row = table + static_cast<size_t>(r) * shape.cols;
+    float* signed_cells = scratch + r * kBlock - base;
+    ForEachRun(hashes[r], shape.cols, chunk_shift, base, len,
+               [&](uint32_t first, uint32_t cell, uint32_t run) {
+                 sketch_kernels::CopySigned(hashes[r].sign, first, run, row + cell,
+                                            signed_cells + first);
+               });
   }
   switch (shape.rows) {
     case 1:
@@ -114,9 +136,12 @@ absl::Status ValidateSketchShape(const SketchShape& shape) {
 
 float SketchView::Estimate(uint32_t index) const {
   float values[kMaxSketchRows];
+  const uint32_t chunk_shift = ChunkShift(shape_.cols);
   for (uint32_t r = 0; r < shape_.rows; ++r) {
-    const uint32_t bits = HashBits(MakeRowHash(shape_.seed, r), index);
-    values[r] = SignOf(bits) * table_[static_cast<size_t>(r) * shape_.cols + BucketOf(bits, shape_.cols)];
+    const RowHash hash = MakeRowHash(shape_.seed, r);
+    values[r] = SignOfIndex(hash, index) *
+                table_[static_cast<size_t>(r) * shape_.cols +
+                       BucketOfIndex(hash, index, shape_.cols, chunk_shift)];
   }
   return MedianOfSmall(values, shape_.rows);
 }
@@ -198,18 +223,17 @@ absl::Status CountSketch::Insert(absl::Span<const float> x) {
   absl::Status dim_ok = CheckDimension(x.size());
   if (!dim_ok.ok()) return dim_ok;
   const std::vector<RowHash> hashes = RowHashes(shape_);
-  uint32_t buckets[kBlock];
-  float values[kBlock];
-  const uint32_t n = static_cast<uint32_t>(x.size());
-  // Row by row: one row of the table (cols floats) is the random-access
-  // working set, which stays in L2 for the column counts used in practice.
+  const uint32_t chunk_shift = ChunkShift(shape_.cols);
+  // Row by row, chunk by chunk: each run of x is added into consecutive
+  // cells, in index order (the reference's order of additions per cell, so
+  // the result is bit-identical to it).
   for (uint32_t r = 0; r < shape_.rows; ++r) {
     float* row = table_.data() + static_cast<size_t>(r) * shape_.cols;
-    for (uint32_t base = 0; base < n; base += std::min(kBlock, n - base)) {
-      const uint32_t len = std::min(kBlock, n - base);
-      HashBlock(hashes[r], shape_.cols, base, len, x.data() + base, buckets, values);
-      ScatterAdd(row, buckets, values, len);
-    }
+    ForEachRun(hashes[r], shape_.cols, chunk_shift, 0, static_cast<uint32_t>(x.size()),
+               [&](uint32_t first, uint32_t cell, uint32_t run) {
+                 sketch_kernels::AddSigned(hashes[r].sign, first, run, x.data() + first,
+                                           row + cell);
+               });
   }
   return absl::OkStatus();
 }
@@ -235,22 +259,26 @@ SF_MULTIVERSION void AddInPlace(absl::Span<float> table, absl::Span<const float>
 namespace count_sketch_reference {
 
 void Insert(const SketchShape& shape, absl::Span<const float> x, std::vector<float>* table) {
+  const uint32_t chunk_shift = ChunkShift(shape.cols);
   for (uint32_t r = 0; r < shape.rows; ++r) {
     const RowHash hash = MakeRowHash(shape.seed, r);
     for (size_t i = 0; i < x.size(); ++i) {
-      const uint32_t bits = HashBits(hash, static_cast<uint32_t>(i));
-      (*table)[static_cast<size_t>(r) * shape.cols + BucketOf(bits, shape.cols)] +=
-          SignOf(bits) * x[i];
+      const uint32_t index = static_cast<uint32_t>(i);
+      (*table)[static_cast<size_t>(r) * shape.cols +
+               BucketOfIndex(hash, index, shape.cols, chunk_shift)] +=
+          SignOfIndex(hash, index) * x[i];
     }
   }
 }
 
 float Estimate(const SketchShape& shape, const std::vector<float>& table, uint32_t index) {
   std::vector<float> values;
+  const uint32_t chunk_shift = ChunkShift(shape.cols);
   for (uint32_t r = 0; r < shape.rows; ++r) {
-    const uint32_t bits = HashBits(MakeRowHash(shape.seed, r), index);
-    values.push_back(SignOf(bits) *
-                     table[static_cast<size_t>(r) * shape.cols + BucketOf(bits, shape.cols)]);
+    const RowHash hash = MakeRowHash(shape.seed, r);
+    values.push_back(SignOfIndex(hash, index) *
+                     table[static_cast<size_t>(r) * shape.cols +
+                           BucketOfIndex(hash, index, shape.cols, chunk_shift)]);
   }
   std::sort(values.begin(), values.end());
   const size_t m = values.size();

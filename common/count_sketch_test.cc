@@ -76,7 +76,8 @@ INSTANTIATE_TEST_SUITE_P(
                           ShapeCase{10000, 1, 500}, ShapeCase{10000, 4, 500},
                           ShapeCase{33333, 5, 1000}, ShapeCase{50000, 7, 2000},
                           ShapeCase{100003, 5, 20000}, ShapeCase{70000, 2, 3000},
-                          ShapeCase{20000, 5, (1u << 22)}),
+                          ShapeCase{20000, 5, (1u << 22)}, ShapeCase{5000, 2, 1},
+                          ShapeCase{10000, 3, 1500}, ShapeCase{4096, 5, 31}),
         ::testing::Bool()));
 
 TEST(CountSketchTest, MedianNetworkMatchesSortOnAllOrderings) {
@@ -89,8 +90,7 @@ TEST(CountSketchTest, MedianNetworkMatchesSortOnAllOrderings) {
     std::vector<float> table(5);
     for (uint32_t r = 0; r < 5; ++r) {
       // Undo the sign so that sign * cell == values[r].
-      const uint32_t bits = HashBits(MakeRowHash(shape.seed, r), 0);
-      table[r] = SignOf(bits) * values[r];
+      table[r] = SignOfIndex(MakeRowHash(shape.seed, r), 0) * values[r];
     }
     absl::StatusOr<CountSketch> s = CountSketch::FromTable(shape, table);
     ASSERT_TRUE(s.ok());
@@ -162,7 +162,33 @@ TEST(CountSketchTest, RecoversPlantedHeavyHitters) {
   EXPECT_EQ(found, planted.size());
   // The planted estimates are close to the truth.
   for (size_t j = 0; j < hh.indices.size(); ++j) {
-    if (std::abs(x[hh.indices[j]]) == 5.0f) EXPECT_NEAR(hh.values[j], x[hh.indices[j]], 0.5f);
+    if (std::abs(x[hh.indices[j]]) == 5.0f) {
+      EXPECT_NEAR(hh.values[j], x[hh.indices[j]], 0.5f);
+    }
+  }
+}
+
+TEST(CountSketchTest, RecoversHeavyHittersThatComeInRuns) {
+  // Gradients are heavy in runs (a layer, a bias): 10 runs of 50 consecutive
+  // planted values. The chunked layout keeps a run's coordinates on distinct
+  // cells of each row and moves them together; every one must still be found.
+  const size_t n = 1000000;
+  std::vector<float> x = GaussianVector(n, 21, 0.01f);
+  std::mt19937 rng(22);
+  std::vector<uint32_t> planted;
+  for (int run = 0; run < 10; ++run) {
+    const uint32_t first = rng() % (n - 50);
+    for (uint32_t i = first; i < first + 50; ++i) {
+      if (std::abs(x[i]) == 5.0f) continue;  // runs may overlap
+      x[i] = (rng() & 1) ? 5.0f : -5.0f;
+      planted.push_back(i);
+    }
+  }
+  CountSketch sketch = MustCreate({5, 10000, 2025});
+  ASSERT_TRUE(sketch.Insert(x).ok());
+  const SparseEntries hh = sketch.view().HeavyHitters(n, 1000);
+  for (uint32_t i : planted) {
+    EXPECT_TRUE(std::binary_search(hh.indices.begin(), hh.indices.end(), i)) << i;
   }
 }
 

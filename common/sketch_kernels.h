@@ -1,9 +1,10 @@
-// The inner loops of Count-Sketch insert and estimate, for one row and one
-// block of consecutive coordinates, with an AVX2 fast path chosen at run time.
+// The inner loops of Count-Sketch insert and estimate: one run of consecutive
+// coordinates whose cells are consecutive too (part of a chunk, see
+// common/sketch_hash.h), with an AVX2 fast path chosen at run time.
 //
-// Both paths compute exactly the hash of common/sketch_hash.h and the same
-// float products, so their results are bit-identical (count_sketch_test checks
-// each path against the one-coordinate reference).
+// Both paths compute exactly the sign hash of common/sketch_hash.h and the
+// same float operations, so their results are bit-identical (count_sketch_test
+// checks each path against the one-coordinate reference).
 #ifndef SKETCHFUSE_COMMON_SKETCH_KERNELS_H_
 #define SKETCHFUSE_COMMON_SKETCH_KERNELS_H_
 
@@ -14,14 +15,14 @@
 namespace sketchfuse {
 namespace sketch_kernels {
 
-// buckets[j] = bucket_r(base + j) and signed_values[j] = sign_r(base + j) * x[j]
-// for j < len.
-void HashBlock(RowHash hash, uint32_t cols, uint32_t base, uint32_t len, const float* x,
-               uint32_t* buckets, float* signed_values);
+// dst[j] += sign(base + j) * x[j] for j < len: one run of a chunk added into
+// its consecutive cells (sign from the row's sign hash).
+void AddSigned(MultiplyAddShift sign, uint32_t base, uint32_t len, const float* x, float* dst);
 
-// out[j] = sign_r(base + j) * row[bucket_r(base + j)] for j < len.
-void GatherSigned(RowHash hash, uint32_t cols, uint32_t base, uint32_t len, const float* row,
-                  float* out);
+// out[j] = sign(base + j) * cells[j] for j < len: one run of a chunk's cells
+// read back with its coordinates' signs.
+void CopySigned(MultiplyAddShift sign, uint32_t base, uint32_t len, const float* cells,
+                float* out);
 
 // Whether the AVX2 path is in use (the CPU has it and it is not disabled).
 bool SimdEnabled();

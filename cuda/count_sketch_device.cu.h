@@ -11,34 +11,64 @@
 
 namespace sketchfuse {
 
-// A sketch's shape with every row's hash precomputed (1 KB: a kernel parameter).
+// A sketch's shape with every row's hash precomputed (2 KB: a kernel parameter).
 struct SketchHashParams {
   uint32_t rows;
   uint32_t cols;
+  uint32_t chunk_shift;  // ChunkShift(cols)
   RowHash row[kMaxSketchRows];
 };
+
+// Coordinate i's hash inputs shared by every row: the Fmix32 of its index
+// (for the sign) and of its chunk (for the offset), and its position in the
+// chunk. Mixing once per coordinate instead of once per row.
+struct CoordinateKeys {
+  uint32_t mixed_index;
+  uint32_t mixed_chunk;
+  uint32_t position;
+};
+
+__device__ __forceinline__ CoordinateKeys KeysOf(const SketchHashParams& p, uint32_t i) {
+  return CoordinateKeys{Fmix32(i), Fmix32(i >> p.chunk_shift),
+                        i & ((1u << p.chunk_shift) - 1)};
+}
+
+// Coordinate i's cell in row r (bucket_r(i) of common/sketch_hash.h).
+__device__ __forceinline__ uint32_t CellOf(const SketchHashParams& p, uint32_t r,
+                                           const CoordinateKeys& keys) {
+  const uint32_t offset = BucketOf(HashMixed(p.row[r].offset, keys.mixed_chunk), p.cols);
+  return CellAfter(offset, keys.position, p.cols);
+}
+
+// Coordinate i's sign in row r, +1.0f or -1.0f.
+__device__ __forceinline__ float SignIn(const SketchHashParams& p, uint32_t r,
+                                        const CoordinateKeys& keys) {
+  return SignOf(HashMixed(p.row[r].sign, keys.mixed_index));
+}
 
 // The shape must be valid (ValidateSketchShape).
 inline SketchHashParams MakeSketchHashParams(const SketchShape& shape) {
   SketchHashParams params{};
   params.rows = shape.rows;
   params.cols = shape.cols;
+  params.chunk_shift = ChunkShift(shape.cols);
   for (uint32_t r = 0; r < shape.rows; ++r) params.row[r] = MakeRowHash(shape.seed, r);
   return params;
 }
 
 // Estimate of coordinate i for a sketch of exactly kRows rows: the rows'
-// cells are gathered first (independent loads in flight), then sorted by a
+// cells (consecutive across a warp's consecutive coordinates, so the loads
+// coalesce) are gathered first (independent loads in flight), then sorted by a
 // stable compare-exchange network with constant indices, so the values stay
 // in registers.
 template <int kRows>
 __device__ __forceinline__ float EstimateOfFixedRows(const SketchHashParams& p,
                                                      const float* table, uint32_t i) {
+  const CoordinateKeys keys = KeysOf(p, i);
   float v[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
-    const uint32_t bits = HashBits(p.row[r], i);
-    v[r] = SignOf(bits) * __ldg(table + static_cast<size_t>(r) * p.cols + BucketOf(bits, p.cols));
+    v[r] = SignIn(p, r, keys) * __ldg(table + static_cast<size_t>(r) * p.cols + CellOf(p, r, keys));
   }
 #pragma unroll
   for (int pass = 0; pass < kRows; ++pass) {
@@ -57,11 +87,11 @@ __device__ __forceinline__ float EstimateOfFixedRows(const SketchHashParams& p,
 // Any number of rows (an array in local memory).
 __device__ __forceinline__ float EstimateOfAnyRows(const SketchHashParams& p, const float* table,
                                                    uint32_t i) {
+  const CoordinateKeys keys = KeysOf(p, i);
   float v[kMaxSketchRows];
   for (uint32_t r = 0; r < p.rows; ++r) {
-    const uint32_t bits = HashBits(p.row[r], i);
-    const float value = SignOf(bits) * __ldg(table + static_cast<size_t>(r) * p.cols +
-                                            BucketOf(bits, p.cols));
+    const float value =
+        SignIn(p, r, keys) * __ldg(table + static_cast<size_t>(r) * p.cols + CellOf(p, r, keys));
     uint32_t j = r;  // insertion sort while gathering
     while (j > 0 && v[j - 1] > value) {
       v[j] = v[j - 1];

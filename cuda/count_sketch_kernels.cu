@@ -17,16 +17,19 @@ constexpr int kThreads = 256;
 
 __global__ void SketchHashesKernel(RowHash hash, uint32_t cols, uint32_t n, uint32_t* buckets,
                                    float* signs) {
+  const uint32_t chunk_shift = ChunkShift(cols);
   for (uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    const uint32_t bits = HashBits(hash, i);
-    buckets[i] = BucketOf(bits, cols);
-    signs[i] = SignOf(bits);
+    buckets[i] = BucketOfIndex(hash, static_cast<uint32_t>(i), cols, chunk_shift);
+    signs[i] = SignOfIndex(hash, static_cast<uint32_t>(i));
   }
 }
 
 // Four coordinates per thread and iteration, loaded before their atomics are
 // issued, so that loads and reductions overlap. The additions compile to
-// fire-and-forget reductions (RED) in L2.
+// fire-and-forget reductions (RED) in L2. A warp's 32 consecutive
+// coordinates lie in one chunk (chunks are 32 or more long, or the row is
+// shorter than 32 cells), so its reductions go to consecutive cells: one or
+// two coalesced requests instead of 32 scattered ones.
 __global__ void InsertKernel(SketchHashParams sketch, uint32_t row_begin, uint32_t row_end,
                              const float* x, uint32_t n, float* table) {
   const uint32_t stride = gridDim.x * blockDim.x;
@@ -37,13 +40,17 @@ __global__ void InsertKernel(SketchHashParams sketch, uint32_t row_begin, uint32
       const uint64_t i = base + static_cast<uint64_t>(j) * stride;
       v[j] = i < n ? x[i] : 0.0f;
     }
+    CoordinateKeys keys[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      keys[j] = KeysOf(sketch, static_cast<uint32_t>(base + static_cast<uint64_t>(j) * stride));
+    }
     for (uint32_t r = row_begin; r < row_end; ++r) {
       float* row = table + static_cast<size_t>(r) * sketch.cols;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         if (v[j] == 0.0f) continue;  // also skips indices past n
-        const uint32_t bits = HashBits(sketch.row[r], static_cast<uint32_t>(base + j * stride));
-        atomicAdd(row + BucketOf(bits, sketch.cols), SignOf(bits) * v[j]);
+        atomicAdd(row + CellOf(sketch, r, keys[j]), SignIn(sketch, r, keys[j]) * v[j]);
       }
     }
   }

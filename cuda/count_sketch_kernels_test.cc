@@ -31,9 +31,11 @@ TEST_P(GpuSketchTest, HashesMatchCpuBitForBit) {
     const std::vector<uint32_t> b = *buckets.ToHost();
     const std::vector<float> s = *signs.ToHost();
     const RowHash h = MakeRowHash(shape.seed, row);
+    const uint32_t chunk_shift = ChunkShift(shape.cols);
     for (uint32_t i = 0; i < n; ++i) {
-      ASSERT_EQ(b[i], BucketOf(HashBits(h, i), shape.cols)) << "row " << row << " index " << i;
-      ASSERT_EQ(s[i], SignOf(HashBits(h, i)));
+      ASSERT_EQ(b[i], BucketOfIndex(h, i, shape.cols, chunk_shift))
+          << "row " << row << " index " << i;
+      ASSERT_EQ(s[i], SignOfIndex(h, i));
     }
   }
 }
@@ -58,8 +60,8 @@ TEST_P(GpuSketchTest, InsertMatchesCpuAndEstimatesAreIdentical) {
   for (uint32_t r = 0; r < shape.rows; ++r) {
     const RowHash h = MakeRowHash(shape.seed, r);
     for (uint32_t i = 0; i < n; ++i) {
-      mass[static_cast<size_t>(r) * shape.cols + BucketOf(HashBits(h, i), shape.cols)] +=
-          std::abs(x[i]);
+      mass[static_cast<size_t>(r) * shape.cols +
+           BucketOfIndex(h, i, shape.cols, ChunkShift(shape.cols))] += std::abs(x[i]);
     }
   }
   for (size_t c = 0; c < gpu_table.size(); ++c) {

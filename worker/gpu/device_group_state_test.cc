@@ -57,7 +57,8 @@ std::vector<double> CellMass(const SketchShape& shape, absl::Span<const float> x
   for (uint32_t r = 0; r < shape.rows; ++r) {
     const RowHash h = MakeRowHash(shape.seed, r);
     for (uint32_t i = 0; i < x.size(); ++i) {
-      mass[static_cast<size_t>(r) * shape.cols + BucketOf(HashBits(h, i), shape.cols)] += std::abs(x[i]);
+      mass[static_cast<size_t>(r) * shape.cols +
+           BucketOfIndex(h, i, shape.cols, ChunkShift(shape.cols))] += std::abs(x[i]);
     }
   }
   return mass;
