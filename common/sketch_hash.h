@@ -61,8 +61,10 @@ namespace sketchfuse {
 inline constexpr uint32_t kMaxSketchCols = 1u << 27;
 // Largest number of rows a sketch may have.
 inline constexpr uint32_t kMaxSketchRows = 64;
-// Longest chunk of consecutive coordinates that lands on consecutive cells.
-inline constexpr uint32_t kMaxChunkLength = 1024;
+// Longest chunk of consecutive coordinates that lands on consecutive cells
+// (rows of at least this many columns use it).
+inline constexpr uint32_t kMaxChunkShift = 10;
+inline constexpr uint32_t kMaxChunkLength = 1u << kMaxChunkShift;
 
 // SplitMix64 finalizer applied to seed + (stream + 1) * golden ratio: a
 // well-mixed 64-bit value per (seed, stream).

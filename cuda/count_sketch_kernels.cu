@@ -1,5 +1,7 @@
 // Count-Sketch kernels: persistent grids with grid-stride loops; a coordinate
-// is read once and hashed for every row inside its thread.
+// is read once and hashed for every row inside its thread. Wide sketches
+// (cols >= kMaxChunkLength) take a chunk per block, with 16-byte table
+// operations staged through shared memory (count_sketch_device.cu.h).
 #include "cuda/count_sketch_kernels.h"
 
 #include <algorithm>
@@ -56,6 +58,65 @@ __global__ void InsertKernel(SketchHashParams sketch, uint32_t row_begin, uint32
   }
 }
 
+// Wide sketches: a block per chunk. The chunk's coordinates are read once
+// (coalesced) and kept in registers; for each row, the block stages their
+// signed values in shared memory (double-buffered across rows, so one
+// barrier per row) and adds them into the chunk's run of cells with 16-byte
+// reductions on aligned groups of four.
+__global__ void __launch_bounds__(kChunkThreads)
+    InsertWideKernel(SketchHashParams sketch, uint32_t row_begin, uint32_t row_end,
+                     const float* x, uint32_t n, float* table) {
+  __shared__ float staged[2][kMaxChunkLength];
+  const uint32_t chunks = static_cast<uint32_t>((uint64_t{n} + kMaxChunkLength - 1) >> kMaxChunkShift);
+  for (uint32_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
+    const uint32_t first = chunk << kMaxChunkShift;
+    const uint32_t len = min(kMaxChunkLength, n - first);
+    float v[kChunkPerThread];
+    uint32_t mixed_index[kChunkPerThread];
+#pragma unroll
+    for (int j = 0; j < kChunkPerThread; ++j) {
+      const uint32_t q = threadIdx.x + j * kChunkThreads;
+      v[j] = q < len ? x[first + q] : 0.0f;
+      mixed_index[j] = Fmix32(first + q);
+    }
+    const uint32_t mixed_chunk = Fmix32(chunk);
+    __syncthreads();  // the previous chunk's reductions are done reading `staged`
+    for (uint32_t r = row_begin; r < row_end; ++r) {
+      float* signed_values = staged[(r - row_begin) & 1];
+#pragma unroll
+      for (int j = 0; j < kChunkPerThread; ++j) {
+        const uint32_t q = threadIdx.x + j * kChunkThreads;
+        if (q < len) signed_values[q] = SignOf(HashMixed(sketch.row[r].sign, mixed_index[j])) * v[j];
+      }
+      __syncthreads();
+      const ChunkRun run = RunOf(sketch, r, mixed_chunk, len);
+      float* row = table + static_cast<size_t>(r) * sketch.cols;
+      AddToCells(signed_values, run.before_wrap, row + run.offset);
+      if (run.before_wrap < len) {
+        AddToCells(signed_values + run.before_wrap, len - run.before_wrap, row);
+      }
+    }
+  }
+}
+
+template <int kRows>
+__global__ void __launch_bounds__(kChunkThreads)
+    EstimateWideKernel(SketchHashParams sketch, const float* table, uint32_t n, float* out) {
+  __shared__ float staged[kRows * kMaxChunkLength];
+  const uint32_t chunks = static_cast<uint32_t>((uint64_t{n} + kMaxChunkLength - 1) >> kMaxChunkShift);
+  for (uint32_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
+    const uint32_t first = chunk << kMaxChunkShift;
+    const uint32_t len = min(kMaxChunkLength, n - first);
+    float est[kChunkPerThread];
+    EstimateChunk<kRows>(sketch, table, chunk, len, staged, est);
+#pragma unroll
+    for (int j = 0; j < kChunkPerThread; ++j) {
+      const uint32_t q = threadIdx.x + j * kChunkThreads;
+      if (q < len) out[first + q] = est[j];
+    }
+  }
+}
+
 __global__ void EstimateKernel(SketchHashParams sketch, const float* table, uint32_t n,
                                float* out) {
   for (uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
@@ -97,8 +158,15 @@ absl::Status LaunchCountSketchInsert(const SketchShape& shape, const float* x, u
       std::max<uint64_t>(1, std::min<uint64_t>(shape.rows, (l2_bytes / 2) / row_bytes)));
   const SketchHashParams params = MakeSketchHashParams(shape);
   for (uint32_t r = 0; r < shape.rows; r += rows_per_pass) {
-    InsertKernel<<<PersistentBlocks(kThreads, n / 4), kThreads, 0, stream>>>(
-        params, r, std::min(shape.rows, r + rows_per_pass), x, n, table);
+    const uint32_t row_end = std::min(shape.rows, r + rows_per_pass);
+    if (IsWide(params)) {
+      const uint64_t chunks = (uint64_t{n} + kMaxChunkLength - 1) / kMaxChunkLength;
+      InsertWideKernel<<<PersistentBlocks(kChunkThreads, chunks * kChunkThreads), kChunkThreads,
+                         0, stream>>>(params, r, row_end, x, n, table);
+    } else {
+      InsertKernel<<<PersistentBlocks(kThreads, n / 4), kThreads, 0, stream>>>(params, r, row_end,
+                                                                              x, n, table);
+    }
     GPU_RETURN_IF_ERROR(cudaGetLastError(), "launching the sketch insert kernel");
   }
   return absl::OkStatus();
@@ -109,8 +177,15 @@ absl::Status LaunchCountSketchEstimate(const SketchShape& shape, const float* ta
   absl::Status valid = ValidateSketchShape(shape);
   if (!valid.ok()) return valid;
   if (n == 0) return absl::OkStatus();
-  EstimateKernel<<<PersistentBlocks(kThreads, n), kThreads, 0, stream>>>(
-      MakeSketchHashParams(shape), table, n, out);
+  const SketchHashParams params = MakeSketchHashParams(shape);
+  const uint64_t chunks = (uint64_t{n} + kMaxChunkLength - 1) / kMaxChunkLength;
+  if (UseStagedEstimates(params)) {
+    EstimateWideKernel<1>
+        <<<PersistentBlocks(kChunkThreads, chunks * kChunkThreads), kChunkThreads, 0, stream>>>(
+            params, table, n, out);
+  } else {
+    EstimateKernel<<<PersistentBlocks(kThreads, n), kThreads, 0, stream>>>(params, table, n, out);
+  }
   GPU_RETURN_IF_ERROR(cudaGetLastError(), "launching the sketch estimate kernel");
   return absl::OkStatus();
 }

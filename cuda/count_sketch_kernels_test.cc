@@ -81,6 +81,52 @@ TEST_P(GpuSketchTest, InsertMatchesCpuAndEstimatesAreIdentical) {
 INSTANTIATE_TEST_SUITE_P(Sizes, GpuSketchTest,
                          ::testing::Values(1u, 2u, 255u, 256u, 257u, 4099u, 100003u, 1u << 20));
 
+// Wide sketches stage their cells in aligned 16-byte groups: a table and an
+// input that start off a 16-byte boundary, and rows whose length is not a
+// multiple of 4, must give the CPU's table and the CPU's estimates.
+TEST(GpuSketchTest, WideSketchesAtEveryAlignment) {
+  SKIP_WITHOUT_GPU();
+  const uint32_t n = 300007;
+  const std::vector<float> x = GaussianVector(n, 5);
+  for (uint32_t rows : {1u, 2u, 5u, 7u}) {
+    for (uint32_t shift : {0u, 1u, 2u, 3u}) {
+      const SketchShape shape{rows, 3001 + shift, 77 + shift};
+      SCOPED_TRACE(testing::Message() << "rows " << rows << " shift " << shift);
+      CountSketch cpu = *CountSketch::Create(shape);
+      ASSERT_TRUE(cpu.Insert(x).ok());
+      std::vector<float> padded_x(shift, 0.0f);
+      padded_x.insert(padded_x.end(), x.begin(), x.end());
+      auto d_x = *DeviceBuffer<float>::FromHost(padded_x);
+      auto d_table = *DeviceBuffer<float>::FromHost(std::vector<float>(shape.num_cells() + shift, 0.0f));
+      ASSERT_TRUE(LaunchCountSketchInsert(shape, d_x.data() + shift, n, d_table.data() + shift,
+                                          nullptr).ok());
+      const std::vector<float> gpu_table = *d_table.ToHost();
+      std::vector<double> mass(shape.num_cells(), 0.0);
+      for (uint32_t r = 0; r < rows; ++r) {
+        const RowHash h = MakeRowHash(shape.seed, r);
+        for (uint32_t i = 0; i < n; ++i) {
+          mass[static_cast<size_t>(r) * shape.cols +
+               BucketOfIndex(h, i, shape.cols, ChunkShift(shape.cols))] += std::abs(x[i]);
+        }
+      }
+      for (uint32_t c = 0; c < shift; ++c) ASSERT_EQ(gpu_table[c], 0.0f) << "before the table";
+      for (size_t c = 0; c < shape.num_cells(); ++c) {
+        ASSERT_NEAR(gpu_table[shift + c], cpu.table()[c], 1e-5 * mass[c] + 1e-30) << c;
+      }
+      // Estimates from the CPU's table placed off alignment: bit-identical.
+      std::vector<float> padded_table(shift, 0.0f);
+      padded_table.insert(padded_table.end(), cpu.table().begin(), cpu.table().end());
+      auto d_cpu_table = *DeviceBuffer<float>::FromHost(padded_table);
+      auto d_est = *DeviceBuffer<float>::Allocate(n);
+      ASSERT_TRUE(LaunchCountSketchEstimate(shape, d_cpu_table.data() + shift, n, d_est.data(),
+                                            nullptr).ok());
+      std::vector<float> cpu_est(n);
+      cpu.view().EstimateAll(absl::MakeSpan(cpu_est));
+      ASSERT_EQ(*d_est.ToHost(), cpu_est);
+    }
+  }
+}
+
 TEST(GpuSketchLauncherTest, RejectsBadShapesWithoutLaunching) {
   SKIP_WITHOUT_GPU();
   EXPECT_EQ(LaunchCountSketchInsert({0, 10, 1}, nullptr, 10, nullptr, nullptr).code(),

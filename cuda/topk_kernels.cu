@@ -80,6 +80,38 @@ __global__ void __launch_bounds__(kPassThreads)
   }
 }
 
+// Pass 1 for a wide sketch with exactly kRows rows (UseStagedEstimates): a
+// block per chunk, its estimates from cells staged with 16-byte loads
+// (EstimateChunk); the estimates are stored and counted as in HistogramKernel.
+template <int kRows>
+__global__ void __launch_bounds__(kChunkThreads)
+    SketchHistogramWideKernel(SketchHashParams sketch, const float* table, uint32_t n,
+                              float* estimates, uint32_t* state) {
+  __shared__ uint32_t local[kDigit1Bins];
+  __shared__ float staged[kRows * kMaxChunkLength];
+  for (uint32_t b = threadIdx.x; b < kDigit1Bins; b += blockDim.x) local[b] = 0;
+  // (EstimateChunk's first barrier orders these stores before any count.)
+  const uint32_t chunks = static_cast<uint32_t>((uint64_t{n} + kMaxChunkLength - 1) >> kMaxChunkShift);
+  for (uint32_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
+    const uint32_t first = chunk << kMaxChunkShift;
+    const uint32_t len = min(kMaxChunkLength, n - first);
+    float est[kChunkPerThread];
+    EstimateChunk<kRows>(sketch, table, chunk, len, staged, est);
+#pragma unroll
+    for (int j = 0; j < kChunkPerThread; ++j) {
+      const uint32_t q = threadIdx.x + j * kChunkThreads;
+      if (q < len) {
+        estimates[first + q] = est[j];
+        atomicAdd(&local[KeyOf(est[j]) >> kDigit1Shift], 1u);
+      }
+    }
+  }
+  __syncthreads();
+  for (uint32_t b = threadIdx.x; b < kDigit1Bins; b += blockDim.x) {
+    if (local[b] != 0) atomicAdd(&state[kHistogram1 + b], local[b]);
+  }
+}
+
 // Finds, among `bins` counts taken from the highest bin down, the bin where
 // the running count reaches `need`. Thread t owns bins_per_thread consecutive
 // bins of the descending order. Returns (via shared memory) the bin and how
@@ -374,9 +406,16 @@ absl::Status Select(const float* x, const SketchHashParams& sketch, const float*
   }
   GPU_RETURN_IF_ERROR(cudaMemsetAsync(w.state, 0, kStateWords * sizeof(uint32_t), stream),
                       "clearing the top-k histograms");
-  HistogramKernel<kFromSketch>
-      <<<PersistentBlocks(kPassThreads, n / 4), kPassThreads, 0, stream>>>(x, sketch, table, n,
-                                                                           estimates, w.state);
+  const uint64_t chunks = (uint64_t{n} + kMaxChunkLength - 1) / kMaxChunkLength;
+  if (kFromSketch && UseStagedEstimates(sketch)) {
+    SketchHistogramWideKernel<1>
+        <<<PersistentBlocks(kChunkThreads, chunks * kChunkThreads), kChunkThreads, 0, stream>>>(
+            sketch, table, n, estimates, w.state);
+  } else {
+    HistogramKernel<kFromSketch>
+        <<<PersistentBlocks(kPassThreads, n / 4), kPassThreads, 0, stream>>>(x, sketch, table, n,
+                                                                             estimates, w.state);
+  }
   GPU_RETURN_IF_ERROR(cudaGetLastError(), "launching the top-k histogram");
   return SelectAfterHistogram(keys, n, static_cast<uint32_t>(k), w, indices, values, stream);
 }

@@ -174,7 +174,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GpuHeavyHittersTest,
                          ::testing::Values(SketchCase{1, 1, 1}, SketchCase{257, 3, 50},
                                            SketchCase{4099, 5, 300}, SketchCase{100003, 4, 5000},
                                            SketchCase{1u << 20, 5, 20000},
-                                           SketchCase{3000017, 1, 150000}));
+                                           SketchCase{3000017, 1, 150000},
+                                           // More wide sketches (chunks of 1024, rows
+                                           // not a multiple of 4 long) and exactly one
+                                           // chunk.
+                                           SketchCase{200003, 7, 3001}, SketchCase{50000, 2, 1024},
+                                           SketchCase{70001, 3, 1025}, SketchCase{1024, 5, 1024}));
 
 TEST(GpuHeavyHittersEdgeTest, NeedsASketchWorkspace) {
   SKIP_WITHOUT_GPU();
