@@ -140,6 +140,11 @@ __host__ __device__ inline bool IsWide(const SketchHashParams& p) {
   return p.chunk_shift == kMaxChunkShift;
 }
 
+// Number of chunks of a wide sketch's n coordinates (the last may be short).
+__host__ __device__ inline uint32_t WideChunks(uint32_t n) {
+  return static_cast<uint32_t>((uint64_t{n} + kMaxChunkLength - 1) >> kMaxChunkShift);
+}
+
 // Whether estimates take the staged, chunk-at-a-time path: wide sketches of
 // one row. With more rows, one thread's independent per-row loads keep more
 // requests in flight than a block that stages every row before computing:
@@ -259,6 +264,28 @@ __device__ __forceinline__ void EstimateChunk(const SketchHashParams& p, const f
       v[r] = SignOf(HashMixed(p.row[r].sign, mixed_index)) * staged[r * kMaxChunkLength + q];
     }
     est[j] = MedianOfFixed<kRows>(v);
+  }
+}
+
+// Block-cooperative, wide sketches with exactly kRows rows: calls
+// fn(i, estimate) for every coordinate i < n of this block's chunks (a
+// grid-stride loop over chunks), the estimates coming from EstimateChunk.
+// `staged` as for EstimateChunk.
+template <int kRows, typename Fn>
+__device__ __forceinline__ void ForEachStagedEstimate(const SketchHashParams& p,
+                                                      const float* table, uint32_t n,
+                                                      float* staged, Fn&& fn) {
+  const uint32_t chunks = WideChunks(n);
+  for (uint32_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
+    const uint32_t first = chunk << kMaxChunkShift;
+    const uint32_t len = min(kMaxChunkLength, n - first);
+    float est[kChunkPerThread];
+    EstimateChunk<kRows>(p, table, chunk, len, staged, est);
+#pragma unroll
+    for (int j = 0; j < kChunkPerThread; ++j) {
+      const uint32_t q = threadIdx.x + j * kChunkThreads;
+      if (q < len) fn(first + q, est[j]);
+    }
   }
 }
 

@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(kChunkThreads)
     InsertWideKernel(SketchHashParams sketch, uint32_t row_begin, uint32_t row_end,
                      const float* x, uint32_t n, float* table) {
   __shared__ float staged[2][kMaxChunkLength];
-  const uint32_t chunks = static_cast<uint32_t>((uint64_t{n} + kMaxChunkLength - 1) >> kMaxChunkShift);
+  const uint32_t chunks = WideChunks(n);
   for (uint32_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
     const uint32_t first = chunk << kMaxChunkShift;
     const uint32_t len = min(kMaxChunkLength, n - first);
@@ -103,18 +103,8 @@ template <int kRows>
 __global__ void __launch_bounds__(kChunkThreads)
     EstimateWideKernel(SketchHashParams sketch, const float* table, uint32_t n, float* out) {
   __shared__ float staged[kRows * kMaxChunkLength];
-  const uint32_t chunks = static_cast<uint32_t>((uint64_t{n} + kMaxChunkLength - 1) >> kMaxChunkShift);
-  for (uint32_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
-    const uint32_t first = chunk << kMaxChunkShift;
-    const uint32_t len = min(kMaxChunkLength, n - first);
-    float est[kChunkPerThread];
-    EstimateChunk<kRows>(sketch, table, chunk, len, staged, est);
-#pragma unroll
-    for (int j = 0; j < kChunkPerThread; ++j) {
-      const uint32_t q = threadIdx.x + j * kChunkThreads;
-      if (q < len) out[first + q] = est[j];
-    }
-  }
+  ForEachStagedEstimate<kRows>(sketch, table, n, staged,
+                               [&](uint32_t i, float estimate) { out[i] = estimate; });
 }
 
 __global__ void EstimateKernel(SketchHashParams sketch, const float* table, uint32_t n,
@@ -160,8 +150,7 @@ absl::Status LaunchCountSketchInsert(const SketchShape& shape, const float* x, u
   for (uint32_t r = 0; r < shape.rows; r += rows_per_pass) {
     const uint32_t row_end = std::min(shape.rows, r + rows_per_pass);
     if (IsWide(params)) {
-      const uint64_t chunks = (uint64_t{n} + kMaxChunkLength - 1) / kMaxChunkLength;
-      InsertWideKernel<<<PersistentBlocks(kChunkThreads, chunks * kChunkThreads), kChunkThreads,
+      InsertWideKernel<<<PersistentBlocks(kChunkThreads, uint64_t{WideChunks(n)} * kChunkThreads), kChunkThreads,
                          0, stream>>>(params, r, row_end, x, n, table);
     } else {
       InsertKernel<<<PersistentBlocks(kThreads, n / 4), kThreads, 0, stream>>>(params, r, row_end,
@@ -178,10 +167,9 @@ absl::Status LaunchCountSketchEstimate(const SketchShape& shape, const float* ta
   if (!valid.ok()) return valid;
   if (n == 0) return absl::OkStatus();
   const SketchHashParams params = MakeSketchHashParams(shape);
-  const uint64_t chunks = (uint64_t{n} + kMaxChunkLength - 1) / kMaxChunkLength;
   if (UseStagedEstimates(params)) {
-    EstimateWideKernel<1>
-        <<<PersistentBlocks(kChunkThreads, chunks * kChunkThreads), kChunkThreads, 0, stream>>>(
+    EstimateWideKernel<1><<<PersistentBlocks(kChunkThreads, uint64_t{WideChunks(n)} * kChunkThreads),
+                            kChunkThreads, 0, stream>>>(
             params, table, n, out);
   } else {
     EstimateKernel<<<PersistentBlocks(kThreads, n), kThreads, 0, stream>>>(params, table, n, out);

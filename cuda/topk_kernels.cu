@@ -91,21 +91,10 @@ __global__ void __launch_bounds__(kChunkThreads)
   __shared__ float staged[kRows * kMaxChunkLength];
   for (uint32_t b = threadIdx.x; b < kDigit1Bins; b += blockDim.x) local[b] = 0;
   // (EstimateChunk's first barrier orders these stores before any count.)
-  const uint32_t chunks = static_cast<uint32_t>((uint64_t{n} + kMaxChunkLength - 1) >> kMaxChunkShift);
-  for (uint32_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
-    const uint32_t first = chunk << kMaxChunkShift;
-    const uint32_t len = min(kMaxChunkLength, n - first);
-    float est[kChunkPerThread];
-    EstimateChunk<kRows>(sketch, table, chunk, len, staged, est);
-#pragma unroll
-    for (int j = 0; j < kChunkPerThread; ++j) {
-      const uint32_t q = threadIdx.x + j * kChunkThreads;
-      if (q < len) {
-        estimates[first + q] = est[j];
-        atomicAdd(&local[KeyOf(est[j]) >> kDigit1Shift], 1u);
-      }
-    }
-  }
+  ForEachStagedEstimate<kRows>(sketch, table, n, staged, [&](uint32_t i, float estimate) {
+    estimates[i] = estimate;
+    atomicAdd(&local[KeyOf(estimate) >> kDigit1Shift], 1u);
+  });
   __syncthreads();
   for (uint32_t b = threadIdx.x; b < kDigit1Bins; b += blockDim.x) {
     if (local[b] != 0) atomicAdd(&state[kHistogram1 + b], local[b]);
@@ -406,10 +395,10 @@ absl::Status Select(const float* x, const SketchHashParams& sketch, const float*
   }
   GPU_RETURN_IF_ERROR(cudaMemsetAsync(w.state, 0, kStateWords * sizeof(uint32_t), stream),
                       "clearing the top-k histograms");
-  const uint64_t chunks = (uint64_t{n} + kMaxChunkLength - 1) / kMaxChunkLength;
   if (kFromSketch && UseStagedEstimates(sketch)) {
     SketchHistogramWideKernel<1>
-        <<<PersistentBlocks(kChunkThreads, chunks * kChunkThreads), kChunkThreads, 0, stream>>>(
+        <<<PersistentBlocks(kChunkThreads, uint64_t{WideChunks(n)} * kChunkThreads), kChunkThreads,
+           0, stream>>>(
             sketch, table, n, estimates, w.state);
   } else {
     HistogramKernel<kFromSketch>
