@@ -130,17 +130,17 @@ def run_profile(name, n, layer_sizes, rows, cols_divisor, k_fraction, reps):
         ("ef_momentum", 20.0 * n, lambda: (u.mul_(0.9).add_(x), e.add_(u))),
         ("pack", 8.0 * n, lambda: torch.cat(layers, out=fused)),
     ]
-    for lay in ["_chunked"]:
-        ops += [
-            ("sketch_insert" + lay, 4.0 * n, lambda lay=lay: insert(table, rows, lay)),
-            ("sketch_insert_r1" + lay, 4.0 * n, lambda lay=lay: insert(table1, 1, lay)),
-            ("heavy_hitters_r1" + lay, 4.0 * n, lambda lay=lay: heavy_hitters(table1, 1, lay)),
-            ("heavy_hitters" + lay, 4.0 * n, lambda lay=lay: heavy_hitters(table, rows, lay)),
-            ("compress_decode" + lay, 4.0 * n,
-             lambda lay=lay: (insert(table, rows, lay), heavy_hitters(table, rows, lay))),
-            ("compress_decode_r1" + lay, 4.0 * n,
-             lambda lay=lay: (insert(table1, 1, lay), heavy_hitters(table1, 1, lay))),
-        ]
+    c = "_chunked"  # the same sketch work with SketchFuse's layout
+    ops += [
+        ("sketch_insert" + c, 4.0 * n, lambda: insert(table, rows, c)),
+        ("sketch_insert_r1" + c, 4.0 * n, lambda: insert(table1, 1, c)),
+        ("heavy_hitters_r1" + c, 4.0 * n, lambda: heavy_hitters(table1, 1, c)),
+        ("heavy_hitters" + c, 4.0 * n, lambda: heavy_hitters(table, rows, c)),
+        ("compress_decode" + c, 4.0 * n,
+         lambda: (insert(table, rows, c), heavy_hitters(table, rows, c))),
+        ("compress_decode_r1" + c, 4.0 * n,
+         lambda: (insert(table1, 1, c), heavy_hitters(table1, 1, c))),
+    ]
     print(f"\n{name}: {n} parameters, sketch {rows} x {cols}, k = {k} (PyTorch {torch.__version__})")
     results = []
     for op, nbytes, fn in ops:

@@ -31,7 +31,7 @@ void ForEachRun(const RowHash& hash, uint32_t cols, uint32_t chunk_shift, uint32
     const uint32_t in_chunk = static_cast<uint32_t>(std::min<uint64_t>(chunk_length, end - first));
     const uint32_t offset =
         ChunkOffset(hash, static_cast<uint32_t>(first >> chunk_shift), cols);
-    const uint32_t before_wrap = std::min(in_chunk, cols - offset);
+    const uint32_t before_wrap = CellsBeforeWrap(offset, in_chunk, cols);
     run(static_cast<uint32_t>(first), offset, before_wrap);
     if (before_wrap < in_chunk) {
       run(static_cast<uint32_t>(first) + before_wrap, 0u, in_chunk - before_wrap);

@@ -154,6 +154,12 @@ SF_HOST_DEVICE uint32_t CellAfter(uint32_t offset, uint32_t position, uint32_t c
   return cell >= cols ? cell - cols : cell;
 }
 
+// How many of a chunk's first `len` coordinates land before the row's end
+// when the chunk starts at cell `offset`; the rest wrap around to cell 0.
+SF_HOST_DEVICE uint32_t CellsBeforeWrap(uint32_t offset, uint32_t len, uint32_t cols) {
+  return len < cols - offset ? len : cols - offset;
+}
+
 // Bucket of coordinate `index` in a row of `cols` columns (chunk_shift =
 // ChunkShift(cols)). Written for clarity; the kernels hoist the chunk offset.
 SF_HOST_DEVICE uint32_t BucketOfIndex(const RowHash& h, uint32_t index, uint32_t cols,

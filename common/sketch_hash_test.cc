@@ -73,6 +73,9 @@ TEST(SketchHashTest, BucketStaysInRangeAtLimits) {
   EXPECT_EQ(CellAfter(9, 1, 10), 0u);
   EXPECT_EQ(CellAfter(kMaxSketchCols - 1, kMaxChunkLength - 1, kMaxSketchCols),
             kMaxChunkLength - 2);
+  EXPECT_EQ(CellsBeforeWrap(0, 5, 10), 5u);
+  EXPECT_EQ(CellsBeforeWrap(5, 5, 10), 5u);
+  EXPECT_EQ(CellsBeforeWrap(9, 5, 10), 1u);
   EXPECT_EQ(SignOf(0x80000000u), -1.0f);
   EXPECT_EQ(SignOf(0x7FFFFFFFu), 1.0f);
 }

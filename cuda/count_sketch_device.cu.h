@@ -228,7 +228,7 @@ struct ChunkRun {
 __device__ __forceinline__ ChunkRun RunOf(const SketchHashParams& p, uint32_t r,
                                           uint32_t mixed_chunk, uint32_t len) {
   const uint32_t offset = BucketOf(HashMixed(p.row[r].offset, mixed_chunk), p.cols);
-  return ChunkRun{offset, min(len, p.cols - offset)};
+  return ChunkRun{offset, CellsBeforeWrap(offset, len, p.cols)};
 }
 
 // Block-cooperative, wide sketches with exactly kRows rows: the estimates of

@@ -77,6 +77,16 @@ void PutValuesHeader(uint32_t field, const std::vector<float>& values, std::stri
 
 size_t ValuesBytes(const std::vector<float>& values) { return values.size() * sizeof(float); }
 
+// Field `field` as a submessage made of `fields` followed by the bytes of
+// `values`: its tag, its length, and `fields` (the values follow in their
+// own slice).
+void PutSubmessageBeforeValues(uint32_t field, const std::string& fields,
+                               const std::vector<float>& values, std::string* out) {
+  PutTag(field, kLengthDelimited, out);
+  PutVarint(fields.size() + ValuesBytes(values), out);
+  *out += fields;
+}
+
 // A buffer of `header` and then the bytes of `values`, which are not copied:
 // their slice holds a reference to `owner` (which holds `values`) and drops
 // it when gRPC frees the slice.
@@ -428,9 +438,7 @@ grpc::ByteBuffer EncodePushRequest(const v1::RoundKey& round, uint32_t worker,
   std::string header;
   PutBytesField(kRequestRound, round.SerializeAsString(), &header);
   PutVarintField(kRequestWorker, worker, &header);
-  PutTag(kRequestPayload, kLengthDelimited, &header);
-  PutVarint(fields.size() + ValuesBytes(payload->values), &header);
-  header += fields;
+  PutSubmessageBeforeValues(kRequestPayload, fields, payload->values, &header);
   const std::vector<float>& values = payload->values;
   return HeaderThenValues(std::move(header), values, std::move(payload));
 }
@@ -480,9 +488,7 @@ grpc::ByteBuffer EncodePushReply(std::shared_ptr<const Update> update, uint32_t 
 
   std::string header;
   PutVarintField(kReplyContributors, contributors, &header);
-  PutTag(kReplyUpdate, kLengthDelimited, &header);
-  PutVarint(fields.size() + ValuesBytes(update->values), &header);
-  header += fields;
+  PutSubmessageBeforeValues(kReplyUpdate, fields, update->values, &header);
   const std::vector<float>& values = update->values;
   return HeaderThenValues(std::move(header), values, std::move(update));
 }
