@@ -134,6 +134,16 @@ absl::Status ValidateSketchShape(const SketchShape& shape) {
   return absl::OkStatus();
 }
 
+absl::Status CheckSketchHashFamily(uint32_t family, absl::string_view sender) {
+  if (family == kSketchHashFamily) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      sender, " uses Count-Sketch hash family ", family,
+      family == 0 ? " (a SketchFuse build from before hash families were numbered)" : "",
+      "; this build uses family ", kSketchHashFamily,
+      ": sketches hashed by different families do not add up, so every worker and server of a job "
+      "must run a build with the same family"));
+}
+
 float SketchView::Estimate(uint32_t index) const {
   float values[kMaxSketchRows];
   const uint32_t chunk_shift = ChunkShift(shape_.cols);

@@ -21,7 +21,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "common/sketch_hash.h"
 
 namespace sketchfuse {
 
@@ -40,6 +42,12 @@ struct SketchShape {
 
 // INVALID_ARGUMENT unless 1 <= rows <= kMaxSketchRows and 1 <= cols <= kMaxSketchCols.
 absl::Status ValidateSketchShape(const SketchShape& shape);
+
+// OK if `family`, the hash family a peer or a message declares, is this
+// build's kSketchHashFamily (common/sketch_hash.h). Otherwise
+// FAILED_PRECONDITION naming both numbers and `sender` (e.g. "the sketch
+// payload", "worker 'w-1'"): its sketches would not add up with ours.
+absl::Status CheckSketchHashFamily(uint32_t family, absl::string_view sender);
 
 // (index, value) pairs with strictly ascending indices.
 struct SparseEntries {

@@ -57,6 +57,16 @@
 
 namespace sketchfuse {
 
+// Number of the hash family defined above. Sketches add up only when built
+// with the same family, so it travels with every sketch on the wire
+// (payload.proto, SketchShape.hash_family) and with every worker's join and
+// shard's registration (coordinator.proto); receivers refuse another number
+// (CheckSketchHashFamily in common/count_sketch.h). Family 1 was the fully
+// scattered hash that came before the chunked layout; 0 is what builds from
+// before families were numbered send (the field absent). Bump it whenever any
+// bucket or sign changes: sketch_hash_test pins values of both.
+inline constexpr uint32_t kSketchHashFamily = 2;
+
 // Largest number of columns a sketch row may have (2^27, 512 MiB of floats).
 inline constexpr uint32_t kMaxSketchCols = 1u << 27;
 // Largest number of rows a sketch may have.

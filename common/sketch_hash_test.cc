@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -213,10 +214,16 @@ TEST(SketchHashTest, DefinitionIsPinned) {
       EXPECT_EQ(SignOfIndex(g, i), (mas(g.sign, i) >> 31) ? -1.0f : 1.0f);
     }
   }
-  // Literal values, so that a change to any part shows here.
+  // Literal values, so that a change to any part shows here. Values that
+  // move mean a new hash family: bump kSketchHashFamily (sketch_hash.h) with
+  // them, so that builds of the two families refuse each other's sketches.
+  static_assert(kSketchHashFamily == 2, "the literals below are hash family 2's");
   EXPECT_EQ(Bucket(MakeRowHash(42, 0), 0, 501118), 8841u);
   EXPECT_EQ(Bucket(MakeRowHash(42, 4), 123456789, 501118), 448436u);
   EXPECT_EQ(Bucket(MakeRowHash(7, 1), 1000, 1000), 332u);
+  std::string signs;
+  for (uint32_t i = 0; i < 16; ++i) signs += SignOfIndex(MakeRowHash(42, 3), 1000 * i) > 0 ? '+' : '-';
+  EXPECT_EQ(signs, "-+-+++-+----++++");
 }
 
 }  // namespace

@@ -24,6 +24,23 @@ absl::StatusOr<PayloadKind> PayloadKindFromProto(int kind) {
   }
 }
 
+void SketchShapeToProto(const SketchShape& shape, v1::SketchShape* message) {
+  message->set_rows(shape.rows);
+  message->set_cols(shape.cols);
+  message->set_seed(shape.seed);
+  message->set_hash_family(kSketchHashFamily);
+}
+
+absl::StatusOr<SketchShape> SketchShapeFromProto(const v1::SketchShape& message) {
+  const SketchShape shape{message.rows(), message.cols(), message.seed()};
+  if (absl::Status valid = ValidateSketchShape(shape); !valid.ok()) return valid;
+  if (absl::Status family = CheckSketchHashFamily(message.hash_family(), "the sketch payload");
+      !family.ok()) {
+    return family;
+  }
+  return shape;
+}
+
 absl::StatusOr<Payload> PayloadFromProto(const v1::Payload& message) {
   Payload p;
   absl::StatusOr<PayloadKind> kind = PayloadKindFromProto(message.kind());
@@ -33,7 +50,9 @@ absl::StatusOr<Payload> PayloadFromProto(const v1::Payload& message) {
   p.indices.assign(message.indices().begin(), message.indices().end());
   p.values.assign(message.values().begin(), message.values().end());
   if (p.kind == PayloadKind::kSketch) {
-    p.sketch = {message.sketch().rows(), message.sketch().cols(), message.sketch().seed()};
+    absl::StatusOr<SketchShape> shape = SketchShapeFromProto(message.sketch());
+    if (!shape.ok()) return shape.status();
+    p.sketch = *shape;
   }
   absl::Status valid = ValidatePayload(p);
   if (!valid.ok()) return valid;
@@ -43,11 +62,7 @@ absl::StatusOr<Payload> PayloadFromProto(const v1::Payload& message) {
 void PayloadToProto(const Payload& payload, v1::Payload* message) {
   message->Clear();
   message->set_kind(static_cast<v1::Payload::Kind>(PayloadKindToProto(payload.kind)));
-  if (payload.kind == PayloadKind::kSketch) {
-    message->mutable_sketch()->set_rows(payload.sketch.rows);
-    message->mutable_sketch()->set_cols(payload.sketch.cols);
-    message->mutable_sketch()->set_seed(payload.sketch.seed);
-  }
+  if (payload.kind == PayloadKind::kSketch) SketchShapeToProto(payload.sketch, message->mutable_sketch());
   message->set_dim(payload.dim);
   message->mutable_indices()->Add(payload.indices.begin(), payload.indices.end());
   message->mutable_values()->Add(payload.values.begin(), payload.values.end());

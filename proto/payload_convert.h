@@ -17,8 +17,16 @@ int PayloadKindToProto(PayloadKind kind);
 // DENSE, SPARSE or SKETCH" for any other value.
 absl::StatusOr<PayloadKind> PayloadKindFromProto(int kind);
 
+// The wire form of `shape`, stamped with this build's kSketchHashFamily.
+void SketchShapeToProto(const SketchShape& shape, v1::SketchShape* message);
+// The shape a message declares. INVALID_ARGUMENT for rows or cols out of
+// range (ValidateSketchShape), then FAILED_PRECONDITION (CheckSketchHashFamily)
+// for a sketch hashed by another family.
+absl::StatusOr<SketchShape> SketchShapeFromProto(const v1::SketchShape& message);
+
 // INVALID_ARGUMENT naming the problem for an unspecified kind or a payload
-// that breaks its kind's invariants.
+// that breaks its kind's invariants; FAILED_PRECONDITION for a sketch of
+// another hash family.
 absl::StatusOr<Payload> PayloadFromProto(const v1::Payload& message);
 void PayloadToProto(const Payload& payload, v1::Payload* message);
 

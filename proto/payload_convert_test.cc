@@ -1,6 +1,8 @@
 #include "proto/payload_convert.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/compressor_registry.h"
+#include "common/sketch_hash.h"
 #include "gtest/gtest.h"
 
 namespace sketchfuse {
@@ -40,6 +42,34 @@ TEST(PayloadConvertTest, MalformedMessagesAreRefusedByName) {
   message.set_kind(v1::Payload::SKETCH);
   message.clear_indices();
   EXPECT_EQ(PayloadFromProto(message).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Sketches carry the sender's hash family; one hashed by another family (an
+// older or newer build, or a message that leaves the field out) would add up
+// to garbage, so it is refused by name.
+TEST(PayloadConvertTest, SketchesOfAnotherHashFamilyAreRefused) {
+  std::vector<float> g(3000, 0.25f);
+  const Payload p = *(*CompressorRegistry::Default().Create("count_sketch:k=20"))->Encode(g, {});
+  v1::Payload message;
+  PayloadToProto(p, &message);
+  EXPECT_EQ(message.sketch().hash_family(), kSketchHashFamily);
+  for (uint32_t family : {0u, kSketchHashFamily - 1, kSketchHashFamily + 1, 0xFFFFFFFFu}) {
+    v1::Payload foreign = message;
+    foreign.mutable_sketch()->set_hash_family(family);
+    absl::Status s = PayloadFromProto(foreign).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << family;
+    EXPECT_NE(s.message().find(absl::StrCat("the sketch payload uses Count-Sketch hash family ", family, family == 0 ? " (" : ";")),
+              std::string::npos) << s;
+  }
+  v1::Payload unnumbered = message;
+  unnumbered.mutable_sketch()->clear_hash_family();
+  EXPECT_NE(PayloadFromProto(unnumbered).status().message().find("before hash families were numbered"),
+            std::string::npos);
+  // Dense and sparse payloads carry no hash and no family.
+  Payload dense = *(*CompressorRegistry::Default().Create("dense"))->Encode(g, {});
+  PayloadToProto(dense, &message);
+  EXPECT_FALSE(message.has_sketch());
+  EXPECT_TRUE(PayloadFromProto(message).ok());
 }
 
 TEST(PayloadConvertTest, UpdatesRoundTripAndBadOnesAreRefused) {

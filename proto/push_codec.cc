@@ -32,7 +32,6 @@ constexpr uint32_t kRequestRound = 1, kRequestWorker = 2, kRequestPayload = 3;
 constexpr uint32_t kReplyUpdate = 1, kReplyContributors = 2;
 constexpr uint32_t kPayloadKind = 1, kPayloadDim = 2, kPayloadIndices = 3, kPayloadValues = 4, kPayloadSketch = 5;
 constexpr uint32_t kUpdateDense = 1, kUpdateDim = 2, kUpdateIndices = 3, kUpdateValues = 4;
-constexpr uint32_t kShapeRows = 1, kShapeCols = 2, kShapeSeed = 3;
 
 // ---------------------------------------------------------------- encoding
 
@@ -426,11 +425,9 @@ grpc::ByteBuffer EncodePushRequest(const v1::RoundKey& round, uint32_t worker,
   PutVarintField(kPayloadKind, PayloadKindToProto(payload->kind), &fields);
   PutVarintField(kPayloadDim, payload->dim, &fields);
   if (payload->kind == PayloadKind::kSketch) {
-    std::string shape;
-    PutVarintField(kShapeRows, payload->sketch.rows, &shape);
-    PutVarintField(kShapeCols, payload->sketch.cols, &shape);
-    PutVarintField(kShapeSeed, payload->sketch.seed, &shape);
-    PutBytesField(kPayloadSketch, shape, &fields);
+    v1::SketchShape shape;
+    SketchShapeToProto(payload->sketch, &shape);
+    PutBytesField(kPayloadSketch, shape.SerializeAsString(), &fields);
   }
   PutPackedIndices(kPayloadIndices, payload->indices, &fields);
   PutValuesHeader(kPayloadValues, payload->values, &fields);
@@ -472,7 +469,11 @@ absl::StatusOr<PushRequestParts> DecodePushRequest(const grpc::ByteBuffer& buffe
   parts.payload = std::move(payload.payload);
   parts.payload.kind = *kind;
   if (*kind == PayloadKind::kSketch) {
-    parts.payload.sketch = {payload.shape.rows(), payload.shape.cols(), payload.shape.seed()};
+    absl::StatusOr<SketchShape> shape = SketchShapeFromProto(payload.shape);
+    if (!shape.ok()) {
+      return absl::Status(shape.status().code(), absl::StrCat("payload: ", shape.status().message()));
+    }
+    parts.payload.sketch = *shape;
   }
   absl::Status valid = ValidatePayload(parts.payload);
   if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat("payload: ", valid.message()));

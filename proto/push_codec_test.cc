@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "common/sketch_hash.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/stubs/logging.h"
@@ -329,6 +331,22 @@ TEST(PushCodecTest, MalformedRequestsAreRefusedNamingTheField) {
   ExpectRefused(WithPayloadBytes(std::string("\x08\x07", 2)), "payload: payload kind 7 is not DENSE");
   ExpectRefused(WithPayloadBytes(std::string("\x08\x01\x10\x03\x22\x04", 6) + std::string(4, '\0')), "payload: ");
   ExpectRefused("", "payload: payload kind 0");
+}
+
+TEST(PushCodecTest, SketchesOfAnotherHashFamilyAreRefused) {
+  std::mt19937_64 rng(9);
+  const Payload sketch = RandomPayload(PayloadKind::kSketch, 4097, rng);
+  v1::PushRequest message;
+  *message.mutable_round() = Round(1, false);
+  PayloadToProto(sketch, message.mutable_payload());
+  ASSERT_TRUE(DecodeBytes(message.SerializeAsString()).ok());
+  for (uint32_t family : {0u, kSketchHashFamily + 1}) {
+    message.mutable_payload()->mutable_sketch()->set_hash_family(family);
+    absl::Status s = DecodeBytes(message.SerializeAsString());
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << family;
+    EXPECT_NE(s.message().find(absl::StrCat("payload: the sketch payload uses Count-Sketch hash family ", family)),
+              std::string::npos) << s;
+  }
 }
 
 TEST(PushCodecTest, RepliesRoundTripThroughProtobuf) {

@@ -166,6 +166,40 @@ TEST_F(AggregatorServiceTest, RefusesBadRequestsWithTheRightCodeAndStaysUsable) 
   EXPECT_EQ(r0.update().values(999), 3.0f);
 }
 
+// A worker of an older build pushes sketches hashed by another family: the
+// server refuses them by name before they reach the round, and the round
+// completes from the workers whose sketches add up.
+TEST_F(AggregatorServiceTest, SketchesOfAnotherHashFamilyAreRefusedAndTheRoundGoesOn) {
+  Start(2, absl::Seconds(10));
+  std::vector<float> g(20000, 0.0f);
+  for (size_t i = 0; i < g.size(); i += 401) g[i] = 3.0f;
+  auto sketcher = *CompressorRegistry::Default().Create("count_sketch:k=50");
+  const Payload sketch = *sketcher->Encode(g, {});
+  auto stub = Stub();
+  v1::PushReply reply;
+  v1::PushRequest foreign = Request(2, 1, 1, sketch);
+  foreign.mutable_payload()->mutable_sketch()->clear_hash_family();
+  grpc::Status s = Push(*stub, foreign, &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("hash family 0 (a SketchFuse build from before hash families were numbered)"),
+            std::string::npos) << s.error_message();
+  EXPECT_EQ(core_->stats().pushes, 0u);
+
+  Payload summed = sketch;
+  ASSERT_TRUE(MergeInto(sketch, &summed).ok());
+  const Update expected = *sketcher->Decode(summed);
+  v1::PushReply r0, r1;
+  std::thread other([&] {
+    auto s1 = Stub();
+    EXPECT_TRUE(Push(*s1, Request(2, 1, 1, sketch), &r1).ok());
+  });
+  ASSERT_TRUE(Push(*stub, Request(2, 1, 0, sketch), &r0).ok());
+  other.join();
+  const Update got = *UpdateFromProto(r0.update());
+  EXPECT_EQ(got.indices, expected.indices);
+  EXPECT_EQ(got.values, expected.values);
+}
+
 TEST_F(AggregatorServiceTest, OversizedMessagesAreRefusedBeforeTheCore) {
   Start(1, absl::Seconds(10), /*max_receive_bytes=*/64 << 10);
   auto stub = Stub();

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/count_sketch.h"
 #include "proto/run_config.h"
 #include "server/job_config.h"
 
@@ -148,6 +149,11 @@ absl::StatusOr<v1::JoinReply> CoordinatorCore::Join(const v1::JoinRequest& reque
         "fingerprint '", request.fingerprint(), "' does not match the run sent with it (",
         RunFingerprint(request.run()), "): a corrupted request or a different SketchFuse build"));
   }
+  if (absl::Status family =
+          CheckSketchHashFamily(request.sketch_hash_family(), absl::StrCat("worker '", request.worker_id(), "'"));
+      !family.ok()) {
+    return family;
+  }
   if (request.fingerprint() != fingerprint_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "worker '", request.worker_id(), "' runs a different configuration than job '", job_.job(),
@@ -184,6 +190,7 @@ absl::StatusOr<v1::JoinReply> CoordinatorCore::Join(const v1::JoinRequest& reque
   }
   for (uint32_t shard : shard_of_group_) reply.add_shard_of_group(shard);
   reply.set_fingerprint(fingerprint_);
+  reply.set_sketch_hash_family(kSketchHashFamily);
   return reply;
 }
 
@@ -201,6 +208,11 @@ absl::Status CoordinatorCore::RegisterShard(const v1::RegisterShardRequest& requ
   if (address.empty() || address.size() > 256 || address.find(':') == std::string::npos) {
     return absl::InvalidArgumentError(
         absl::StrCat("shard address '", address.substr(0, 256), "' is not host:port"));
+  }
+  if (absl::Status family = CheckSketchHashFamily(request.sketch_hash_family(),
+                                                  absl::StrCat("shard ", request.shard(), " at ", address));
+      !family.ok()) {
+    return family;
   }
   std::lock_guard<std::mutex> lock(mu_);
   shard_addresses_[request.shard()] = address;

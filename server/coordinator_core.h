@@ -57,8 +57,10 @@ class CoordinatorCore {
   // Joins `request.worker_id` and waits for the rest of the job.
   //   INVALID_ARGUMENT: another job, a bad worker id, a fingerprint that does
   //     not match the run sent with it;
-  //   FAILED_PRECONDITION: the run differs from the job's (the message lists
-  //     each differing field), or the job already has all its workers;
+  //   FAILED_PRECONDITION: a worker build with another sketch hash family
+  //     (CheckSketchHashFamily), a run that differs from the job's (the
+  //     message lists each differing field), or the job already has all its
+  //     workers;
   //   DEADLINE_EXCEEDED / CANCELLED: the job was not complete in time (the
   //     message says who is still missing). The worker stays joined.
   absl::StatusOr<v1::JoinReply> Join(const v1::JoinRequest& request, absl::Time deadline,
@@ -66,7 +68,8 @@ class CoordinatorCore {
 
   // Records the address of a shard. A shard that restarts registers again and
   // replaces its address. INVALID_ARGUMENT for another job, a shard count
-  // other than the coordinator's, an index out of range or an empty address.
+  // other than the coordinator's, an index out of range or an empty address;
+  // FAILED_PRECONDITION for a shard build with another sketch hash family.
   absl::Status RegisterShard(const v1::RegisterShardRequest& request);
 
   // Marks the worker alive at `now` and reports the dead ones. NOT_FOUND for

@@ -4,6 +4,8 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "absl/strings/str_cat.h"
+#include "common/sketch_hash.h"
 #include "proto/run_config.h"
 
 namespace sketchfuse {
@@ -40,6 +42,7 @@ v1::JoinRequest JoinOf(const v1::JobConfig& job, const std::string& id) {
   request.set_worker_id(id);
   *request.mutable_run() = job.run();
   request.set_fingerprint(RunFingerprint(job.run()));
+  request.set_sketch_hash_family(kSketchHashFamily);
   return request;
 }
 
@@ -49,6 +52,7 @@ v1::RegisterShardRequest ShardOf(uint32_t shard, uint32_t num_shards) {
   request.set_shard(shard);
   request.set_num_shards(num_shards);
   request.set_address("127.0.0.1:" + std::to_string(7000 + shard));
+  request.set_sketch_hash_family(kSketchHashFamily);
   return request;
 }
 
@@ -133,6 +137,43 @@ TEST(CoordinatorCoreTest, RefusesMalformedJoins) {
   absl::Status status = core->Join(request, Soon(), nullptr).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("does not match the run"), absl::string_view::npos);
+}
+
+// A worker or a shard built with another Count-Sketch hash family would push
+// sketches that do not add up with the others': both are refused by name,
+// and the job goes on assembling from the rest.
+TEST(CoordinatorCoreTest, RefusesWorkersAndShardsOfAnotherSketchHashFamily) {
+  std::unique_ptr<CoordinatorCore> core = MakeCore(1, 2);
+  const v1::JobConfig job = TestJob(1);
+  for (uint32_t family : {0u, kSketchHashFamily - 1, kSketchHashFamily + 1}) {
+    v1::JoinRequest join = JoinOf(job, "w-old");
+    join.set_sketch_hash_family(family);
+    absl::Status status = core->Join(join, Soon(), nullptr).status();
+    ASSERT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+    EXPECT_NE(status.message().find(absl::StrCat("worker 'w-old' uses Count-Sketch hash family ", family)),
+              absl::string_view::npos) << status;
+    EXPECT_NE(status.message().find(absl::StrCat("this build uses family ", kSketchHashFamily)),
+              absl::string_view::npos) << status;
+    v1::RegisterShardRequest shard = ShardOf(1, 2);
+    shard.set_sketch_hash_family(family);
+    status = core->RegisterShard(shard);
+    ASSERT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+    EXPECT_NE(status.message().find(absl::StrCat("shard 1 at 127.0.0.1:7001 uses Count-Sketch hash family ", family)),
+              absl::string_view::npos) << status;
+  }
+  // Unnumbered builds are named as such.
+  v1::JoinRequest unnumbered = JoinOf(job, "w-old");
+  unnumbered.set_sketch_hash_family(0);
+  EXPECT_NE(core->Join(unnumbered, Soon(), nullptr).status().message().find("before hash families were numbered"),
+            absl::string_view::npos);
+  // Nothing was recorded: the job assembles from a worker and shards of this build,
+  // and the refused worker is not counted among the joined.
+  ASSERT_TRUE(core->RegisterShard(ShardOf(0, 2)).ok());
+  ASSERT_TRUE(core->RegisterShard(ShardOf(1, 2)).ok());
+  absl::StatusOr<v1::JoinReply> reply = core->Join(JoinOf(job, "w-0"), Soon(), nullptr);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->rank(), 0u);
+  EXPECT_EQ(reply->sketch_hash_family(), kSketchHashFamily);
 }
 
 TEST(CoordinatorCoreTest, JoinTimesOutNamingWhoIsMissingAndTheWorkerStaysJoined) {

@@ -5,6 +5,7 @@
 #include <future>
 
 #include "gtest/gtest.h"
+#include "common/sketch_hash.h"
 #include "proto/run_config.h"
 
 namespace sketchfuse {
@@ -55,6 +56,7 @@ class CoordinatorServiceTest : public ::testing::Test {
     request.set_worker_id(id);
     *request.mutable_run() = TestJob().run();
     request.set_fingerprint(RunFingerprint(request.run()));
+    request.set_sketch_hash_family(kSketchHashFamily);
     return request;
   }
 
@@ -92,6 +94,7 @@ TEST_F(CoordinatorServiceTest, AssemblesAJobAndServesTheStore) {
   shard.set_job("j");
   shard.set_num_shards(1);
   shard.set_address("127.0.0.1:9");
+  shard.set_sketch_hash_family(kSketchHashFamily);
   v1::RegisterShardReply shard_reply;
   ASSERT_TRUE(stub_->RegisterShard(Context().get(), shard, &shard_reply).ok());
 

@@ -38,6 +38,7 @@
 #include "server/answer_journal.h"
 #include "server/server_metrics.h"
 #include "common/memory_tuning.h"
+#include "common/sketch_hash.h"
 #include "common/metrics_endpoint.h"
 #include "server/coordinator_service.h"
 #include "server/job_config.h"
@@ -363,6 +364,7 @@ int main(int argc, char** argv) {
   registration.set_shard(absl::GetFlag(FLAGS_shard_index));
   registration.set_num_shards(absl::GetFlag(FLAGS_num_shards));
   registration.set_address(AdvertisedAddress(bound_port));
+  registration.set_sketch_hash_family(sketchfuse::kSketchHashFamily);
   std::atomic<int> exit_code{0};
   std::atomic<bool> stopping{false};
   std::thread registrar;

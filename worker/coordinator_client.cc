@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "common/count_sketch.h"
 #include "proto/run_config.h"
 #include "proto/grpc_status.h"
 
@@ -31,6 +32,7 @@ absl::StatusOr<v1::JoinReply> CoordinatorClient::Join(const v1::RunConfig& run, 
   request.set_worker_id(worker_id_);
   *request.mutable_run() = run;
   request.set_fingerprint(RunFingerprint(run));
+  request.set_sketch_hash_family(kSketchHashFamily);
   {
     std::lock_guard<std::mutex> lock(mu_);
     joined_ = request;
@@ -44,7 +46,15 @@ absl::StatusOr<v1::JoinReply> CoordinatorClient::Join(const v1::RunConfig& run, 
     context.set_wait_for_ready(true);
     v1::JoinReply reply;
     grpc::Status status = stub_->Join(&context, request, &reply);
-    if (status.ok()) return reply;
+    if (status.ok()) {
+      if (absl::Status family = CheckSketchHashFamily(
+              reply.sketch_hash_family(), absl::StrCat("the coordinator of job '", job_, "' at ", address_));
+          !family.ok()) {
+        return absl::Status(family.code(), absl::StrCat("joining job '", job_, "' as '", worker_id_,
+                                                        "': ", family.message()));
+      }
+      return reply;
+    }
     if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && status.error_message() == "Deadline Exceeded") {
       // gRPC's own deadline: the coordinator never answered.
       return absl::DeadlineExceededError(absl::StrCat("joining job '", job_, "' as '", worker_id_,

@@ -27,7 +27,9 @@ class CoordinatorClient final : public KeyValueStore {
 
   // Joins with `run`, retrying while the coordinator is unreachable, and waits
   // up to `patience` for the job to assemble. The coordinator's refusal
-  // (a different configuration, a full job) is returned as is.
+  // (a different configuration or sketch hash family, a full job) is
+  // returned as is; so is FAILED_PRECONDITION for a coordinator whose reply
+  // declares another sketch hash family (CheckSketchHashFamily).
   absl::StatusOr<v1::JoinReply> Join(const v1::RunConfig& run, absl::Duration patience);
 
   absl::Status Set(const std::string& key, const std::string& value) override;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "google/protobuf/stubs/logging.h"
+#include "common/sketch_hash.h"
 #include "proto/coordinator.pb.h"
 #include "proto/job_config.pb.h"
 #include "proto/run_config.h"
@@ -97,11 +98,13 @@ std::vector<std::string> FuzzSeeds() {
   join.set_worker_id("worker-1");
   *join.mutable_run() = job.run();
   join.set_fingerprint(RunFingerprint(job.run()));
+  join.set_sketch_hash_family(kSketchHashFamily);
   v1::RegisterShardRequest shard;
   shard.set_job("fuzz");
   shard.set_shard(1);
   shard.set_num_shards(2);
   shard.set_address("127.0.0.1:7071");
+  shard.set_sketch_hash_family(kSketchHashFamily);
   v1::HeartbeatRequest heartbeat;
   heartbeat.set_job("fuzz");
   heartbeat.set_worker_id("worker-1");
@@ -146,6 +149,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   shard.set_shard(0);
   shard.set_num_shards(2);
   shard.set_address("127.0.0.1:7070");
+  shard.set_sketch_hash_family(kSketchHashFamily);
   FuzzCheck(core.RegisterShard(shard).ok(), "a valid shard registration was refused");
   v1::KeyValue entry;
   entry.set_job("fuzz");
