@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <tuple>
@@ -79,6 +80,53 @@ INSTANTIATE_TEST_SUITE_P(
                           ShapeCase{20000, 5, (1u << 22)}, ShapeCase{5000, 2, 1},
                           ShapeCase{10000, 3, 1500}, ShapeCase{4096, 5, 31}),
         ::testing::Bool()));
+
+// HeavyHitters (sampled threshold, blocked pass) must return exactly the
+// top-k of EstimateAll's estimates, also on tables built to be hard for it:
+// ties, infinities, huge values, NaNs and heavy runs in one row, for every
+// row count up to 7 and k from 1 to n.
+TEST(CountSketchTest, HeavyHittersAreTheTopKOfTheEstimatesOnHardTables) {
+  constexpr uint32_t kCols = 3001;
+  constexpr uint32_t n = 40000;
+  std::mt19937 rng(77);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> small(-2, 2);
+  std::uniform_int_distribution<uint32_t> cell_of(0, kCols - 1);
+  enum Fill { kGaussian, kTies, kInfinities, kHuge, kNaNs, kHeavyRun };
+  for (uint32_t rows = 1; rows <= 7; ++rows) {
+    const SketchShape shape{rows, kCols, 40 + rows};
+    for (Fill fill : {kGaussian, kTies, kInfinities, kHuge, kNaNs, kHeavyRun}) {
+      std::vector<float> table(shape.num_cells());
+      for (float& v : table) {
+        switch (fill) {
+          case kTies: v = static_cast<float>(small(rng)); break;
+          case kHuge: v = 3.0e38f * (normal(rng) > 0 ? 1.0f : -1.0f) * (0.5f + 0.5f * std::abs(normal(rng)) / 4); break;
+          default: v = normal(rng);
+        }
+      }
+      if (fill == kInfinities || fill == kNaNs) {
+        const float special = fill == kNaNs ? std::nanf("") : std::numeric_limits<float>::infinity();
+        for (int j = 0; j < 40; ++j) {
+          table[cell_of(rng) + kCols * (j % rows)] = (j % 3 == 0 ? -1.0f : 1.0f) * special;
+        }
+      }
+      if (fill == kHeavyRun) {
+        // One row holds a run of huge cells: coordinates large in that row
+        // only, which the other rows must outvote.
+        for (uint32_t c = 100; c < 1100; ++c) table[c] = 1000.0f;
+      }
+      absl::StatusOr<CountSketch> sketch = CountSketch::FromTable(shape, table);
+      ASSERT_TRUE(sketch.ok());
+      std::vector<float> estimates(n);
+      sketch->view().EstimateAll(absl::MakeSpan(estimates));
+      for (uint64_t k : {uint64_t{1}, uint64_t{40}, uint64_t{800}, uint64_t{20000}, uint64_t{n}}) {
+        const SparseEntries hh = sketch->view().HeavyHitters(n, k);
+        ASSERT_EQ(hh.indices, TopKIndicesReference(estimates, k))
+            << "rows " << rows << ", fill " << fill << ", k " << k;
+      }
+    }
+  }
+}
 
 TEST(CountSketchTest, MedianNetworkMatchesSortOnAllOrderings) {
   // Five rows with every permutation of five distinct values at one bucket:
