@@ -7,23 +7,12 @@
 #include "gtest/gtest.h"
 #include "common/sketch_hash.h"
 #include "proto/run_config.h"
+#include "server/coordinator_test_jobs.h"
 
 namespace sketchfuse {
 namespace {
 
-v1::JobConfig TestJob() {
-  v1::JobConfig job;
-  job.set_job("j");
-  job.set_world_size(2);
-  v1::RunConfig* run = job.mutable_run();
-  run->set_workload("mlp");
-  run->add_layer_sizes(100);
-  v1::GroupConfig* g = job.add_groups();
-  g->set_dim(100);
-  g->set_layer_end(1);
-  g->set_compressor("dense");
-  return job;
-}
+v1::JobConfig TestJob() { return SmallDenseJob(2); }
 
 class CoordinatorServiceTest : public ::testing::Test {
  protected:

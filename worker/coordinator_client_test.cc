@@ -13,23 +13,12 @@
 #include "proto/grpc_status.h"
 #include "server/coordinator_core.h"
 #include "server/coordinator_service.h"
+#include "server/coordinator_test_jobs.h"
 
 namespace sketchfuse {
 namespace {
 
-v1::JobConfig OneWorkerJob() {
-  v1::JobConfig job;
-  job.set_job("j");
-  job.set_world_size(1);
-  v1::RunConfig* run = job.mutable_run();
-  run->set_workload("mlp");
-  run->add_layer_sizes(100);
-  v1::GroupConfig* g = job.add_groups();
-  g->set_dim(100);
-  g->set_layer_end(1);
-  g->set_compressor("dense");
-  return job;
-}
+v1::JobConfig OneWorkerJob() { return SmallDenseJob(1); }
 
 // What a coordinator built before hash families were numbered answers: the
 // real coordinator's reply without the sketch_hash_family field, which such a

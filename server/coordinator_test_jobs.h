@@ -1,0 +1,29 @@
+// Small job configurations for the coordinator's tests (testonly).
+#ifndef SKETCHFUSE_SERVER_COORDINATOR_TEST_JOBS_H_
+#define SKETCHFUSE_SERVER_COORDINATOR_TEST_JOBS_H_
+
+#include <cstdint>
+
+#include "proto/job_config.pb.h"
+
+namespace sketchfuse {
+
+// Job "j" of `world_size` "mlp" workers with one layer of 100 elements in one
+// dense group: the least a coordinator accepts.
+inline v1::JobConfig SmallDenseJob(uint32_t world_size) {
+  v1::JobConfig job;
+  job.set_job("j");
+  job.set_world_size(world_size);
+  v1::RunConfig* run = job.mutable_run();
+  run->set_workload("mlp");
+  run->add_layer_sizes(100);
+  v1::GroupConfig* group = job.add_groups();
+  group->set_dim(100);
+  group->set_layer_end(1);
+  group->set_compressor("dense");
+  return job;
+}
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_SERVER_COORDINATOR_TEST_JOBS_H_
