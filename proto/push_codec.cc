@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/count_sketch.h"
 #include "common/error_feedback.h"
 #include "common/status_macros.h"
 #include "grpcpp/support/slice.h"
@@ -29,7 +30,7 @@ enum WireType : uint32_t {
 
 // Field numbers, from aggregator.proto and payload.proto.
 constexpr uint32_t kRequestRound = 1, kRequestWorker = 2, kRequestPayload = 3;
-constexpr uint32_t kReplyUpdate = 1, kReplyContributors = 2;
+constexpr uint32_t kReplyUpdate = 1, kReplyContributors = 2, kReplyHashFamily = 3;
 constexpr uint32_t kPayloadKind = 1, kPayloadDim = 2, kPayloadIndices = 3, kPayloadValues = 4, kPayloadSketch = 5;
 constexpr uint32_t kUpdateDense = 1, kUpdateDim = 2, kUpdateIndices = 3, kUpdateValues = 4;
 
@@ -489,6 +490,7 @@ grpc::ByteBuffer EncodePushReply(std::shared_ptr<const Update> update, uint32_t 
 
   std::string header;
   PutVarintField(kReplyContributors, contributors, &header);
+  PutVarintField(kReplyHashFamily, kSketchHashFamily, &header);
   PutSubmessageBeforeValues(kReplyUpdate, fields, update->values, &header);
   const std::vector<float>& values = update->values;
   return HeaderThenValues(std::move(header), values, std::move(update));
@@ -507,12 +509,15 @@ absl::StatusOr<PushReplyParts> DecodePushReply(const grpc::ByteBuffer& buffer) {
       }
       case kReplyContributors:
         return m.Uint32(f, "contributors", &parts.contributors);
+      case kReplyHashFamily:
+        return m.Uint32(f, "sketch_hash_family", &parts.sketch_hash_family);
       default:
         return NotMine();
     }
   }));
   absl::Status valid = ValidateUpdate(parts.update, parts.update.dim);
   if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat("update: ", valid.message()));
+  RETURN_IF_ERROR(CheckSketchHashFamily(parts.sketch_hash_family, "the shard's reply"));
   return parts;
 }
 

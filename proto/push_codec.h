@@ -44,6 +44,7 @@ struct PushRequestParts {
 struct PushReplyParts {
   Update update;
   uint32_t contributors = 0;
+  uint32_t sketch_hash_family = 0;
 };
 
 // The encoded request. `payload`'s values are not copied: the buffer keeps
@@ -54,14 +55,18 @@ grpc::ByteBuffer EncodePushRequest(const v1::RoundKey& round, uint32_t worker,
                                    std::shared_ptr<const Payload> payload);
 
 // The request in `buffer`, with its payload checked by ValidatePayload.
-// INVALID_ARGUMENT naming the field for a malformed encoding or payload.
+// INVALID_ARGUMENT naming the field for a malformed encoding or payload;
+// FAILED_PRECONDITION for a sketch of another hash family.
 absl::StatusOr<PushRequestParts> DecodePushRequest(const grpc::ByteBuffer& buffer);
 
-// The encoded reply; `update` is referenced, not copied, as above.
+// The encoded reply, stamped with this build's kSketchHashFamily; `update`
+// is referenced, not copied, as above.
 grpc::ByteBuffer EncodePushReply(std::shared_ptr<const Update> update, uint32_t contributors);
 
 // The reply in `buffer`, with its update checked by ValidateUpdate against
-// its own dim. INVALID_ARGUMENT naming the field for a malformed one.
+// its own dim. INVALID_ARGUMENT naming the field for a malformed one;
+// FAILED_PRECONDITION (CheckSketchHashFamily) for a reply from a shard of
+// another sketch hash family, whose sums of sketches cannot be ours.
 absl::StatusOr<PushReplyParts> DecodePushReply(const grpc::ByteBuffer& buffer);
 
 }  // namespace sketchfuse

@@ -144,15 +144,17 @@ absl::StatusOr<v1::JoinReply> CoordinatorCore::Join(const v1::JoinRequest& reque
                                                     absl::Time deadline, const Cancelled& cancelled) {
   if (absl::Status s = CheckJob(request.job()); !s.ok()) return s;
   if (absl::Status s = CheckWorkerId(request.worker_id()); !s.ok()) return s;
-  if (request.fingerprint() != RunFingerprint(request.run())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "fingerprint '", request.fingerprint(), "' does not match the run sent with it (",
-        RunFingerprint(request.run()), "): a corrupted request or a different SketchFuse build"));
-  }
+  // The family first: a build of another family may well fingerprint runs
+  // differently too, and this says why plainly.
   if (absl::Status family =
           CheckSketchHashFamily(request.sketch_hash_family(), absl::StrCat("worker '", request.worker_id(), "'"));
       !family.ok()) {
     return family;
+  }
+  if (request.fingerprint() != RunFingerprint(request.run())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fingerprint '", request.fingerprint(), "' does not match the run sent with it (",
+        RunFingerprint(request.run()), "): a corrupted request or a different SketchFuse build"));
   }
   if (request.fingerprint() != fingerprint_) {
     return absl::FailedPreconditionError(absl::StrCat(

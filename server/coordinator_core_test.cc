@@ -155,10 +155,11 @@ TEST(CoordinatorCoreTest, RefusesWorkersAndShardsOfAnotherSketchHashFamily) {
     EXPECT_NE(status.message().find(absl::StrCat("this build uses family ", kSketchHashFamily)),
               absl::string_view::npos) << status;
     v1::RegisterShardRequest shard = ShardOf(1, 2);
+    shard.set_address("127.0.0.1:9999");
     shard.set_sketch_hash_family(family);
     status = core->RegisterShard(shard);
     ASSERT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
-    EXPECT_NE(status.message().find(absl::StrCat("shard 1 at 127.0.0.1:7001 uses Count-Sketch hash family ", family)),
+    EXPECT_NE(status.message().find(absl::StrCat("shard 1 at 127.0.0.1:9999 uses Count-Sketch hash family ", family)),
               absl::string_view::npos) << status;
   }
   // Unnumbered builds are named as such.
@@ -174,6 +175,8 @@ TEST(CoordinatorCoreTest, RefusesWorkersAndShardsOfAnotherSketchHashFamily) {
   ASSERT_TRUE(reply.ok()) << reply.status();
   EXPECT_EQ(reply->rank(), 0u);
   EXPECT_EQ(reply->sketch_hash_family(), kSketchHashFamily);
+  ASSERT_EQ(reply->shards_size(), 2);
+  EXPECT_EQ(reply->shards(1).address(), "127.0.0.1:7001");  // not the refused shard's
 }
 
 TEST(CoordinatorCoreTest, JoinTimesOutNamingWhoIsMissingAndTheWorkerStaysJoined) {

@@ -1,6 +1,7 @@
 #include "worker/coordinator_client.h"
 
 #include <chrono>
+#include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "common/count_sketch.h"
@@ -120,14 +121,34 @@ void CoordinatorClient::StartHeartbeats(absl::Duration period) {
         grpc::ClientContext join_context;
         AddCallCredentials(options_, join_context);
         join_context.set_deadline(absl::ToChronoTime(absl::Now() + period));
-        v1::JoinReply ignored;
-        stub_->Join(&join_context, again, &ignored);
+        v1::JoinReply joined;
+        const grpc::Status answer = stub_->Join(&join_context, again, &joined);
+        absl::Status refusal;
+        if (answer.ok()) {
+          refusal = CheckSketchHashFamily(joined.sketch_hash_family(),
+                                          absl::StrCat("the restarted coordinator at ", address_));
+        } else if (answer.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
+                   answer.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+          refusal = absl::Status(FromGrpcStatus(answer).code(),
+                                 absl::StrCat("the restarted coordinator at ", address_,
+                                              " refused this worker: ", answer.error_message()));
+        }
+        lock.lock();
+        const bool news = !refusal.ok() && refusal != rejoin_refusal_;
+        rejoin_refusal_ = refusal;
+        lock.unlock();
+        if (news) std::cerr << "sketchfuse_worker: " << worker_id_ << ": " << refusal.message() << std::endl;
       }
       lock.lock();
       if (status.ok()) dead_workers_.assign(reply.dead_workers().begin(), reply.dead_workers().end());
       stop_cv_.wait_for(lock, absl::ToChronoMilliseconds(period));
     }
   });
+}
+
+absl::Status CoordinatorClient::rejoin_refusal() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return rejoin_refusal_;
 }
 
 int CoordinatorClient::rejoins() const {

@@ -47,6 +47,11 @@ class CoordinatorClient final : public KeyValueStore {
   std::vector<std::string> dead_workers() const;
   // How many times the heartbeat thread joined a restarted coordinator again.
   int rejoins() const;
+  // OK, or why the latest rejoin was refused for good: the restarted
+  // coordinator refused this worker (another run or sketch hash family), or
+  // answered with another sketch hash family. Each new refusal is also
+  // written to stderr. A rejoin still waiting for the job is not a refusal.
+  absl::Status rejoin_refusal() const;
 
  private:
   const std::string address_;
@@ -61,6 +66,7 @@ class CoordinatorClient final : public KeyValueStore {
   std::vector<std::string> dead_workers_;
   v1::JoinRequest joined_;  // the last Join's request, for rejoining
   int rejoins_ = 0;
+  absl::Status rejoin_refusal_;
   std::thread heartbeats_;
 };
 

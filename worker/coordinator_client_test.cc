@@ -1,6 +1,7 @@
 // CoordinatorClient against a coordinator on a real loopback port: a join of
 // this build, a refusal carried to the worker intact, and a coordinator of
-// another Count-Sketch hash family refused by the worker.
+// another Count-Sketch hash family refused by the worker, at its first join
+// and when the coordinator restarts as such a build.
 #include "worker/coordinator_client.h"
 
 #include <memory>
@@ -20,43 +21,56 @@ namespace {
 
 v1::JobConfig OneWorkerJob() { return SmallDenseJob(1); }
 
-// What a coordinator built before hash families were numbered answers: the
-// real coordinator's reply without the sketch_hash_family field, which such a
-// build does not know.
-class UnnumberedCoordinator final : public v1::Coordinator::Service {
+// A coordinator of another build: the real coordinator's answers, with the
+// reply's sketch_hash_family set to `family` (0: a build from before families
+// were numbered, which leaves the field out).
+class CoordinatorOfFamily final : public v1::Coordinator::Service {
  public:
-  explicit UnnumberedCoordinator(CoordinatorCore* core) : core_(core) {}
+  CoordinatorOfFamily(CoordinatorCore* core, uint32_t family) : core_(core), family_(family) {}
   grpc::Status Join(grpc::ServerContext*, const v1::JoinRequest* request, v1::JoinReply* reply) override {
-    absl::StatusOr<v1::JoinReply> joined = core_->Join(*request, absl::Now() + absl::Seconds(10), nullptr);
+    v1::JoinRequest as_ours = *request;
+    as_ours.set_sketch_hash_family(kSketchHashFamily);  // such a build does not check it
+    absl::StatusOr<v1::JoinReply> joined = core_->Join(as_ours, absl::Now() + absl::Seconds(10), nullptr);
     if (!joined.ok()) return ToGrpcStatus(joined.status());
     *reply = *std::move(joined);
-    reply->clear_sketch_hash_family();
+    reply->set_sketch_hash_family(family_);
+    return grpc::Status::OK;
+  }
+  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
+                         v1::HeartbeatReply* reply) override {
+    absl::StatusOr<v1::HeartbeatReply> beat = core_->Heartbeat(*request, absl::Now());
+    if (!beat.ok()) return ToGrpcStatus(beat.status());
+    *reply = *std::move(beat);
     return grpc::Status::OK;
   }
 
  private:
   CoordinatorCore* core_;
+  const uint32_t family_;
 };
+
+std::unique_ptr<CoordinatorCore> AssembledCore() {
+  absl::StatusOr<std::unique_ptr<CoordinatorCore>> core = CoordinatorCore::Create(OneWorkerJob(), {});
+  EXPECT_TRUE(core.ok()) << core.status();
+  v1::RegisterShardRequest shard;
+  shard.set_job("j");
+  shard.set_num_shards(1);
+  shard.set_address("127.0.0.1:9");
+  shard.set_sketch_hash_family(kSketchHashFamily);
+  EXPECT_TRUE((*core)->RegisterShard(shard).ok());
+  return *std::move(core);
+}
 
 class CoordinatorClientTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<CoordinatorCore>> core = CoordinatorCore::Create(OneWorkerJob(), {});
-    ASSERT_TRUE(core.ok()) << core.status();
-    core_ = *std::move(core);
-    v1::RegisterShardRequest shard;
-    shard.set_job("j");
-    shard.set_num_shards(1);
-    shard.set_address("127.0.0.1:9");
-    shard.set_sketch_hash_family(kSketchHashFamily);
-    ASSERT_TRUE(core_->RegisterShard(shard).ok());
-  }
+  void SetUp() override { core_ = AssembledCore(); }
 
-  // Serves `service` on a free loopback port; returns "127.0.0.1:port".
-  std::string Serve(grpc::Service* service) {
+  // Serves `service` on `address` ("127.0.0.1:0": a free port); returns the
+  // address it listens on.
+  std::string Serve(grpc::Service* service, const std::string& address = "127.0.0.1:0") {
     grpc::ServerBuilder builder;
     int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
     builder.RegisterService(service);
     server_ = builder.BuildAndStart();
     EXPECT_NE(port, 0);
@@ -92,16 +106,44 @@ TEST_F(CoordinatorClientTest, TheCoordinatorsRefusalReachesTheWorkerIntact) {
 }
 
 TEST_F(CoordinatorClientTest, RefusesACoordinatorOfAnotherSketchHashFamily) {
-  UnnumberedCoordinator service(core_.get());
-  const std::string address = Serve(&service);
+  for (uint32_t family : {0u, kSketchHashFamily + 1}) {
+    core_ = AssembledCore();
+    CoordinatorOfFamily service(core_.get(), family);
+    const std::string address = Serve(&service);
+    CoordinatorClient client(address, "j", "w-0", {});
+    absl::Status status = client.Join(OneWorkerJob().run(), absl::Seconds(20)).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(status.message().find(absl::StrCat("the coordinator of job 'j' at ", address,
+                                                 " uses Count-Sketch hash family ", family)),
+              std::string::npos) << status;
+    EXPECT_NE(status.message().find(absl::StrCat("this build uses family ", kSketchHashFamily)), std::string::npos)
+        << status;
+    server_->Shutdown();
+  }
+}
+
+// The coordinator restarts on its address as a build of another family: the
+// heartbeat thread's rejoin finds out and reports it instead of carrying on.
+TEST_F(CoordinatorClientTest, ARejoinFindsARestartedCoordinatorOfAnotherFamily) {
+  CoordinatorService ours(core_.get(), "");
+  const std::string address = Serve(&ours);
   CoordinatorClient client(address, "j", "w-0", {});
-  absl::Status status = client.Join(OneWorkerJob().run(), absl::Seconds(20)).status();
-  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(status.message().find(absl::StrCat("the coordinator of job 'j' at ", address,
-                                               " uses Count-Sketch hash family 0")),
-            std::string::npos) << status;
-  EXPECT_NE(status.message().find(absl::StrCat("this build uses family ", kSketchHashFamily)), std::string::npos)
-      << status;
+  ASSERT_TRUE(client.Join(OneWorkerJob().run(), absl::Seconds(20)).ok());
+  client.StartHeartbeats(absl::Milliseconds(50));
+  server_->Shutdown();
+  server_.reset();
+
+  std::unique_ptr<CoordinatorCore> restarted = AssembledCore();  // knows no worker: heartbeats get NOT_FOUND
+  CoordinatorOfFamily foreign(restarted.get(), kSketchHashFamily + 1);
+  ASSERT_EQ(Serve(&foreign, address), address);
+  const absl::Time give_up = absl::Now() + absl::Seconds(20);
+  while (client.rejoin_refusal().ok() && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(20));
+  const absl::Status refusal = client.rejoin_refusal();
+  EXPECT_EQ(refusal.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refusal.message().find(absl::StrCat("the restarted coordinator at ", address,
+                                                " uses Count-Sketch hash family ", kSketchHashFamily + 1)),
+            std::string::npos) << refusal;
+  EXPECT_GE(client.rejoins(), 1);
 }
 
 }  // namespace

@@ -171,8 +171,12 @@ void PsTransport::Finish(std::shared_ptr<Call> call, const grpc::Status& status)
     absl::StatusOr<PushReplyParts> reply = DecodePushReply(call->reply);
     call->reply.Clear();
     if (!reply.ok()) {
-      outcome = absl::InternalError(absl::StrCat("shard ", call->shard, " answered group ", call->group,
-                                                 " with a malformed update: ", reply.status().message()));
+      // Another hash family is the shard's build, not a garbled reply.
+      const bool foreign = reply.status().code() == absl::StatusCode::kFailedPrecondition;
+      outcome = absl::Status(
+          foreign ? absl::StatusCode::kFailedPrecondition : absl::StatusCode::kInternal,
+          absl::StrCat("shard ", call->shard, " (", addresses_[call->shard], ") answered group ", call->group,
+                       foreign ? ": " : " with a malformed update: ", reply.status().message()));
     } else {
       PushOutcome ok;
       ok.update = std::move(reply->update);

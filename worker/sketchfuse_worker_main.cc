@@ -426,7 +426,10 @@ int main(int argc, char** argv) {
     std::cout << "sketchfuse_worker: " << worker_id << " injected " << transport->injected_faults()
               << " transport faults; " << transport->retries() << " push attempts retried" << std::endl;
   }
-  if (coordinator.rejoins() > 0) {
+  if (const absl::Status refusal = coordinator.rejoin_refusal(); !refusal.ok()) {
+    std::cout << "sketchfuse_worker: " << worker_id << " could not join the restarted coordinator again: "
+              << refusal.message() << std::endl;
+  } else if (coordinator.rejoins() > 0) {
     std::cout << "sketchfuse_worker: " << worker_id << " joined the restarted coordinator again ("
               << coordinator.rejoins() << " times)" << std::endl;
   }
