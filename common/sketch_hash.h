@@ -59,8 +59,9 @@ namespace sketchfuse {
 
 // Number of the hash family defined above. Sketches add up only when built
 // with the same family, so it travels with every sketch on the wire
-// (payload.proto, SketchShape.hash_family) and with every worker's join and
-// shard's registration (coordinator.proto); receivers refuse another number
+// (payload.proto, SketchShape.hash_family), every push reply
+// (aggregator.proto), and every join, join reply and shard registration
+// (coordinator.proto); receivers refuse another number
 // (CheckSketchHashFamily in common/count_sketch.h). Family 1 was the fully
 // scattered hash that came before the chunked layout; 0 is what builds from
 // before families were numbered send (the field absent). Bump it whenever any
