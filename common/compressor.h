@@ -73,6 +73,14 @@ class Compressor {
     return absl::OkStatus();
   }
 
+  // CheckPayload for a payload pushed for training step `step`: compressors
+  // whose payloads depend on the step (count_sketch with method=peel hashes
+  // each step with its own seed) also check that. A server calls it on every
+  // push.
+  virtual absl::Status CheckPayloadForStep(const Payload& payload, uint64_t step) const {
+    return CheckPayload(payload);
+  }
+
   // Sketch compressors: the shape of the sketch of a group of `dim` elements
   // and how many heavy hitters its decode selects, so that a GPU worker can
   // encode and decode the same payloads with the device kernels. nullopt for
@@ -80,6 +88,9 @@ class Compressor {
   struct SketchLayout {
     SketchShape shape;
     uint64_t heavy_hitters = 0;
+    // method=peel: each worker inserts its `heavy_hitters` largest entries,
+    // hashed with the step's seed, and the decode peels (host only).
+    bool peel = false;
   };
   virtual std::optional<SketchLayout> SketchLayoutFor(uint64_t dim) const { return std::nullopt; }
 

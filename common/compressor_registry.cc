@@ -1,5 +1,6 @@
 #include "common/compressor_registry.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -77,6 +78,17 @@ absl::StatusOr<uint64_t> ParamReader::Uint(absl::string_view key, uint64_t fallb
                                                    " is outside [", min, ", ", max, "]"));
   }
   return value;
+}
+
+absl::StatusOr<std::string> ParamReader::Choice(absl::string_view key, absl::string_view fallback,
+                                                const std::vector<std::string>& choices) {
+  if (!Has(key)) return std::string(fallback);
+  const std::string& text = spec_.params.at(std::string(key));
+  if (std::find(choices.begin(), choices.end(), text) == choices.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(spec_.name, ": parameter ", key, "='", text,
+                                                   "' is not one of ", absl::StrJoin(choices, ", ")));
+  }
+  return text;
 }
 
 absl::Status ParamReader::Finish() const {

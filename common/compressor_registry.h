@@ -55,6 +55,9 @@ class ParamReader {
   absl::StatusOr<double> Double(absl::string_view key, double fallback, double min, double max);
   absl::StatusOr<uint64_t> Uint(absl::string_view key, uint64_t fallback, uint64_t min,
                                 uint64_t max);
+  // The value of `key`, one of `choices`, or `fallback` when absent.
+  absl::StatusOr<std::string> Choice(absl::string_view key, absl::string_view fallback,
+                                     const std::vector<std::string>& choices);
   // True when the spec sets `key` (and records it as known).
   bool Has(absl::string_view key);
 

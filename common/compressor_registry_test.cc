@@ -60,7 +60,8 @@ TEST(CompressorRegistryTest, RefusesBadNamesAndParameters) {
   ExpectRefused("topk:k=-4", "is not a non-negative integer");
   ExpectRefused("topk:k=0", "k=0 is outside");
   ExpectRefused("topk:k=10,density=0.1", "density or k, not both");
-  ExpectRefused("count_sketch:rows=0", "rows=0 is outside [1, 64]");
+  ExpectRefused("count_sketch:method=estimate,rows=0", "rows=0 is outside [1, 64]");
+  ExpectRefused("count_sketch:rows=1", "rows=1 is outside [2, 64] (method=peel needs at least 2 rows)");
   ExpectRefused("count_sketch:rows=65", "outside");
   ExpectRefused("count_sketch:width=10,cols=100", "width or cols, not both");
   ExpectRefused("count_sketch:cols=999999999999", "outside");

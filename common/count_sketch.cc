@@ -166,6 +166,18 @@ void SketchView::EstimateAll(absl::Span<float> out) const {
   }
 }
 
+void SketchView::RowEstimates(uint32_t base, uint32_t len, float* out, size_t stride) const {
+  const uint32_t chunk_shift = ChunkShift(shape_.cols);
+  for (uint32_t r = 0; r < shape_.rows; ++r) {
+    const RowHash hash = MakeRowHash(shape_.seed, r);
+    const float* row = table_ + static_cast<size_t>(r) * shape_.cols;
+    float* signed_cells = out + r * stride - base;
+    ForEachRun(hash, shape_.cols, chunk_shift, base, len, [&](uint32_t first, uint32_t cell, uint32_t run) {
+      sketch_kernels::CopySigned(hash.sign, first, run, row + cell, signed_cells + first);
+    });
+  }
+}
+
 SparseEntries SketchView::HeavyHitters(uint64_t dim, uint64_t k) const {
   SparseEntries result;
   k = std::min(k, dim);
@@ -244,6 +256,22 @@ absl::Status CountSketch::Insert(absl::Span<const float> x) {
                  sketch_kernels::AddSigned(hashes[r].sign, first, run, x.data() + first,
                                            row + cell);
                });
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CountSketch::InsertEntries(absl::Span<const uint32_t> indices, absl::Span<const float> values) {
+  if (indices.size() != values.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sparse insert of ", indices.size(), " indices with ", values.size(), " values"));
+  }
+  const uint32_t chunk_shift = ChunkShift(shape_.cols);
+  for (uint32_t r = 0; r < shape_.rows; ++r) {
+    const RowHash hash = MakeRowHash(shape_.seed, r);
+    float* row = table_.data() + static_cast<size_t>(r) * shape_.cols;
+    for (size_t j = 0; j < indices.size(); ++j) {
+      row[BucketOfIndex(hash, indices[j], shape_.cols, chunk_shift)] += SignOfIndex(hash, indices[j]) * values[j];
+    }
   }
   return absl::OkStatus();
 }

@@ -62,12 +62,19 @@ class SketchView {
   SketchView(const SketchShape& shape, const float* table) : shape_(shape), table_(table) {}
 
   const SketchShape& shape() const { return shape_; }
+  const float* table() const { return table_; }
 
   // Estimate of coordinate `index` (median over rows).
   float Estimate(uint32_t index) const;
 
   // Estimates of coordinates 0 .. out.size()-1. out.size() must be < 2^32.
   void EstimateAll(absl::Span<float> out) const;
+
+  // Every row's estimate of coordinates [base, base + len):
+  // out[r * stride + j] = sign_r(base + j) * table[r][bucket_r(base + j)].
+  // base must be a multiple of kMaxChunkLength, stride >= len, and
+  // base + len <= 2^32.
+  void RowEstimates(uint32_t base, uint32_t len, float* out, size_t stride) const;
 
   // The min(k, dim) coordinates of [0, dim) whose estimates rank first, in
   // ascending index order, with their estimates. Computes estimates block by
@@ -102,6 +109,11 @@ class CountSketch {
   // Adds x, whose element j is coordinate j; INVALID_ARGUMENT if x has 2^32 or
   // more elements.
   absl::Status Insert(absl::Span<const float> x);
+
+  // Adds the sparse vector with values[j] at coordinate indices[j] (the
+  // same cells and signs as Insert of the dense vector). INVALID_ARGUMENT if
+  // the spans differ in length.
+  absl::Status InsertEntries(absl::Span<const uint32_t> indices, absl::Span<const float> values);
 
   // this += other. FAILED_PRECONDITION if the shapes or seeds differ.
   absl::Status Merge(const CountSketch& other);

@@ -62,6 +62,9 @@ class CompressorDecorator : public Compressor {
   absl::Status CheckPayload(const Payload& payload) const override {
     return inner_->CheckPayload(payload);
   }
+  absl::Status CheckPayloadForStep(const Payload& payload, uint64_t step) const override {
+    return inner_->CheckPayloadForStep(payload, step);
+  }
   std::optional<SketchLayout> SketchLayoutFor(uint64_t dim) const override {
     return inner_->SketchLayoutFor(dim);
   }

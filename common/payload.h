@@ -34,6 +34,12 @@ struct Payload {
   std::vector<uint32_t> indices;  // kSparse only
   std::vector<float> values;
   SketchShape sketch;  // kSketch only
+  // kSketch from an encoder that inserted only some coordinates (count_sketch
+  // with method=peel): those coordinates, ascending; nullopt when the sketch
+  // holds every coordinate of the group. Kept by the worker that encoded the
+  // payload to settle its residual (worker/group_compressors.h SettleSent);
+  // never on the wire.
+  std::optional<std::vector<uint32_t>> inserted;
 
   // Bytes this payload occupies on the wire: 4 per value and per index.
   uint64_t WireBytes() const;

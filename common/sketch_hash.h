@@ -86,6 +86,15 @@ SF_HOST_DEVICE uint64_t SplitMix64(uint64_t seed, uint64_t stream) {
   return z ^ (z >> 31);
 }
 
+// The seed of the sketches of training step `step` in a job seeded with
+// `seed`, for encoders that hash each step anew (count_sketch with
+// method=peel): every worker and server derives the same seed, and two steps'
+// hashes are independent, so coordinates that collide in one step rarely
+// collide in the next.
+SF_HOST_DEVICE uint64_t StepSeed(uint64_t seed, uint64_t step) {
+  return SplitMix64(seed ^ 0x243F6A8885A308D3ull, step);
+}
+
 // One function of the multiply-add-shift family: its (a, b).
 struct MultiplyAddShift {
   uint64_t a;

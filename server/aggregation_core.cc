@@ -106,7 +106,7 @@ absl::Status AggregationCore::ValidatePush(const RoundKey& key, uint32_t worker,
   }
   {
     std::lock_guard<std::mutex> lock(it->second->decode_mu);
-    absl::Status fits = it->second->decoder->CheckPayload(payload);
+    absl::Status fits = it->second->decoder->CheckPayloadForStep(payload, key.step);
     if (!fits.ok()) return absl::InvalidArgumentError(absl::StrCat("payload: ", fits.message()));
   }
   *group = it->second.get();

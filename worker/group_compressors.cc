@@ -1,5 +1,8 @@
 #include "worker/group_compressors.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "absl/strings/str_cat.h"
 #include "common/compressor_registry.h"
 
@@ -14,6 +17,24 @@ Settlement SettleAt(const Update& update) {
   settlement.release = Coordinates::Of(update);
   settlement.velocity_mask = settlement.release;
   settlement.give_back.dim = update.dim;
+  return settlement;
+}
+
+Settlement SettleSent(const Payload& sent, const Update& update) {
+  const std::vector<uint32_t>* carried = nullptr;
+  if (sent.kind == PayloadKind::kSparse) carried = &sent.indices;
+  if (sent.kind == PayloadKind::kSketch && sent.inserted.has_value()) carried = &*sent.inserted;
+  if (carried == nullptr) return SettleAt(update);
+  Settlement settlement;
+  settlement.release.dim = update.dim;
+  settlement.give_back.dim = update.dim;
+  if (update.dense) {
+    settlement.release.indices = *carried;  // every coordinate was applied
+  } else {
+    std::set_intersection(update.indices.begin(), update.indices.end(), carried->begin(), carried->end(),
+                          std::back_inserter(settlement.release.indices));
+  }
+  settlement.velocity_mask = settlement.release;
   return settlement;
 }
 
@@ -50,6 +71,12 @@ absl::StatusOr<GroupCompressors> GroupCompressors::Create(const v1::JobConfig& j
       if (!layout.has_value()) {
         return absl::InvalidArgumentError(absl::StrCat("group ", group.group(), ": device=gpu needs a count_sketch "
                                                        "compressor; got ", stack.top->spec()));
+      }
+      if (layout->peel) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "group ", group.group(), ": device=gpu runs count_sketch with method=estimate; the peeling decode "
+            "(method=peel, the default) runs on the host: use --device=cpu, or method=estimate; got ",
+            stack.top->spec()));
       }
       const float momentum = UsesMomentumCorrection(job.run()) ? static_cast<float>(job.run().momentum()) : -1.0f;
       absl::StatusOr<std::unique_ptr<DeviceGroupState>> device =

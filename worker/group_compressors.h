@@ -49,12 +49,22 @@ struct Settlement {
   Coordinates velocity_mask;
 };
 
-// The usual settlement: release and mask the update's own coordinates.
+// Release and mask every coordinate of `update`: for a worker whose payload
+// held all of them (a dense payload, a sketch of the whole group, a second
+// round that summed every worker's exact values there).
 Settlement SettleAt(const Update& update);
 
+// Release and mask the coordinates of `update` that this worker's payload
+// `sent` carried: a sparse payload's indices, a selective sketch's inserted
+// coordinates (Payload::inserted), or every coordinate for a dense payload
+// and a sketch of the whole group. A worker thus keeps in its residual what
+// it never sent, even where another worker's value was applied (Top-k PS
+// unions, peeled sketches), and what it sent but was not applied.
+Settlement SettleSent(const Payload& sent, const Update& update);
+
 // OK if the run may keep its groups on the GPU (run.device "gpu"): a
-// count_sketch scheme (sketch_ps, sketch_allreduce, auto) with error feedback
-// and no second round. INVALID_ARGUMENT naming the misfit otherwise (also
+// count_sketch scheme (sketch_ps, sketch_allreduce, auto) with error feedback,
+// no second round and method=estimate (the peeling decode is host code). INVALID_ARGUMENT naming the misfit otherwise (also
 // for a device other than "", "cpu" and "gpu"); OK for a host-placed run.
 // Says nothing about whether a GPU is present, nor about the workload (the
 // worker daemon refuses the LibTorch models, which train on the CPU).

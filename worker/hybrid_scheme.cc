@@ -51,13 +51,13 @@ void HybridScheme::Exchange(uint64_t step, int group, GradientView grad, absl::S
     return;
   }
   const absl::Time start = absl::Now();
-  absl::StatusOr<Payload> payload = centralized_->compressors().Encode(group, grad, EncodeContext{step, params});
+  absl::StatusOr<std::shared_ptr<const Payload>> payload = centralized_->Encode(step, group, grad, params);
   if (!payload.ok()) {
     done(payload.status());
     return;
   }
   const TraceSpan compress{"compress", start, absl::Now()};
-  absl::StatusOr<ExchangeResult> result = ExchangeByCollective(step, group, *payload, grad.size() * sizeof(float));
+  absl::StatusOr<ExchangeResult> result = ExchangeByCollective(step, group, **payload, grad.size() * sizeof(float));
   if (result.ok()) result->spans.insert(result->spans.begin(), compress);
   done(std::move(result));
 }

@@ -68,16 +68,25 @@ PsScheme::PsScheme(std::string scheme, std::string job, uint32_t rank, std::vect
       last_payloads_(compressors_.size()),
       last_payload_steps_(compressors_.size(), UINT64_MAX) {}
 
+absl::StatusOr<std::shared_ptr<const Payload>> PsScheme::Encode(uint64_t step, int group, GradientView grad,
+                                                                absl::Span<const float> params) {
+  last_payloads_[group].reset();
+  last_payload_steps_[group] = UINT64_MAX;
+  absl::StatusOr<Payload> payload = compressors_.Encode(group, grad, EncodeContext{step, params});
+  if (!payload.ok()) return payload.status();
+  last_payloads_[group] = std::make_shared<const Payload>(*std::move(payload));
+  last_payload_steps_[group] = step;
+  return last_payloads_[group];
+}
+
 void PsScheme::Exchange(uint64_t step, int group, GradientView grad, absl::Span<const float> params,
                         ExchangeDone done) {
   const absl::Time start = absl::Now();
-  absl::StatusOr<Payload> payload = compressors_.Encode(group, grad, EncodeContext{step, params});
+  absl::StatusOr<std::shared_ptr<const Payload>> payload = Encode(step, group, grad, params);
   if (!payload.ok()) {
     done(payload.status());
     return;
   }
-  last_payloads_[group] = std::make_shared<const Payload>(*std::move(payload));
-  last_payload_steps_[group] = step;
   const TraceSpan compress{"compress", start, absl::Now()};
   const size_t dense_bytes = grad.size() * sizeof(float);
   const absl::Time pushed = absl::Now();
@@ -141,7 +150,9 @@ void PsScheme::PushSecondRound(uint64_t step, int group, absl::Span<const float>
 }
 
 absl::Status PsScheme::OnApplied(int group, const Update& update) {
-  return compressors_.Settle(group, SettleAt(update));
+  if (absl::Status s = compressors_.CheckGroup(group); !s.ok()) return s;
+  if (second_round_ || last_payloads_[group] == nullptr) return compressors_.Settle(group, SettleAt(update));
+  return compressors_.Settle(group, SettleSent(*last_payloads_[group], update));
 }
 
 }  // namespace sketchfuse

@@ -41,16 +41,23 @@ class PsScheme final : public AggregationScheme {
   std::string name() const override { return scheme_; }
   void Exchange(uint64_t step, int group, GradientView grad, absl::Span<const float> params,
                 ExchangeDone done) override;
+  // Settles the group's residual: SettleSent by the payload it encoded last
+  // (SettleAt with a second round, which summed every worker's values).
   absl::Status OnApplied(int group, const Update& update) override;
   std::vector<std::vector<float>> SaveState() const override { return compressors_.SaveState(); }
   absl::Status RestoreState(const std::vector<std::vector<float>>& state) override {
     return compressors_.RestoreState(state);
   }
 
+  // Encodes `group`'s gradient for `step` and keeps the payload (until the
+  // group's next encode): what the push sends and what OnApplied settles by.
+  // The hybrid encodes through it on either route.
+  absl::StatusOr<std::shared_ptr<const Payload>> Encode(uint64_t step, int group, GradientView grad,
+                                                        absl::Span<const float> params);
+
   // For the hybrid (worker/hybrid_scheme.h), which runs this scheme as its
-  // centralized route: the payload `group` encoded for `step` (kept until the
-  // group's next Exchange; null if its encode for that step failed), the
-  // compressor stacks and the transport.
+  // centralized route: the payload `group` encoded for `step` (null if its
+  // encode for that step failed), the compressor stacks and the transport.
   const Payload* payload_of(int group, uint64_t step) const {
     return last_payload_steps_[group] == step ? last_payloads_[group].get() : nullptr;
   }

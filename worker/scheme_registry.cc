@@ -9,14 +9,14 @@ namespace sketchfuse {
 
 const std::vector<SchemeInfo>& Schemes() {
   static const std::vector<SchemeInfo>* schemes = new std::vector<SchemeInfo>{
-      {"sketch_ps", Route::kCentralized, "count_sketch", "count_sketch:density=0.02,rows=1,width=5",
+      {"sketch_ps", Route::kCentralized, "count_sketch", "count_sketch:method=peel,density=0.00625,rows=4,width=4",
        "Count-Sketch per fused group, summed on the servers, which decode the global top-k (Sketch-Fusion)"},
       {"topk_ps", Route::kCentralized, "topk", "topk:density=0.01",
        "local top-k, unioned and re-selected on the servers (BytePS-style baseline)"},
       {"dense_ps", Route::kCentralized, "dense", "dense", "dense gradients summed on the servers"},
       {"dense_allreduce", Route::kDecentralized, "dense", "dense",
        "dense ring allreduce among the workers (the uncompressed baseline)"},
-      {"sketch_allreduce", Route::kDecentralized, "count_sketch", "count_sketch:density=0.02,rows=1,width=5",
+      {"sketch_allreduce", Route::kDecentralized, "count_sketch", "count_sketch:method=peel,density=0.0042,rows=4,width=4",
        "allreduce of the sketches; every worker decodes the same top-k (gs-SGD global sketching)"},
       {"topk_allgather", Route::kDecentralized, "topk", "topk:density=0.01",
        "local top-k, allgather of (index, value), summed"},
@@ -26,7 +26,7 @@ const std::vector<SchemeInfo>& Schemes() {
        "one rank (rotating) broadcasts its important indices by |g|/|w|; all allreduce their values there"},
       {"spardl", Route::kDecentralized, "topk", "topk:density=0.01",
        "SparDL: Spar-Reduce-Scatter and Spar-All-Gather with global residual collection"},
-      {"auto", Route::kHybrid, "count_sketch", "count_sketch:density=0.02,rows=1,width=5",
+      {"auto", Route::kHybrid, "count_sketch", "count_sketch:method=peel,density=0.00625,rows=4,width=4",
        "sketch_ps while the servers answer, sketch_allreduce when they fail; back when they are healthy"},
   };
   return *schemes;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/compressor_registry.h"
+#include "common/sketch_hash.h"
 #include "common/topk.h"
 #include "common/error_feedback.h"
 #include "gtest/gtest.h"
@@ -146,7 +147,7 @@ TEST(CountSketchCompressorTest, AggregateOfWorkersDecodesTheGlobalHeavyHitters) 
     if (std::find(planted.begin(), planted.end(), i) == planted.end()) planted.push_back(i);
   }
   std::sort(planted.begin(), planted.end());
-  std::unique_ptr<Compressor> c = Make("count_sketch:k=100,width=20,seed=3");
+  std::unique_ptr<Compressor> c = Make("count_sketch:method=estimate,k=100,width=20,seed=3");
   Payload aggregate;
   std::vector<double> noise_sum(n, 0.0);
   for (int w = 0; w < 4; ++w) {
@@ -173,8 +174,8 @@ TEST(CountSketchCompressorTest, AggregateOfWorkersDecodesTheGlobalHeavyHitters) 
 }
 
 TEST(CountSketchCompressorTest, RefusesForeignPayloads) {
-  std::unique_ptr<Compressor> c = Make("count_sketch:k=10");
-  Payload p = *Make("count_sketch:k=10,seed=99")->Encode(HeavyTailed(1000, 1), {});
+  std::unique_ptr<Compressor> c = Make("count_sketch:method=estimate,k=10");
+  Payload p = *Make("count_sketch:method=estimate,k=10,seed=99")->Encode(HeavyTailed(1000, 1), {});
   absl::Status s = c->Decode(p).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("does not match"), std::string::npos) << s;
@@ -182,6 +183,68 @@ TEST(CountSketchCompressorTest, RefusesForeignPayloads) {
   EXPECT_EQ(c->Decode(sparse).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Make("dense")->Decode(sparse).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Make("topk")->Decode(p).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// method=peel: each worker inserts its k largest entries under the step's
+// seed, and the decode of the merged sketches returns exactly the sums of
+// what was inserted (where supports overlap too), never an estimate.
+TEST(CountSketchCompressorTest, PeelReturnsTheExactSumsOfWhatWorkersInserted) {
+  const size_t n = 100000;
+  const uint64_t k = 250;  // per worker; cols = 4 * k, so a quarter load for 4 workers
+  std::unique_ptr<Compressor> c = Make("count_sketch:method=peel,k=250,rows=4,width=4,seed=3");
+  const EncodeContext step{17, {}};
+  Payload aggregate;
+  std::vector<double> inserted_sum(n, 0.0);
+  for (int w = 0; w < 4; ++w) {
+    std::vector<float> g = HeavyTailed(n, 300 + w);
+    for (size_t i = 0; i < 100; ++i) g[i] = 50.0f + i;  // shared by every worker's top k
+    Payload p = *c->Encode(g, step);
+    ASSERT_TRUE(p.inserted.has_value());
+    ASSERT_EQ(p.inserted->size(), k);
+    EXPECT_EQ(*p.inserted, TopKIndices(g, k));
+    EXPECT_EQ(p.sketch.seed, StepSeed(3, 17));
+    for (uint32_t i : *p.inserted) inserted_sum[i] += g[i];
+    if (w == 0) aggregate = std::move(p);
+    else ASSERT_TRUE(MergeInto(p, &aggregate).ok());
+  }
+  const Update u = *c->Decode(aggregate);
+  size_t nonzeros = 0;
+  for (double v : inserted_sum) nonzeros += v != 0.0;
+  ASSERT_GE(u.indices.size(), nonzeros * 97 / 100);
+  for (size_t j = 0; j < u.indices.size(); ++j) {
+    const double truth = inserted_sum[u.indices[j]];
+    ASSERT_NE(truth, 0.0) << "returned coordinate " << u.indices[j] << ", which nobody inserted";
+    EXPECT_NEAR(u.values[j], truth, 1e-5 * std::fabs(truth)) << "coordinate " << u.indices[j];
+  }
+}
+
+// Every step hashes anew: a server refuses a sketch hashed for another step
+// (a worker replaying a stale payload into a new round) with the seeds named.
+TEST(CountSketchCompressorTest, PeelPayloadsBelongToTheirStep) {
+  std::unique_ptr<Compressor> c = Make("count_sketch:method=peel,k=10,seed=5");
+  const Payload p = *c->Encode(HeavyTailed(1000, 1), EncodeContext{3, {}});
+  EXPECT_TRUE(c->CheckPayloadForStep(p, 3).ok());
+  const absl::Status other = c->CheckPayloadForStep(p, 4);
+  EXPECT_EQ(other.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(other.message().find("is not the seed of step 4"), std::string::npos) << other;
+  EXPECT_NE(c->Encode(HeavyTailed(1000, 1), EncodeContext{4, {}})->sketch.seed, p.sketch.seed);
+  // The estimate method keeps one seed for every step.
+  std::unique_ptr<Compressor> fixed = Make("count_sketch:method=estimate,k=10,seed=5");
+  const Payload q = *fixed->Encode(HeavyTailed(1000, 1), EncodeContext{3, {}});
+  EXPECT_FALSE(q.inserted.has_value());
+  EXPECT_TRUE(fixed->CheckPayloadForStep(q, 4).ok());
+}
+
+TEST(CountSketchCompressorTest, PeelNeedsTwoRowsAndAKnownMethod) {
+  absl::StatusOr<std::unique_ptr<Compressor>> one_row = CompressorRegistry::Default().Create("count_sketch:rows=1");
+  EXPECT_EQ(one_row.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(one_row.status().message().find("method=peel needs at least 2 rows"), std::string::npos)
+      << one_row.status();
+  EXPECT_TRUE(CompressorRegistry::Default().Create("count_sketch:method=estimate,rows=1").ok());
+  absl::StatusOr<std::unique_ptr<Compressor>> unknown = CompressorRegistry::Default().Create("count_sketch:method=magic");
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(unknown.status().message().find("method='magic' is not one of peel, estimate"), std::string::npos)
+      << unknown.status();
 }
 
 }  // namespace

@@ -1,10 +1,27 @@
 // count_sketch: a Count-Sketch of the group (common/count_sketch.h). Payloads
-// of different workers add up; the decode takes the k heavy hitters of the
-// aggregate with their estimated values.
-// Parameters: density (default 0.001) or k, the heavy hitters to decode;
-// rows (default 5, 1..64); width, columns per decoded coordinate (default 10,
-// FetchSGD's c/k) or cols, an absolute column count; seed (default 1), shared
-// by every worker of a job.
+// of different workers add up; the decode returns coordinates of the sum.
+//
+// Training methods, chosen by the `method` parameter:
+//   peel (default): each worker inserts only its k largest entries (k from
+//     density or k: the selection of Top-k), hashed with the training step's
+//     own seed (StepSeed), and the decode recovers the sum of those sparse
+//     vectors exactly by peeling (common/sketch_peeling.h): it returns the
+//     coordinates it can separate, with the sums the workers inserted, and
+//     never an estimate. A worker then releases only the coordinates it
+//     inserted that came back (SettleSent); the rest stay in its residual.
+//     The sketch must be large enough for the union of the workers'
+//     selections: rows x cols cells for up to about a quarter as many
+//     nonzeros with 4 rows, so cols = width * k with width about the number
+//     of workers (docs/ARCHITECTURE.md, "Why the sketch routes lost
+//     accuracy"). Hashing each step anew keeps coordinates that collide in
+//     one step from colliding in every step.
+//   estimate: the whole group is inserted under a fixed seed and the decode
+//     takes the k heavy hitters of the aggregate with their estimated values
+//     (FetchSGD's and Sketched-SGD's decode; the GPU worker's).
+// Parameters: method (peel), density (default 0.001) or k; rows (default 4
+// for peel, 5 for estimate; 1..64); width, columns per selected coordinate
+// (default 4 for peel, 10 for estimate, FetchSGD's c/k) or cols, an absolute
+// column count; seed (default 1), shared by every worker of a job.
 #include <algorithm>
 #include <cmath>
 
@@ -13,43 +30,54 @@
 #include "common/compressors/selection.h"
 #include "common/count_sketch.h"
 #include "common/sketch_hash.h"
+#include "common/sketch_peeling.h"
+#include "common/topk.h"
 
 namespace sketchfuse {
 namespace {
 
 class CountSketchCompressor final : public Compressor {
  public:
-  CountSketchCompressor(SelectionParams selection, uint32_t rows, double width, uint32_t cols,
+  CountSketchCompressor(bool peel, SelectionParams selection, uint32_t rows, double width, uint32_t cols,
                         uint64_t seed)
-      : selection_(selection), rows_(rows), width_(width), cols_(cols), seed_(seed) {}
+      : peel_(peel), selection_(selection), rows_(rows), width_(width), cols_(cols), seed_(seed) {}
 
   std::string spec() const override {
-    return absl::StrCat("count_sketch:", selection_.ToString(), ",rows=", rows_,
+    return absl::StrCat("count_sketch:method=", peel_ ? "peel" : "estimate", ",", selection_.ToString(),
+                        ",rows=", rows_,
                         cols_ > 0 ? absl::StrCat(",cols=", cols_) : absl::StrCat(",width=", width_),
                         ",seed=", seed_);
   }
   PayloadKind payload_kind() const override { return PayloadKind::kSketch; }
   bool linear() const override { return true; }
 
-  // The sketch shape for a group of `dim` elements: the same on every worker.
-  SketchShape ShapeFor(uint64_t dim) const {
+  // The sketch shape for a group of `dim` elements at `step`: the same on
+  // every worker (the seed depends on the step for peel).
+  SketchShape ShapeFor(uint64_t dim, uint64_t step = 0) const {
     const double cols = cols_ > 0 ? cols_ : std::ceil(width_ * selection_.For(dim));
     return SketchShape{rows_, static_cast<uint32_t>(std::clamp<double>(cols, 1, kMaxSketchCols)),
-                       seed_};
+                       peel_ ? StepSeed(seed_, step) : seed_};
   }
 
   std::optional<SketchLayout> SketchLayoutFor(uint64_t dim) const override {
-    return SketchLayout{ShapeFor(dim), selection_.For(dim)};
+    return SketchLayout{ShapeFor(dim), selection_.For(dim), peel_};
   }
 
-  absl::StatusOr<Payload> Encode(absl::Span<const float> grad, const EncodeContext&) override {
+  absl::StatusOr<Payload> Encode(absl::Span<const float> grad, const EncodeContext& context) override {
     absl::Status size = CheckGroupSize(grad.size());
     if (!size.ok()) return size;
-    absl::StatusOr<CountSketch> sketch = CountSketch::Create(ShapeFor(grad.size()));
+    absl::StatusOr<CountSketch> sketch = CountSketch::Create(ShapeFor(grad.size(), context.step));
     if (!sketch.ok()) return sketch.status();
-    absl::Status inserted = sketch->Insert(grad);
-    if (!inserted.ok()) return inserted;
     Payload p;
+    if (peel_) {
+      std::vector<uint32_t> selected = TopKIndices(grad, selection_.For(grad.size()));
+      std::vector<float> values(selected.size());
+      for (size_t j = 0; j < selected.size(); ++j) values[j] = grad[selected[j]];
+      if (absl::Status s = sketch->InsertEntries(selected, values); !s.ok()) return s;
+      p.inserted = std::move(selected);
+    } else if (absl::Status s = sketch->Insert(grad); !s.ok()) {
+      return s;
+    }
     p.kind = PayloadKind::kSketch;
     p.dim = grad.size();
     p.sketch = sketch->shape();
@@ -57,12 +85,15 @@ class CountSketchCompressor final : public Compressor {
     return p;
   }
 
+  // The kind and the shape; for peel, whose seed changes with the step, the
+  // seed is checked by CheckPayloadForStep.
   absl::Status CheckPayload(const Payload& payload) const override {
     if (payload.kind != PayloadKind::kSketch) {
       return absl::InvalidArgumentError(PayloadKindMismatch(payload.kind));
     }
-    if (payload.sketch != ShapeFor(payload.dim) ||
-        payload.values.size() != payload.sketch.num_cells()) {
+    const SketchShape want = ShapeFor(payload.dim);
+    if (payload.sketch.rows != want.rows || payload.sketch.cols != want.cols ||
+        (!peel_ && payload.sketch.seed != want.seed) || payload.values.size() != payload.sketch.num_cells()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "sketch payload of shape ", payload.sketch.rows, "x", payload.sketch.cols, " seed ",
           payload.sketch.seed, " does not match ", spec(), " for dim ", payload.dim));
@@ -70,19 +101,37 @@ class CountSketchCompressor final : public Compressor {
     return absl::OkStatus();
   }
 
+  absl::Status CheckPayloadForStep(const Payload& payload, uint64_t step) const override {
+    if (absl::Status s = CheckPayload(payload); !s.ok()) return s;
+    if (peel_ && payload.sketch.seed != StepSeed(seed_, step)) {
+      return absl::InvalidArgumentError(absl::StrCat("sketch payload seed ", payload.sketch.seed,
+                                                     " is not the seed of step ", step, " (", StepSeed(seed_, step),
+                                                     ") for ", spec()));
+    }
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<Update> Decode(const Payload& aggregate) const override {
     absl::Status fits = CheckPayload(aggregate);
     if (!fits.ok()) return fits;
-    SparseEntries hh = SketchView(aggregate.sketch, aggregate.values.data())
-                           .HeavyHitters(aggregate.dim, selection_.For(aggregate.dim));
+    const SketchView view(aggregate.sketch, aggregate.values.data());
+    SparseEntries decoded;
+    if (peel_) {
+      PeelOptions options;
+      options.max_entries = aggregate.sketch.num_cells();
+      decoded = PeelDecode(view, aggregate.dim, options);
+    } else {
+      decoded = view.HeavyHitters(aggregate.dim, selection_.For(aggregate.dim));
+    }
     Update update;
     update.dim = aggregate.dim;
-    update.indices = std::move(hh.indices);
-    update.values = std::move(hh.values);
+    update.indices = std::move(decoded.indices);
+    update.values = std::move(decoded.values);
     return update;
   }
 
  private:
+  bool peel_;
   SelectionParams selection_;
   uint32_t rows_;
   double width_;
@@ -93,21 +142,28 @@ class CountSketchCompressor final : public Compressor {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Compressor>> MakeCountSketchCompressor(ParamReader& params) {
+  absl::StatusOr<std::string> method = params.Choice("method", "peel", {"peel", "estimate"});
+  if (!method.ok()) return method.status();
+  const bool peel = *method == "peel";
   absl::StatusOr<SelectionParams> selection = ReadSelection(params);
   if (!selection.ok()) return selection.status();
-  absl::StatusOr<uint64_t> rows = params.Uint("rows", 5, 1, kMaxSketchRows);
-  if (!rows.ok()) return rows.status();
+  absl::StatusOr<uint64_t> rows = params.Uint("rows", peel ? 4 : 5, peel ? 2 : 1, kMaxSketchRows);
+  if (!rows.ok()) {
+    return peel && params.Has("rows") ? absl::InvalidArgumentError(absl::StrCat(
+                                            rows.status().message(), " (method=peel needs at least 2 rows)"))
+                                      : rows.status();
+  }
   if (params.Has("width") && params.Has("cols")) {
     return absl::InvalidArgumentError("count_sketch: set width or cols, not both");
   }
-  absl::StatusOr<double> width = params.Double("width", 10.0, 0.01, 1e6);
+  absl::StatusOr<double> width = params.Double("width", peel ? 4.0 : 10.0, 0.01, 1e6);
   if (!width.ok()) return width.status();
   absl::StatusOr<uint64_t> cols = params.Uint("cols", 0, 1, kMaxSketchCols);
   if (!cols.ok()) return cols.status();
   absl::StatusOr<uint64_t> seed = params.Uint("seed", 1, 0, UINT64_MAX);
   if (!seed.ok()) return seed.status();
   return std::unique_ptr<Compressor>(new CountSketchCompressor(
-      *selection, static_cast<uint32_t>(*rows), *width, static_cast<uint32_t>(*cols), *seed));
+      peel, *selection, static_cast<uint32_t>(*rows), *width, static_cast<uint32_t>(*cols), *seed));
 }
 
 }  // namespace sketchfuse

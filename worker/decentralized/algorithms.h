@@ -6,12 +6,14 @@
 // is applied.
 //
 // Conservation: with error feedback, for every algorithm but one-round
-// sketching, the updates applied plus the residuals of all workers equal the
-// sum of all gradients (up to float rounding): what a worker does not send,
-// or receives and does not forward, goes back into its own residual. A
-// one-round sketch applies estimates of the sum, and each worker releases
-// its own residual at the chosen coordinates (Sketched-SGD); its second round
-// replaces the estimates by the exact sums.
+// sketching with method=estimate, the updates applied plus the residuals of
+// all workers equal the sum of all gradients (up to float rounding): what a
+// worker does not send, or receives and does not forward, goes back into its
+// own residual. A peeled sketch (method=peel) applies the exact sums of what
+// the workers inserted, and each releases only its own inserted coordinates
+// that came back. A one-round method=estimate sketch applies estimates of the
+// sum, and each worker releases its own residual at the chosen coordinates
+// (Sketched-SGD); its second round replaces the estimates by the exact sums.
 //
 // Every rank must call the same algorithm for the same group in the same
 // order (the collectives match by order). Errors are the collective's

@@ -30,7 +30,11 @@ absl::StatusOr<GroupOutcome> SketchAllreduce(Collective& collective, const Group
     }
     if (absl::Status s = collective.AllReduceSum(absl::MakeSpan(outcome.update.values)); !s.ok()) return s;
   }
-  outcome.settlement = decentralized_internal::Release(outcome.update);
+  // Without a second round a worker releases what it inserted and got back
+  // (all of the update for a sketch of the whole group); with one, every
+  // worker's exact values at the update's coordinates were summed.
+  outcome.settlement = input.second_round ? decentralized_internal::Release(outcome.update)
+                                          : SettleSent(*input.payload, outcome.update);
   return outcome;
 }
 
