@@ -37,7 +37,7 @@ ABSL_FLAG(std::string, workloads, "resnet50,gpt2_small", "synthetic profiles to 
 ABSL_FLAG(int, workers, 2, "workers (threads, one Gloo group on loopback)");
 ABSL_FLAG(int, steps, 6, "timed steps per run");
 ABSL_FLAG(int, warmup, 2, "untimed steps first");
-ABSL_FLAG(std::string, compressor, "count_sketch:density=0.001,rows=5,width=10", "the groups' compressor");
+ABSL_FLAG(std::string, compressor, "count_sketch:method=estimate,density=0.001,rows=5,width=10", "the groups' compressor");
 ABSL_FLAG(std::string, fusion, "4", "fusion mode");
 ABSL_FLAG(std::string, csv, "", "write the figures here as CSV");
 ABSL_FLAG(std::string, json, "", "write the figures here as JSON");

@@ -38,14 +38,21 @@ SCHEMES = ["dense_allreduce", "topk_allgather", "gtopk", "topk_ps", "sketch_ps",
            "importance_allreduce"]
 
 
+# Parameters whose values are words, not numbers.
+WORD_PARAMS = {"method"}
+
+
 def parse_spec(spec):
-    """'name:key=value,...' -> (name, {key: float}); ValueError naming the problem."""
+    """'name:key=value,...' -> (name, {key: float, or str for WORD_PARAMS}); ValueError naming the problem."""
     name, _, params = spec.partition(":")
     values = {}
     for item in filter(None, params.split(",")):
         key, eq, value = item.partition("=")
         if not eq:
             raise ValueError(f"compressor spec '{spec}': '{item}' is not key=value")
+        if key in WORD_PARAMS:
+            values[key] = value
+            continue
         try:
             values[key] = float(value)
         except ValueError:
@@ -61,7 +68,9 @@ def payload_bytes_per_element(spec):
     if "density" not in p:
         raise ValueError(f"compressor spec '{spec}' has no density")
     if name == "count_sketch":
-        return 4.0 * p.get("rows", 1) * p.get("width", 1) * p["density"]
+        # The compressor's defaults (common/compressors/count_sketch_compressor.cc).
+        peel = p.get("method", "peel") == "peel"
+        return 4.0 * p.get("rows", 4 if peel else 5) * p.get("width", 4 if peel else 10) * p["density"]
     return 8.0 * p["density"]
 
 

@@ -38,7 +38,7 @@ import scale_model as sm  # noqa: E402
 
 PROJECTED_WORKERS = [16, 32, 64, 128, 256]
 PROJECTED_GBPS = [10, 25, 100]
-GPU_SKETCH = "count_sketch:density=0.001,rows=5,width=10"  # gpu_worker_bench's compressor
+GPU_SKETCH = "count_sketch:method=estimate,density=0.001,rows=5,width=10"  # gpu_worker_bench's compressor
 GPU_SPARSE = "topk:density=0.001"                           # gpu_compression_bench's k = d/1000
 
 

@@ -21,8 +21,8 @@ namespace {
 
 const absl::Time kT0 = absl::FromUnixSeconds(1000000);
 
-Payload Encode(absl::string_view spec, const std::vector<float>& g) {
-  return *(*CompressorRegistry::Default().Create(spec))->Encode(g, {});
+Payload Encode(absl::string_view spec, const std::vector<float>& g, uint64_t step = 0) {
+  return *(*CompressorRegistry::Default().Create(spec))->Encode(g, EncodeContext{step, {}});
 }
 
 // Records what a push's callback received.
@@ -107,7 +107,7 @@ TEST(AggregationCoreTest, SketchRoundDecodesTheSummedSketch) {
   Payload summed;
   Answer answers[3];
   for (uint32_t w = 0; w < 3; ++w) {
-    Payload p = Encode(spec, GaussianVector(n, 10 + w));
+    Payload p = Encode(spec, GaussianVector(n, 10 + w), 1);
     if (w == 0) summed = p;
     else ASSERT_TRUE(MergeInto(p, &summed).ok());
     core->Push({"job", 1, 2}, w, std::move(p), kT0, answers[w].Callback());
@@ -129,7 +129,7 @@ Payload Exact(const std::vector<uint32_t>& indices, const std::vector<float>& g)
 
 TEST(AggregationCoreTest, SecondRoundSumsTheExactValuesAtTheCandidates) {
   const size_t n = 20000;
-  const std::string spec = "count_sketch:k=50,rows=1,seed=3";
+  const std::string spec = "count_sketch:method=estimate,k=50,rows=1,seed=3";
   GroupSpec group{4, n, spec};
   group.second_round = true;
   auto core = MakeCore(3, {group});
@@ -267,7 +267,12 @@ TEST(AggregationCoreTest, BadRequestsAreRefusedByNameAndChangeNothing) {
   std::swap(unsorted.indices[0], unsorted.indices[1]);
   expect({"job", 0, 4}, 0, unsorted, absl::StatusCode::kInvalidArgument, "not above");
   Payload foreign = Encode("count_sketch:k=10,seed=2", GaussianVector(1000, 1));
-  expect({"job", 0, 4}, 0, foreign, absl::StatusCode::kInvalidArgument, "does not match");
+  expect({"job", 0, 4}, 0, foreign, absl::StatusCode::kInvalidArgument, "is not the seed of step 0");
+  Payload narrow = Encode("count_sketch:k=10,width=2", GaussianVector(1000, 1));
+  expect({"job", 0, 4}, 0, narrow, absl::StatusCode::kInvalidArgument, "does not match");
+  // A sketch hashed for another step (a stale payload replayed into a round).
+  Payload stale = Encode(sketch, GaussianVector(1000, 1), 5);
+  expect({"job", 0, 4}, 0, stale, absl::StatusCode::kInvalidArgument, "is not the seed of step 0");
 
   // Nothing above touched state: a good round completes with the exact sum.
   EXPECT_EQ(core->stats().pushes, 0u);

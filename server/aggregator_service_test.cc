@@ -89,7 +89,7 @@ TEST_F(AggregatorServiceTest, ClientsOnSeparateChannelsCompleteDenseAndSketchRou
   std::vector<float> g(20000);
   for (size_t i = 0; i < g.size(); ++i) g[i] = (i % 997 == 0) ? 5.0f : 0.001f * (i % 7);
   auto sketcher = *CompressorRegistry::Default().Create("count_sketch:k=50");
-  const Payload sketch = *sketcher->Encode(g, {});
+  const Payload sketch = *sketcher->Encode(g, EncodeContext{5, {}});
   Payload summed = sketch;
   for (int w = 1; w < 3; ++w) ASSERT_TRUE(MergeInto(sketch, &summed).ok());
   const Update expected = *sketcher->Decode(summed);
@@ -174,7 +174,7 @@ TEST_F(AggregatorServiceTest, SketchesOfAnotherHashFamilyAreRefusedAndTheRoundGo
   std::vector<float> g(20000, 0.0f);
   for (size_t i = 0; i < g.size(); i += 401) g[i] = 3.0f;
   auto sketcher = *CompressorRegistry::Default().Create("count_sketch:k=50");
-  const Payload sketch = *sketcher->Encode(g, {});
+  const Payload sketch = *sketcher->Encode(g, EncodeContext{2, {}});
   auto stub = Stub();
   v1::PushReply reply;
   v1::PushRequest foreign = Request(2, 1, 1, sketch);

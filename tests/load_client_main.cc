@@ -24,7 +24,7 @@ ABSL_FLAG(std::string, dir, "/tmp", "Scratch directory (the job config, the serv
 ABSL_FLAG(int, workers, 8, "Workers, each with its own connection.");
 ABSL_FLAG(int, groups, 4, "Groups per step (one thread per worker and group).");
 ABSL_FLAG(uint64_t, dim, 100000, "Elements per group.");
-ABSL_FLAG(std::string, compressor, "count_sketch:k=100,rows=3,seed=7", "The groups' compressor.");
+ABSL_FLAG(std::string, compressor, "count_sketch:method=estimate,k=100,rows=3,seed=7", "The groups' compressor.");
 ABSL_FLAG(uint64_t, steps, 1000, "Steps (rounds per group).");
 ABSL_FLAG(std::string, csv, "", "Write the memory samples here (rounds,rss_kib).");
 ABSL_FLAG(std::string, json, "", "Write the summary here.");

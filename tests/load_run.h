@@ -21,7 +21,7 @@ struct LoadConfig {
   int workers = 4;
   int groups = 4;
   uint64_t dim = 100000;
-  std::string compressor = "count_sketch:k=100,rows=3,seed=7";
+  std::string compressor = "count_sketch:method=estimate,k=100,rows=3,seed=7";
   uint64_t steps = 1000;  // rounds per group
   int rss_samples = 20;   // evenly over the run
 };

@@ -87,7 +87,7 @@ void ExpectClose(const Update& collective, const Update& server, double relative
 
 TEST(RouteEquivalenceTest, SketchAllreduceGivesTheSketchPsUpdate) {
   const std::vector<std::vector<float>> grads = Gradients();
-  for (const std::string spec : {"count_sketch:density=0.01,rows=1,width=5", "count_sketch:density=0.01,rows=5,width=3"}) {
+  for (const std::string spec : {"count_sketch:method=estimate,density=0.01,rows=1,width=5", "count_sketch:method=estimate,density=0.01,rows=5,width=3", "count_sketch:method=peel,density=0.01,rows=4,width=4"}) {
     const Update server = ServerUpdate(Job("sketch_ps", spec), grads);
     const Update collective = CollectiveUpdate(Job("sketch_allreduce", spec), grads);
     EXPECT_GT(server.indices.size(), 0u);

@@ -88,7 +88,7 @@ TEST(SyntheticRunnerTest, EachGroupIsExchangedWhileTheBackwardPassContinues) {
 }
 
 TEST(SyntheticRunnerTest, RefusesRunsThatAreNotTheProfiles) {
-  v1::JoinReply joined = JoinedResNet("sketch_allreduce", "count_sketch:density=0.01,rows=1,width=5", "single");
+  v1::JoinReply joined = JoinedResNet("sketch_allreduce", "count_sketch:method=estimate,density=0.01,rows=1,width=5", "single");
   joined.mutable_job()->mutable_run()->set_layer_sizes(0, 7);
   const std::vector<absl::Status> statuses = RunOnLocalGlooGroup(1, [&](Collective& collective) {
     auto scheme = CollectiveScheme::Create(joined.job(), &collective);

@@ -26,7 +26,7 @@ namespace {
 
 constexpr uint64_t kPrimedStep = 100;
 constexpr uint64_t kCheckStep = 1ull << 62;
-const char kSketch[] = "count_sketch:k=10,rows=3,seed=2";
+const char kSketch[] = "count_sketch:method=estimate,k=10,rows=3,seed=2";
 
 std::vector<float> Ramp(size_t n, float scale) {
   std::vector<float> v(n);

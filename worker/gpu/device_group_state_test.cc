@@ -37,7 +37,7 @@ v1::JobConfig Job(const std::string& device, double momentum) {
     v1::GroupConfig* group = job.add_groups();
     group->set_group(g);
     group->set_dim(kSizes[g]);
-    group->set_compressor("count_sketch:density=0.01,rows=5,width=4,seed=7");
+    group->set_compressor("count_sketch:method=estimate,density=0.01,rows=5,width=4,seed=7");
   }
   return job;
 }

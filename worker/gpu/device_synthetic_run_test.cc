@@ -22,7 +22,7 @@ v1::RunConfig ResNetRun(const std::string& device) {
   v1::RunConfig run;
   run.set_workload("resnet50");
   run.set_scheme("sketch_allreduce");
-  run.set_compressor("count_sketch:density=0.001,rows=5,width=10");
+  run.set_compressor("count_sketch:method=estimate,density=0.001,rows=5,width=10");
   run.set_fusion("4");
   run.set_error_feedback(true);
   run.set_momentum(0.9);
