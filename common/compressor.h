@@ -88,9 +88,17 @@ class Compressor {
   struct SketchLayout {
     SketchShape shape;
     uint64_t heavy_hitters = 0;
-    // method=peel: each worker inserts its `heavy_hitters` largest entries,
-    // hashed with the step's seed, and the decode peels (host only).
-    bool peel = false;
+    // How the sketch route trains (count_sketch's `method`):
+    //   kPeel: each worker inserts its `heavy_hitters` largest entries,
+    //     hashed with the step's seed, and the decode peels (host only);
+    //   kEstimate: the whole group under a fixed seed, heavy hitters of the
+    //     estimates;
+    //   kFetchSgd: the whole raw gradient under a fixed seed; the holder of
+    //     the sum keeps momentum and error as sketches (FetchSgdState) with
+    //     `momentum`.
+    enum class Method { kPeel, kEstimate, kFetchSgd };
+    Method method = Method::kEstimate;
+    float momentum = 0.0f;
   };
   virtual std::optional<SketchLayout> SketchLayoutFor(uint64_t dim) const { return std::nullopt; }
 

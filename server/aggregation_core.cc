@@ -1,6 +1,7 @@
 #include "server/aggregation_core.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -62,6 +63,21 @@ absl::StatusOr<std::unique_ptr<AggregationCore>> AggregationCore::Create(
     }
     auto group = std::make_unique<Group>();
     group->spec = spec;
+    const std::optional<Compressor::SketchLayout> layout = (*decoder)->SketchLayoutFor(spec.dim);
+    if (layout.has_value() && layout->method == Compressor::SketchLayout::Method::kFetchSgd) {
+      if (spec.second_round || spec.reselect_top_k > 0) {
+        return absl::InvalidArgumentError(absl::StrCat("aggregation config: group ", spec.group,
+                                                       ": FetchSGD (method=fetchsgd) has no second round or "
+                                                       "re-selection"));
+      }
+      absl::StatusOr<FetchSgdState> state =
+          FetchSgdState::Create(layout->shape, spec.dim, layout->heavy_hitters, layout->momentum);
+      if (!state.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("aggregation config: group ", spec.group, ": ", state.status().message()));
+      }
+      group->fetchsgd = std::make_unique<FetchSgdState>(*std::move(state));
+    }
     group->decoder = *std::move(decoder);
     core->groups_.emplace(spec.group, std::move(group));
   }
@@ -226,6 +242,7 @@ void AggregationCore::Complete(Group& group, const RoundId& id) {
   // aggregate (float addition is not associative) and so a whole training run
   // reproducible bit for bit.
   absl::StatusOr<Update> update;
+  std::shared_ptr<const std::vector<float>> group_state, state_before;  // method=fetchsgd
   Payload aggregate = std::move(parts[0]);
   absl::Status merged = absl::OkStatus();
   for (size_t w = 1; w < parts.size() && merged.ok(); ++w) merged = MergeInto(parts[w], &aggregate);
@@ -241,7 +258,19 @@ void AggregationCore::Complete(Group& group, const RoundId& id) {
     update = std::move(exact);
   } else {
     std::lock_guard<std::mutex> lock(group.decode_mu);
-    update = group.decoder->DecodeOwned(std::move(aggregate));
+    if (group.fetchsgd != nullptr) {
+      // The state steps only if the answer is recorded (or none is kept):
+      // a round that fails here is pushed again and must find the state as
+      // it was.
+      const std::vector<float> before = group.fetchsgd->Save();
+      update = group.fetchsgd->Step(aggregate);
+      if (update.ok()) {
+        group_state = std::make_shared<const std::vector<float>>(group.fetchsgd->Save());
+        state_before = std::make_shared<const std::vector<float>>(before);
+      }
+    } else {
+      update = group.decoder->DecodeOwned(std::move(aggregate));
+    }
   }
   if (update.ok() && !id.second_round && group.spec.reselect_top_k > 0) Reselect(group.spec.reselect_top_k, &*update);
   const absl::Time decoded = absl::Now();
@@ -253,11 +282,16 @@ void AggregationCore::Complete(Group& group, const RoundId& id) {
   if (result.ok() && config_.record_answer) {
     // Recorded before anyone sees it: a successor of this shard can then give
     // every worker the answer some worker may already have.
-    absl::Status recorded = config_.record_answer(KeptAnswer{id.group, id.step, id.second_round, *result});
+    absl::Status recorded =
+        config_.record_answer(KeptAnswer{id.group, id.step, id.second_round, *result, group_state});
     if (!recorded.ok()) {
       result = absl::UnavailableError(absl::StrCat(RoundName(config_.job, id.group, id.step, id.second_round),
                                                    ": its answer could not be recorded (push again): ",
                                                    recorded.message()));
+      if (state_before != nullptr) {
+        std::lock_guard<std::mutex> lock(group.decode_mu);
+        group.fetchsgd->Restore(*state_before).IgnoreError();  // same size: cannot fail
+      }
     }
   }
   std::vector<PushCallback> waiting;
@@ -308,6 +342,34 @@ absl::Status AggregationCore::Restore(std::vector<KeptAnswer> answers) {
         answers[i - 1].step == a.step) {
       return absl::InvalidArgumentError(absl::StrCat("two kept answers of ", name));
     }
+  }
+  // FetchSGD groups resume their state from their newest answer (answers
+  // are sorted by step within a group).
+  std::map<uint32_t, const KeptAnswer*> newest;
+  for (const KeptAnswer& a : answers) {
+    if (!a.second_round) newest[a.group] = &a;
+  }
+  std::vector<std::pair<Group*, FetchSgdState>> resumed;  // applied once all are valid
+  for (const auto& [id, group] : groups_) {
+    if (group->fetchsgd == nullptr) continue;
+    auto it = newest.find(id);
+    if (it == newest.end()) continue;
+    const KeptAnswer& a = *it->second;
+    if (a.group_state == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("kept answer of ", RoundName(config_.job, a.group, a.step),
+                                                     " carries no FetchSGD state, which group ", id, " keeps"));
+    }
+    std::lock_guard<std::mutex> lock(group->decode_mu);
+    FetchSgdState state = *group->fetchsgd;
+    if (absl::Status s = state.Restore(*a.group_state); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("kept answer of ", RoundName(config_.job, a.group, a.step), ": ", s.message()));
+    }
+    resumed.emplace_back(group.get(), std::move(state));
+  }
+  for (auto& [group, state] : resumed) {
+    std::lock_guard<std::mutex> lock(group->decode_mu);
+    *group->fetchsgd = std::move(state);
   }
   std::lock_guard<std::mutex> lock(mu_);
   for (KeptAnswer& a : answers) {

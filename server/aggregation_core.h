@@ -33,6 +33,11 @@
 //     their exact sums. A second-round push whose indices are not the
 //     candidates, or that comes before the first round is answered here, is
 //     refused and changes nothing.
+//   - Groups whose compressor is count_sketch method=fetchsgd keep FetchSGD's
+//     momentum and error sketches (common/fetchsgd_state.h) across rounds:
+//     each completed round steps the state once, in step order (a worker
+//     cannot push step t+1 before it applied step t), and the state after the
+//     round travels with its kept answer (record_answer, Restore).
 //   - Deterministic: a round's payloads are kept apart until it is complete and
 //     then merged in worker order, so the update does not depend on the order
 //     of arrival (float sums are order-sensitive) and training runs are
@@ -59,6 +64,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/compressor.h"
+#include "common/fetchsgd_state.h"
 #include "common/payload.h"
 
 namespace sketchfuse {
@@ -99,6 +105,10 @@ struct KeptAnswer {
   uint64_t step = 0;
   bool second_round = false;
   RoundResult result;
+  // Groups that keep state across rounds (count_sketch method=fetchsgd):
+  // the group's FetchSgdState after this round (FetchSgdState::Save), so a
+  // restarted shard resumes it from its newest kept answer. Empty otherwise.
+  std::shared_ptr<const std::vector<float>> group_state;
 };
 
 struct AggregationConfig {
@@ -175,6 +185,9 @@ class AggregationCore {
     GroupSpec spec;
     std::mutex decode_mu;
     std::unique_ptr<Compressor> decoder ABSL_PT_GUARDED_BY(decode_mu);
+    // method=fetchsgd: the sketch-space state, stepped by each completed
+    // round (under decode_mu).
+    std::unique_ptr<FetchSgdState> fetchsgd ABSL_PT_GUARDED_BY(decode_mu);
   };
   struct Round {
     absl::Time opened;  // first push, by the clock (for latency)

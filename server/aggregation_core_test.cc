@@ -13,6 +13,7 @@
 
 #include <mutex>
 #include "common/compressor_registry.h"
+#include "common/fetchsgd_state.h"
 #include "common/test_vectors.h"
 #include "gtest/gtest.h"
 
@@ -464,6 +465,91 @@ TEST(AggregationCoreTest, RestoreRefusesAnswersThatDoNotFitAndTakesNothingUp) {
   core->Push({"job", 1, 0}, 0, Encode("dense", {1, 1, 1}), kT0, a.Callback());
   EXPECT_FALSE(a.called);
   EXPECT_EQ(core->stats().rounds_open, 1u);
+}
+
+// A FetchSGD group (count_sketch method=fetchsgd) keeps momentum and error
+// sketches across rounds: each completed round steps them once, as a
+// FetchSgdState stepped with the summed sketches; every answer is recorded
+// with the state after it, and a core restored from the newest record
+// continues exactly as the original; a round whose answer cannot be recorded
+// leaves the state as it was.
+TEST(AggregationCoreTest, FetchSgdGroupsStepSketchSpaceStateAndRecordIt) {
+  const size_t n = 8000;
+  const std::string spec = "count_sketch:method=fetchsgd,k=40,rows=5,width=10,seed=4,momentum=0.9";
+  std::vector<KeptAnswer> recorded;
+  bool fail_record = false;
+  auto make = [&](std::vector<KeptAnswer>* sink) {
+    AggregationConfig config;
+    config.job = "job";
+    config.world_size = 2;
+    config.groups = {{6, n, spec}};
+    config.round_deadline = absl::Seconds(10);
+    config.record_answer = [sink, &fail_record](const KeptAnswer& a) {
+      if (fail_record) return absl::InternalError("disk full");
+      sink->push_back(a);
+      return absl::OkStatus();
+    };
+    return *AggregationCore::Create(config);
+  };
+  std::unique_ptr<AggregationCore> core = make(&recorded);
+  auto sketcher = *CompressorRegistry::Default().Create(spec);
+  const Compressor::SketchLayout layout = *sketcher->SketchLayoutFor(n);
+  FetchSgdState direct = *FetchSgdState::Create(layout.shape, n, layout.heavy_hitters, 0.9f);
+  auto run_round = [&](AggregationCore& c, uint64_t step) {
+    Payload sum;
+    Answer answers[2];
+    for (uint32_t w = 0; w < 2; ++w) {
+      Payload p = Encode(spec, GaussianVector(n, 100 * step + w), step);
+      if (w == 0) sum = p;
+      else EXPECT_TRUE(MergeInto(p, &sum).ok());
+      c.Push({"job", step, 6}, w, std::move(p), kT0, answers[w].Callback());
+    }
+    EXPECT_TRUE(answers[1].called);
+    return std::make_pair(std::move(answers[1].result), sum);
+  };
+  for (uint64_t step = 0; step < 3; ++step) {
+    auto [result, sum] = run_round(*core, step);
+    ASSERT_TRUE(result.ok()) << result.status();
+    const Update want = *direct.Step(sum);
+    EXPECT_EQ(result->update->indices, want.indices) << "step " << step;
+    EXPECT_EQ(result->update->values, want.values) << "step " << step;
+    ASSERT_EQ(recorded.size(), step + 1);
+    ASSERT_NE(recorded.back().group_state, nullptr);
+    EXPECT_EQ(*recorded.back().group_state, direct.Save());
+  }
+  // A round whose answer cannot be recorded fails (workers push it again)
+  // and leaves the state as it was.
+  fail_record = true;
+  EXPECT_EQ(run_round(*core, 3).first.status().code(), absl::StatusCode::kUnavailable);
+  fail_record = false;
+  // A restarted shard resumes from the newest record, and both continue alike.
+  std::vector<KeptAnswer> successor_records;
+  std::unique_ptr<AggregationCore> successor = make(&successor_records);
+  ASSERT_TRUE(successor->Restore(recorded).ok());
+  auto [original, sum] = run_round(*core, 3);
+  auto [resumed, sum_again] = run_round(*successor, 3);
+  ASSERT_TRUE(original.ok() && resumed.ok());
+  const Update want = *direct.Step(sum);
+  EXPECT_EQ(original->update->indices, want.indices);
+  EXPECT_EQ(resumed->update->indices, want.indices);
+  EXPECT_EQ(resumed->update->values, want.values);
+  // A record without the state a FetchSGD group keeps is refused.
+  std::vector<KeptAnswer> stateless = recorded;
+  stateless.back().group_state = nullptr;
+  std::vector<KeptAnswer> unused;
+  EXPECT_EQ(make(&unused)->Restore(stateless).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(AggregationCoreTest, FetchSgdGroupsHaveNoSecondRound) {
+  AggregationConfig config;
+  config.job = "job";
+  config.world_size = 2;
+  GroupSpec group{0, 1000, "count_sketch:method=fetchsgd,k=10"};
+  group.second_round = true;
+  config.groups = {group};
+  const absl::Status s = AggregationCore::Create(config).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("no second round"), std::string::npos) << s;
 }
 
 }  // namespace

@@ -119,6 +119,10 @@ absl::StatusOr<std::vector<KeptAnswer>> AnswerJournal::Load() {
     }
     answer.result.update = std::make_shared<const Update>(*std::move(update));
     answer.result.contributors = message.contributors();
+    if (message.group_state_size() > 0) {
+      answer.group_state =
+          std::make_shared<const std::vector<float>>(message.group_state().begin(), message.group_state().end());
+    }
     files[{answer.group, answer.second_round}].insert(answer.step);
     answers.push_back(std::move(answer));
   }
@@ -144,6 +148,7 @@ absl::Status AnswerJournal::Record(const KeptAnswer& answer) {
   message.mutable_round()->set_second_round(answer.second_round);
   if (answer.result.update != nullptr) UpdateToProto(*answer.result.update, message.mutable_update());
   message.set_contributors(answer.result.contributors);
+  if (answer.group_state != nullptr) *message.mutable_group_state() = {answer.group_state->begin(), answer.group_state->end()};
   const std::string path = PathOf(answer.group, answer.second_round, answer.step);
   const std::string tmp = path + ".tmp";
   {

@@ -82,6 +82,26 @@ TEST(AnswerJournalTest, KeepsTheNewestAnswersAndReadsThemBackExactly) {
   EXPECT_TRUE(std::filesystem::exists(dir + "/g1-first-s5.answer"));
 }
 
+// A FetchSGD group's state travels with its answer, bit for bit; answers
+// of other groups carry none.
+TEST(AnswerJournalTest, GroupStateIsReadBackWithItsAnswer) {
+  const std::string dir = FreshDir("journal_state");
+  KeptAnswer with_state = Answer(2, 7, false, 3);
+  with_state.group_state = std::make_shared<const std::vector<float>>(std::vector<float>{0.5f, -1e-30f, 3e30f, 0});
+  {
+    auto journal = *AnswerJournal::Open(dir, "job 'j', shard 0 of 1", 2);
+    ASSERT_TRUE(journal->Record(with_state).ok());
+    ASSERT_TRUE(journal->Record(Answer(1, 7, false, 3)).ok());
+  }
+  auto successor = *AnswerJournal::Open(dir, "job 'j', shard 0 of 1", 2);
+  absl::StatusOr<std::vector<KeptAnswer>> loaded = successor->Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_EQ(loaded->size(), 2u);
+  EXPECT_EQ((*loaded)[0].group_state, nullptr);
+  ASSERT_NE((*loaded)[1].group_state, nullptr);
+  EXPECT_EQ(*(*loaded)[1].group_state, *with_state.group_state);
+}
+
 TEST(AnswerJournalTest, LoadTrimsBeyondTheKeptCount) {
   const std::string dir = FreshDir("journal_trim");
   {

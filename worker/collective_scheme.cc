@@ -30,6 +30,9 @@ absl::StatusOr<std::unique_ptr<CollectiveScheme>> CollectiveScheme::Create(const
   if (run.second_round() && run.scheme() != "sketch_allreduce") {
     return absl::InvalidArgumentError("a second round exists for sketch_allreduce (and auto) only");
   }
+  if (run.second_round() && KeepsSketchSpaceState(run.compressor())) {
+    return absl::InvalidArgumentError("FetchSGD (count_sketch method=fetchsgd) has no second round");
+  }
   absl::StatusOr<GroupCompressors> compressors = GroupCompressors::Create(job);
   if (!compressors.ok()) return compressors.status();
   std::vector<uint64_t> selection;
@@ -38,9 +41,21 @@ absl::StatusOr<std::unique_ptr<CollectiveScheme>> CollectiveScheme::Create(const
     if (!k.ok()) return k.status();
     selection.push_back(*k);
   }
-  return std::unique_ptr<CollectiveScheme>(new CollectiveScheme(run.scheme(), *algorithm, *std::move(compressors),
-                                                                std::move(selection), run.second_round(),
-                                                                collective));
+  std::vector<std::unique_ptr<FetchSgdState>> fetchsgd(job.groups_size());
+  for (int g = 0; g < job.groups_size(); ++g) {
+    const std::optional<Compressor::SketchLayout> layout = compressors->compressor(g).SketchLayoutFor(job.groups(g).dim());
+    if (!layout.has_value() || layout->method != Compressor::SketchLayout::Method::kFetchSgd) continue;
+    absl::StatusOr<FetchSgdState> state =
+        FetchSgdState::Create(layout->shape, job.groups(g).dim(), layout->heavy_hitters, layout->momentum);
+    if (!state.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("group ", job.groups(g).group(), ": ", state.status().message()));
+    }
+    fetchsgd[g] = std::make_unique<FetchSgdState>(*std::move(state));
+  }
+  auto scheme = std::unique_ptr<CollectiveScheme>(new CollectiveScheme(
+      run.scheme(), *algorithm, *std::move(compressors), std::move(selection), run.second_round(), collective));
+  scheme->fetchsgd_ = std::move(fetchsgd);
+  return scheme;
 }
 
 CollectiveScheme::CollectiveScheme(std::string scheme, DecentralizedFn algorithm,
@@ -69,7 +84,12 @@ void CollectiveScheme::Exchange(uint64_t step, int group, GradientView grad,
   input.encoded = compressors_.EncodedInput(group, grad);
   input.k = selection_[group];
   input.second_round = second_round_;
-  input.decode = [this, group](const Payload& sum) { return compressors_.Decode(group, sum); };
+  if (fetchsgd_[group] != nullptr) {
+    // FetchSGD: the allreduced sum steps this worker's copy of the state.
+    input.decode = [this, group](const Payload& sum) { return fetchsgd_[group]->Step(sum); };
+  } else {
+    input.decode = [this, group](const Payload& sum) { return compressors_.Decode(group, sum); };
+  }
   const uint64_t bytes_before = collective_->bytes_sent();
   const absl::Time encoded = absl::Now();
   absl::StatusOr<GroupOutcome> outcome = algorithm_(*collective_, input);
@@ -92,6 +112,43 @@ void CollectiveScheme::Exchange(uint64_t step, int group, GradientView grad,
 std::vector<TraceSpan> CollectiveSpans(absl::Time begin, absl::Time end, absl::Duration decode) {
   if (decode <= absl::ZeroDuration()) return {{"communicate", begin, end}};
   return {{"communicate", begin, end - decode}, {"decode", end - decode, end}};
+}
+
+std::vector<std::vector<float>> CollectiveScheme::SaveState() const {
+  std::vector<std::vector<float>> state = compressors_.SaveState();
+  for (size_t g = 0; g < fetchsgd_.size(); ++g) {
+    if (fetchsgd_[g] == nullptr) continue;
+    const std::vector<float> saved = fetchsgd_[g]->Save();  // momentum, then error
+    const size_t half = saved.size() / 2;
+    state[2 * g].assign(saved.begin() + half, saved.end());
+    state[2 * g + 1].assign(saved.begin(), saved.begin() + half);
+  }
+  return state;
+}
+
+absl::Status CollectiveScheme::RestoreState(const std::vector<std::vector<float>>& state) {
+  if (state.size() != 2 * fetchsgd_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("saved state has ", state.size(), " entries; the job's ",
+                                                   fetchsgd_.size(), " groups need ", 2 * fetchsgd_.size()));
+  }
+  std::vector<std::vector<float>> host = state;
+  std::vector<std::unique_ptr<FetchSgdState>> restored(fetchsgd_.size());
+  for (size_t g = 0; g < fetchsgd_.size(); ++g) {
+    if (fetchsgd_[g] == nullptr) continue;
+    std::vector<float> saved = state[2 * g + 1];  // momentum, then error
+    saved.insert(saved.end(), state[2 * g].begin(), state[2 * g].end());
+    restored[g] = std::make_unique<FetchSgdState>(*fetchsgd_[g]);
+    if (absl::Status s = restored[g]->Restore(saved); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("saved state of group ", g, ": ", s.message()));
+    }
+    host[2 * g].clear();
+    host[2 * g + 1].clear();
+  }
+  if (absl::Status s = compressors_.RestoreState(host); !s.ok()) return s;
+  for (size_t g = 0; g < fetchsgd_.size(); ++g) {
+    if (restored[g] != nullptr) fetchsgd_[g] = std::move(restored[g]);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CollectiveScheme::OnApplied(int group, const Update& update) {

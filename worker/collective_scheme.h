@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/fetchsgd_state.h"
 #include "proto/job_config.pb.h"
 #include "worker/aggregation_scheme.h"
 #include "worker/collective/collective.h"
@@ -41,10 +42,11 @@ class CollectiveScheme final : public AggregationScheme {
   void Exchange(uint64_t step, int group, GradientView grad, absl::Span<const float> params,
                 ExchangeDone done) override;
   absl::Status OnApplied(int group, const Update& update) override;
-  std::vector<std::vector<float>> SaveState() const override { return compressors_.SaveState(); }
-  absl::Status RestoreState(const std::vector<std::vector<float>>& state) override {
-    return compressors_.RestoreState(state);
-  }
+  // Two entries per group: the residual and the velocity, or, for a group
+  // whose count_sketch runs method=fetchsgd, its error and momentum
+  // sketches (kept identically by every worker).
+  std::vector<std::vector<float>> SaveState() const override;
+  absl::Status RestoreState(const std::vector<std::vector<float>>& state) override;
 
  private:
   CollectiveScheme(std::string scheme, DecentralizedFn algorithm, GroupCompressors compressors,
@@ -57,6 +59,9 @@ class CollectiveScheme final : public AggregationScheme {
   const bool second_round_;
   Collective* const collective_;
   std::vector<std::optional<Settlement>> pending_;  // per group, until applied
+  // method=fetchsgd: each group's sketch-space state, stepped by its decode
+  // (every worker steps the same state with the same allreduced sum).
+  std::vector<std::unique_ptr<FetchSgdState>> fetchsgd_;
 };
 
 }  // namespace sketchfuse

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <mutex>
 
+#include "common/compressor_registry.h"
 #include "common/test_vectors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -59,7 +60,8 @@ class ConservationTest : public ::testing::TestWithParam<Case> {};
 TEST_P(ConservationTest, AppliedUpdatesPlusResidualsEqualTheGradients) {
   const Case& c = GetParam();
   constexpr int kWorld = 3, kSteps = 4;
-  const v1::JobConfig job = Job(c.scheme, c.compressor, kWorld, c.second_round);
+  const v1::JobConfig job =
+      Job(c.scheme == "sketch_allreduce_peel" ? "sketch_allreduce" : c.scheme, c.compressor, kWorld, c.second_round);
   // Per group: sum of every worker's gradients; the applied updates (rank 0's,
   // checked equal on every rank); every worker's final residual.
   std::vector<std::vector<double>> gradients(2), applied(2), residuals(2), magnitude(2);
@@ -124,9 +126,86 @@ INSTANTIATE_TEST_SUITE_P(
     EveryScheme, ConservationTest,
     ::testing::Values(Case{"dense_allreduce", "dense"},
                       Case{"sketch_allreduce", "count_sketch:density=0.02,rows=3,width=4", true},
+                      Case{"sketch_allreduce_peel", "count_sketch:method=peel,density=0.02,rows=4,width=3", false},
                       Case{"topk_allgather", "topk:density=0.02"}, Case{"gtopk", "topk:density=0.02"},
                       Case{"importance_allreduce", "importance:density=0.02"}, Case{"spardl", "topk:density=0.02"}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.scheme; });
+
+// FetchSGD on the decentralized route: every worker steps its own copy of
+// the sketch-space state with the same allreduced sum, so all apply the same
+// update, the one a single FetchSgdState computes from the summed sketches;
+// a worker restored from another's saved state continues identically. (Two
+// ranks: a + b is the same float either way, so the comparison is exact.)
+TEST(CollectiveSchemeTest, FetchSgdStepsTheSameSketchStateOnEveryWorker) {
+  const std::string spec = "count_sketch:method=fetchsgd,density=0.01,rows=5,width=10,momentum=0.9";
+  const v1::JobConfig job = Job("sketch_allreduce", spec, 2, false);
+  std::unique_ptr<Compressor> sketcher = *CompressorRegistry::Default().Create(spec);
+  std::vector<FetchSgdState> direct;
+  for (int g = 0; g < 2; ++g) {
+    const Compressor::SketchLayout layout = *sketcher->SketchLayoutFor(kDims[g]);
+    direct.push_back(*FetchSgdState::Create(layout.shape, kDims[g], layout.heavy_hitters, 0.9f));
+  }
+  constexpr int kSteps = 3;
+  std::vector<std::vector<Update>> updates(2);
+  std::vector<std::vector<std::vector<float>>> saved(2);
+  std::mutex mu;
+  auto grad_of = [](int step, int rank, int g) { return GaussianVector(kDims[g], 100 * step + 10 * rank + g); };
+  const std::vector<absl::Status> statuses = RunOnLocalGlooGroup(2, [&](Collective& collective) {
+    absl::StatusOr<std::unique_ptr<CollectiveScheme>> scheme = CollectiveScheme::Create(job, &collective);
+    if (!scheme.ok()) return scheme.status();
+    for (int step = 0; step < kSteps; ++step) {
+      for (int g = 0; g < 2; ++g) {
+        absl::Status exchange = absl::UnknownError("done not called");
+        Update update;
+        (*scheme)->Exchange(step, g, grad_of(step, collective.rank(), g), {}, [&](absl::StatusOr<ExchangeResult> r) {
+          exchange = r.status();
+          if (r.ok()) update = std::move(r->update);
+        });
+        if (!exchange.ok()) return exchange;
+        if (absl::Status s = (*scheme)->OnApplied(g, update); !s.ok()) return s;
+        std::lock_guard<std::mutex> lock(mu);
+        updates[collective.rank()].push_back(std::move(update));
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    saved[collective.rank()] = (*scheme)->SaveState();
+    return absl::OkStatus();
+  });
+  for (const absl::Status& s : statuses) ASSERT_TRUE(s.ok()) << s;
+  for (int step = 0; step < kSteps; ++step) {
+    for (int g = 0; g < 2; ++g) {
+      Payload sum = *sketcher->Encode(grad_of(step, 0, g), {});
+      ASSERT_TRUE(MergeInto(*sketcher->Encode(grad_of(step, 1, g), {}), &sum).ok());
+      const Update want = *direct[g].Step(sum);
+      for (int rank = 0; rank < 2; ++rank) {
+        const Update& got = updates[rank][2 * step + g];
+        EXPECT_EQ(got.indices, want.indices) << "rank " << rank << " step " << step << " group " << g;
+        EXPECT_EQ(got.values, want.values) << "rank " << rank << " step " << step << " group " << g;
+      }
+    }
+  }
+  // The state is the sketches (error, then momentum), as the direct one's.
+  EXPECT_EQ(saved[0], saved[1]);
+  for (int g = 0; g < 2; ++g) {
+    const std::vector<float> d = direct[g].Save();  // momentum, then error
+    const size_t half = d.size() / 2;
+    EXPECT_EQ(saved[0][2 * g], std::vector<float>(d.begin() + half, d.end()));
+    EXPECT_EQ(saved[0][2 * g + 1], std::vector<float>(d.begin(), d.begin() + half));
+  }
+  // Restored into a fresh scheme, the state is the same.
+  const std::vector<absl::Status> restored = RunOnLocalGlooGroup(2, [&](Collective& collective) {
+    absl::StatusOr<std::unique_ptr<CollectiveScheme>> scheme = CollectiveScheme::Create(job, &collective);
+    if (!scheme.ok()) return scheme.status();
+    if (absl::Status s = (*scheme)->RestoreState(saved[0]); !s.ok()) return s;
+    EXPECT_EQ((*scheme)->SaveState(), saved[0]);
+    std::vector<std::vector<float>> wrong = saved[0];
+    wrong[0].pop_back();
+    EXPECT_EQ((*scheme)->RestoreState(wrong).code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ((*scheme)->SaveState(), saved[0]);
+    return absl::OkStatus();
+  });
+  for (const absl::Status& s : restored) ASSERT_TRUE(s.ok()) << s;
+}
 
 TEST(CollectiveSchemeTest, RefusesJobsItCannotRun) {
   const std::vector<absl::Status> statuses = RunOnLocalGlooGroup(2, [](Collective& collective) {
@@ -142,6 +221,10 @@ TEST(CollectiveSchemeTest, RefusesJobsItCannotRun) {
                 HasSubstr("the job has 3 workers"));
     EXPECT_THAT(CollectiveScheme::Create(Job("gtopk", "topk:density=0.02", 2, true), &collective).status().message(),
                 HasSubstr("second round"));
+    EXPECT_THAT(CollectiveScheme::Create(Job("sketch_allreduce", "count_sketch:method=fetchsgd", 2, true), &collective)
+                    .status()
+                    .message(),
+                HasSubstr("FetchSGD (count_sketch method=fetchsgd) has no second round"));
     EXPECT_EQ(CollectiveScheme::Create(Job("gtopk", "topk:density=0.02", 2, false), nullptr).status().code(),
               absl::StatusCode::kInvalidArgument);
     absl::StatusOr<std::unique_ptr<CollectiveScheme>> scheme =

@@ -8,9 +8,14 @@
 
 namespace sketchfuse {
 
-bool UsesMomentumCorrection(const v1::RunConfig& run) {
-  return run.momentum() > 0 && run.scheme() != "dense_ps" && run.scheme() != "dense_allreduce";
+MomentumPlace MomentumPlaceOf(const v1::RunConfig& run) {
+  if (!(run.momentum() > 0)) return MomentumPlace::kNone;
+  if (run.scheme() == "dense_ps" || run.scheme() == "dense_allreduce") return MomentumPlace::kOptimizer;
+  if (KeepsSketchSpaceState(run.compressor())) return MomentumPlace::kSketch;
+  return MomentumPlace::kWorker;
 }
+
+bool UsesMomentumCorrection(const v1::RunConfig& run) { return MomentumPlaceOf(run) == MomentumPlace::kWorker; }
 
 Settlement SettleAt(const Update& update) {
   Settlement settlement;
@@ -72,10 +77,11 @@ absl::StatusOr<GroupCompressors> GroupCompressors::Create(const v1::JobConfig& j
         return absl::InvalidArgumentError(absl::StrCat("group ", group.group(), ": device=gpu needs a count_sketch "
                                                        "compressor; got ", stack.top->spec()));
       }
-      if (layout->peel) {
+      if (layout->method != Compressor::SketchLayout::Method::kEstimate) {
         return absl::InvalidArgumentError(absl::StrCat(
             "group ", group.group(), ": device=gpu runs count_sketch with method=estimate; the peeling decode "
-            "(method=peel, the default) runs on the host: use --device=cpu, or method=estimate; got ",
+            "(method=peel, the default) and FetchSGD's sketch-space state run on the host: use --device=cpu, or "
+            "method=estimate; got ",
             stack.top->spec()));
       }
       const float momentum = UsesMomentumCorrection(job.run()) ? static_cast<float>(job.run().momentum()) : -1.0f;
@@ -86,6 +92,11 @@ absl::StatusOr<GroupCompressors> GroupCompressors::Create(const v1::JobConfig& j
                             absl::StrCat("group ", group.group(), " on the GPU: ", device.status().message()));
       }
       stack.device = *std::move(device);
+      stacks.push_back(std::move(stack));
+      continue;
+    }
+    if (KeepsSketchSpaceState(group.compressor())) {
+      // FetchSGD: error and momentum live with the sum, in sketch space.
       stacks.push_back(std::move(stack));
       continue;
     }

@@ -27,16 +27,25 @@
 #include "proto/job_config.pb.h"
 #include "worker/gpu/device_group_state.h"
 #include "worker/gradient_view.h"
+#include "worker/scheme_registry.h"
 
 namespace sketchfuse {
 
-// Where momentum lives. Compressed schemes keep it on the worker, before
-// compression, with momentum-factor masking (DGC's momentum correction): the
-// velocity is accumulated per group and zeroed where an update was applied.
-// Applying momentum after aggregation instead amplifies the bursts in which
-// error feedback releases its residual, and costs accuracy. The dense
-// schemes leave momentum to the optimizer, which is exact there.
+// Where a run keeps momentum (run.momentum):
+//   kOptimizer  the dense schemes leave it to the optimizer, exact there;
+//   kWorker     compressed schemes keep it on the worker, before
+//               compression, with momentum-factor masking (DGC's momentum
+//               correction): the velocity is accumulated per group and
+//               zeroed where an update was applied. Applying momentum after
+//               aggregation instead amplifies the bursts in which error
+//               feedback releases its residual, and costs accuracy;
+//   kSketch     count_sketch method=fetchsgd keeps it in sketch space where
+//               the sum is (common/fetchsgd_state.h), next to the error;
+//   kNone       momentum 0.
+enum class MomentumPlace { kNone, kOptimizer, kWorker, kSketch };
+MomentumPlace MomentumPlaceOf(const v1::RunConfig& run);
 bool UsesMomentumCorrection(const v1::RunConfig& run);
+
 
 // How one step changes a group's state once its update is applied.
 struct Settlement {

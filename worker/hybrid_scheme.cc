@@ -28,6 +28,11 @@ absl::StatusOr<std::unique_ptr<HybridScheme>> HybridScheme::Create(const v1::Joi
     return absl::InvalidArgumentError(
         "auto has no second round: the aggregation servers decode in one round (use sketch_allreduce)");
   }
+  if (KeepsSketchSpaceState(job.run().compressor())) {
+    return absl::InvalidArgumentError(
+        "auto cannot run FetchSGD (count_sketch method=fetchsgd): its momentum and error sketches live on the "
+        "aggregation servers and would be lost at a fallback; use method=peel, or sketch_ps or sketch_allreduce");
+  }
   // The centralized route is sketch_ps on the same job.
   v1::JoinReply as_sketch_ps = joined;
   as_sketch_ps.mutable_job()->mutable_run()->set_scheme("sketch_ps");

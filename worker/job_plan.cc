@@ -46,7 +46,11 @@ absl::StatusOr<v1::JobConfig> MakeJobConfig(const std::string& job_name, uint32_
 
   absl::StatusOr<CompressorSpec> spec = ParseCompressorSpec(run.compressor());
   if (!spec.ok()) return spec.status();
-  if (spec->name == "count_sketch") spec->params["seed"] = absl::StrCat(run.seed());
+  if (spec->name == "count_sketch") {
+    spec->params["seed"] = absl::StrCat(run.seed());
+    // FetchSGD's momentum lives with the sum: the servers read it from here.
+    if (KeepsSketchSpaceState(run.compressor())) spec->params["momentum"] = absl::StrCat(run.momentum());
+  }
   const std::string group_compressor = spec->ToString();
 
   v1::JobConfig job;

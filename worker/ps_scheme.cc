@@ -37,6 +37,9 @@ absl::StatusOr<std::unique_ptr<PsScheme>> PsScheme::Create(const v1::JoinReply& 
   if (SchemeRoute(job.run().scheme()) != Route::kCentralized) {
     return absl::InvalidArgumentError(absl::StrCat("'", job.run().scheme(), "' is not a centralized scheme"));
   }
+  if (job.run().second_round() && KeepsSketchSpaceState(job.run().compressor())) {
+    return absl::InvalidArgumentError("FetchSGD (count_sketch method=fetchsgd) has no second round");
+  }
   if (job.run().second_round() && job.run().scheme() != "sketch_ps") {
     return absl::InvalidArgumentError(
         absl::StrCat("the second round is for the sketch schemes; the scheme is ", job.run().scheme()));

@@ -86,4 +86,11 @@ std::string SchemesHelp() {
   return help;
 }
 
+bool KeepsSketchSpaceState(const std::string& compressor_spec) {
+  absl::StatusOr<CompressorSpec> spec = ParseCompressorSpec(compressor_spec);
+  if (!spec.ok() || spec->name != "count_sketch") return false;
+  auto method = spec->params.find("method");
+  return method != spec->params.end() && method->second == "fetchsgd";
+}
+
 }  // namespace sketchfuse

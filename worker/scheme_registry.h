@@ -47,6 +47,11 @@ absl::StatusOr<uint64_t> SpecSelectionSize(const std::string& spec, uint64_t dim
 // "name: summary" lines for --help.
 std::string SchemesHelp();
 
+// True for count_sketch method=fetchsgd: momentum and error live in sketch
+// space with the sum (common/fetchsgd_state.h), and workers keep neither (no
+// error feedback, no velocity): they sketch their raw gradients.
+bool KeepsSketchSpaceState(const std::string& compressor_spec);
+
 }  // namespace sketchfuse
 
 #endif  // SKETCHFUSE_WORKER_SCHEME_REGISTRY_H_

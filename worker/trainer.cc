@@ -82,7 +82,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerConfig config, A
   state->params = state->model->parameters();
   state->optimizer = std::make_unique<torch::optim::SGD>(
       state->params, torch::optim::SGDOptions(run.learning_rate())
-                          .momentum(UsesMomentumCorrection(run) ? 0.0 : run.momentum()));
+                          .momentum(MomentumPlaceOf(run) == MomentumPlace::kOptimizer ? run.momentum() : 0.0));
 
   std::vector<int64_t> layer_sizes(run.layer_sizes().begin(), run.layer_sizes().end());
   std::unique_ptr<Trainer> trainer(new Trainer(std::move(state)));

@@ -17,11 +17,18 @@
 //     one step from colliding in every step.
 //   estimate: the whole group is inserted under a fixed seed and the decode
 //     takes the k heavy hitters of the aggregate with their estimated values
-//     (FetchSGD's and Sketched-SGD's decode; the GPU worker's).
+//     (Sketched-SGD's decode; the GPU worker's).
+//   fetchsgd: FetchSGD. Workers insert their raw gradients (no error
+//     feedback or momentum of their own) under a fixed seed; whoever holds
+//     the sum keeps momentum and error in sketch space and decodes through a
+//     FetchSgdState (common/fetchsgd_state.h) with the parameter `momentum`
+//     (default 0.9; the job plan writes the run's). Decode alone, without
+//     that state, is the estimate decode.
 // Parameters: method (peel), density (default 0.001) or k; rows (default 4
-// for peel, 5 for estimate; 1..64); width, columns per selected coordinate
-// (default 4 for peel, 10 for estimate, FetchSGD's c/k) or cols, an absolute
-// column count; seed (default 1), shared by every worker of a job.
+// for peel, 5 otherwise; 1..64); width, columns per selected coordinate
+// (default 4 for peel, 10 otherwise, FetchSGD's c/k) or cols, an absolute
+// column count; seed (default 1), shared by every worker of a job; momentum
+// (fetchsgd only).
 #include <algorithm>
 #include <cmath>
 
@@ -36,17 +43,38 @@
 namespace sketchfuse {
 namespace {
 
+using Method = Compressor::SketchLayout::Method;
+
+const char* MethodName(Method method) {
+  switch (method) {
+    case Method::kPeel:
+      return "peel";
+    case Method::kEstimate:
+      return "estimate";
+    case Method::kFetchSgd:
+      return "fetchsgd";
+  }
+  return "?";
+}
+
 class CountSketchCompressor final : public Compressor {
  public:
-  CountSketchCompressor(bool peel, SelectionParams selection, uint32_t rows, double width, uint32_t cols,
-                        uint64_t seed)
-      : peel_(peel), selection_(selection), rows_(rows), width_(width), cols_(cols), seed_(seed) {}
+  CountSketchCompressor(Method method, SelectionParams selection, uint32_t rows, double width, uint32_t cols,
+                        uint64_t seed, float momentum)
+      : method_(method),
+        peel_(method == Method::kPeel),
+        selection_(selection),
+        rows_(rows),
+        width_(width),
+        cols_(cols),
+        seed_(seed),
+        momentum_(momentum) {}
 
   std::string spec() const override {
-    return absl::StrCat("count_sketch:method=", peel_ ? "peel" : "estimate", ",", selection_.ToString(),
-                        ",rows=", rows_,
+    return absl::StrCat("count_sketch:method=", MethodName(method_), ",", selection_.ToString(), ",rows=", rows_,
                         cols_ > 0 ? absl::StrCat(",cols=", cols_) : absl::StrCat(",width=", width_),
-                        ",seed=", seed_);
+                        ",seed=", seed_,
+                        method_ == Method::kFetchSgd ? absl::StrCat(",momentum=", momentum_) : std::string());
   }
   PayloadKind payload_kind() const override { return PayloadKind::kSketch; }
   bool linear() const override { return true; }
@@ -60,7 +88,7 @@ class CountSketchCompressor final : public Compressor {
   }
 
   std::optional<SketchLayout> SketchLayoutFor(uint64_t dim) const override {
-    return SketchLayout{ShapeFor(dim), selection_.For(dim), peel_};
+    return SketchLayout{ShapeFor(dim), selection_.For(dim), method_, momentum_};
   }
 
   absl::StatusOr<Payload> Encode(absl::Span<const float> grad, const EncodeContext& context) override {
@@ -131,20 +159,23 @@ class CountSketchCompressor final : public Compressor {
   }
 
  private:
+  Method method_;
   bool peel_;
   SelectionParams selection_;
   uint32_t rows_;
   double width_;
   uint32_t cols_;  // 0: derived from width
   uint64_t seed_;
+  float momentum_;  // fetchsgd
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Compressor>> MakeCountSketchCompressor(ParamReader& params) {
-  absl::StatusOr<std::string> method = params.Choice("method", "peel", {"peel", "estimate"});
-  if (!method.ok()) return method.status();
-  const bool peel = *method == "peel";
+  absl::StatusOr<std::string> name = params.Choice("method", "peel", {"peel", "estimate", "fetchsgd"});
+  if (!name.ok()) return name.status();
+  const Method method = *name == "peel" ? Method::kPeel : *name == "estimate" ? Method::kEstimate : Method::kFetchSgd;
+  const bool peel = method == Method::kPeel;
   absl::StatusOr<SelectionParams> selection = ReadSelection(params);
   if (!selection.ok()) return selection.status();
   absl::StatusOr<uint64_t> rows = params.Uint("rows", peel ? 4 : 5, peel ? 2 : 1, kMaxSketchRows);
@@ -162,8 +193,14 @@ absl::StatusOr<std::unique_ptr<Compressor>> MakeCountSketchCompressor(ParamReade
   if (!cols.ok()) return cols.status();
   absl::StatusOr<uint64_t> seed = params.Uint("seed", 1, 0, UINT64_MAX);
   if (!seed.ok()) return seed.status();
-  return std::unique_ptr<Compressor>(new CountSketchCompressor(
-      peel, *selection, static_cast<uint32_t>(*rows), *width, static_cast<uint32_t>(*cols), *seed));
+  if (params.Has("momentum") && method != Method::kFetchSgd) {
+    return absl::InvalidArgumentError("count_sketch: momentum is a parameter of method=fetchsgd");
+  }
+  absl::StatusOr<double> momentum = params.Double("momentum", 0.9, 0.0, 0.999999);
+  if (!momentum.ok()) return momentum.status();
+  return std::unique_ptr<Compressor>(new CountSketchCompressor(method, *selection, static_cast<uint32_t>(*rows),
+                                                               *width, static_cast<uint32_t>(*cols), *seed,
+                                                               static_cast<float>(*momentum)));
 }
 
 }  // namespace sketchfuse
