@@ -62,7 +62,9 @@ struct TrainerConfig {
   std::string worker_id;
   // The accuracy curve: test accuracy on the first `eval_examples` test
   // examples (the whole test set if fewer) after every `eval_every` steps and
-  // after the last one. 0: no curve.
+  // after the last one. Every worker evaluates at the same steps (they hold
+  // the same model), so no worker's step waits for another's evaluation.
+  // 0: no curve.
   int eval_every = 0;
   int64_t eval_examples = 2000;
   // Asked when a step fails for a reason that is not a divergence of this
