@@ -15,8 +15,9 @@
 #                            [--workload=mlp] [--epochs=2] [--train_examples=24000]
 #                            [--batch_size=32] [--out=out/cluster] [-- more worker flags]
 #
-# Workers evaluate a 2000-example test subset every 25 steps for the curves
-# (-- --eval_every=N --eval_examples=M to change it). Expects
+# Workers evaluate a fixed 2000-example test subset about 15 times per run
+# for the curves (every 25 steps in the default run; at least 5 steps apart;
+# -- --eval_every=N --eval_examples=M to change it). Expects
 # bazel-bin/server/sketchfuse_server and bazel-bin/worker/sketchfuse_worker
 # (scripts/main_job.sh builds them).
 set -euo pipefail
@@ -38,7 +39,7 @@ while [ $# -gt 0 ]; do
     --batch_size=*) batch_size="${1#*=}" ;;
     --out=*) out="${1#*=}" ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 0 ;;
     *) echo "local_cluster: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -49,6 +50,10 @@ for name in workers shards epochs train_examples batch_size; do
     echo "local_cluster: --$name must be a positive integer; got '$value'" >&2; exit 2
   fi
 done
+# The accuracy curve's cadence: about 15 points per run, at least 5 steps
+# apart (the workers' flags after -- override it).
+eval_every=$(( epochs * (train_examples / workers / batch_size) / 15 ))
+[ "$eval_every" -ge 5 ] || eval_every=5
 for binary in "$server" "$worker"; do
   [ -x "$binary" ] || { echo "local_cluster: $binary is not built (run scripts/main_job.sh)" >&2; exit 2; }
 done
@@ -155,7 +160,7 @@ for scheme in "${scheme_list[@]}"; do
   for w in $(seq 0 $((workers - 1))); do
     start "worker-$w" "$dir/worker$w.log" "$worker" --coordinator="$coordinator" --worker_id="worker-$w" \
       --token_file="$dir/token" --summary_json="$dir/summary$w.json" --report_every=25 \
-      --trace_file="$dir/trace$w.json" --eval_every=25 --eval_examples=2000 "${run_flags[@]}"
+      --trace_file="$dir/trace$w.json" --eval_every="$eval_every" --eval_examples=2000 "${run_flags[@]}"
     worker_pids+=("${pids[-1]}")
   done
   # Live progress: one bar per run from worker-0's latest report, redrawn in
@@ -213,7 +218,8 @@ for scheme in schemes:
     if diverged is not None or (accuracy is not None and accuracy < 0):
         accuracy = None  # diverged (its model is lost), or a synthetic profile (no accuracy)
     runs.append({"scheme": scheme, "compressor": s["compressor"], "final_test_accuracy": accuracy,
-                 "time_to_target_s": None, "mean_step_ms": None if s["mean_step_s"] is None else 1e3 * s["mean_step_s"],
+                 "time_to_target_s": None,
+                 "mean_step_ms": None if s["mean_step_s"] is None else round(1e3 * s["mean_step_s"], 3),
                  "bytes_sent_per_worker_per_step": s["bytes_sent_per_step"],
                  "compression_ratio": s["compression_ratio"], "wall_s": s["wall_s"], "steps": s["steps"],
                  "diverged": None if diverged is None else
@@ -312,7 +318,9 @@ elif curves or any(not r["synthetic"] for r in runs):
 print(f"\nwritten: {out}/comparison.csv, {out}/comparison.json, {out}/curves.csv")
 print(f"timelines (open in ui.perfetto.dev or chrome://tracing): " + ", ".join(f"{out}/{s}/timeline.json" for s in schemes))
 PY
-if [ "$(wc -l <"$out/curves.csv")" -le 1 ]; then
+if grep -q '"final_test_accuracy": -1\.' "$out/${scheme_list[0]}/summary0.json" 2>/dev/null; then
+  echo "(no accuracy plot: $workload is a synthetic profile, timed, not trained)"
+elif [ "$(wc -l <"$out/curves.csv")" -le 1 ]; then
   echo "(no accuracy plot: no run has a point on its accuracy curve)"
 elif command -v gnuplot >/dev/null 2>&1; then
   time_cmds="" bytes_cmds=""
