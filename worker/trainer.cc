@@ -110,7 +110,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerConfig config, A
     const State* state = trainer->state_.get();
     trainer->state_->params[i].register_hook([sink, layer, param, state](torch::Tensor grad) {
       torch::Tensor g = grad.detach().contiguous();
-      if (layer == 0 && state->current_step == state->config.inject_nan_gradient_at_step) {
+      if (layer == 0 && state->config.inject_nan_gradient_at_step >= 0 &&
+          state->current_step == state->config.inject_nan_gradient_at_step) {
         g = g.clone();
         g.view(-1)[0] = std::numeric_limits<float>::quiet_NaN();
       }
