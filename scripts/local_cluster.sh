@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
 # A local SketchFuse cluster on loopback: for each scheme, S aggregation
 # server shards (shard 0 also serves the coordinator) and W workers train the
-# Fashion-MNIST model; then a comparison table, CSV and JSON (and a PNG plot
-# of test accuracy against time and against bytes when gnuplot is installed).
+# Fashion-MNIST model; then a comparison table (with the time each run takes
+# to reach the target accuracy), CSV and JSON, the accuracy curves (and a PNG
+# plot of them against time and against bytes when gnuplot is installed).
 # Decentralized schemes start one shard only: it serves the coordinator (the
 # workers' rendezvous); no gradient goes through it. Every process is stopped
 # on exit, on Ctrl-C, or as soon as one of them fails (which is named, with
-# its log).
+# its log). A run that diverges (its workers exit with status 3) is no
+# failure: its row says where, and the other schemes still run.
 #
 #   scripts/local_cluster.sh [--workers=4] [--shards=2]
 #                            [--schemes=dense_allreduce,sketch_ps,sketch_allreduce]
 #                            [--workload=mlp] [--epochs=2] [--train_examples=24000]
 #                            [--batch_size=32] [--out=out/cluster] [-- more worker flags]
 #
-# Expects bazel-bin/server/sketchfuse_server and bazel-bin/worker/sketchfuse_worker
+# Workers evaluate a fixed 2000-example test subset about 15 times per run
+# for the curves (every 25 steps in the default run; at least 5 steps apart;
+# -- --eval_every=N --eval_examples=M to change it). Expects
+# bazel-bin/server/sketchfuse_server and bazel-bin/worker/sketchfuse_worker
 # (scripts/main_job.sh builds them).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -34,7 +39,7 @@ while [ $# -gt 0 ]; do
     --batch_size=*) batch_size="${1#*=}" ;;
     --out=*) out="${1#*=}" ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 0 ;;
     *) echo "local_cluster: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -45,6 +50,10 @@ for name in workers shards epochs train_examples batch_size; do
     echo "local_cluster: --$name must be a positive integer; got '$value'" >&2; exit 2
   fi
 done
+# The accuracy curve's cadence: about 15 points per run, at least 5 steps
+# apart (the workers' flags after -- override it).
+eval_every=$(( epochs * (train_examples / workers / batch_size) / 15 ))
+[ "$eval_every" -ge 5 ] || eval_every=5
 for binary in "$server" "$worker"; do
   [ -x "$binary" ] || { echo "local_cluster: $binary is not built (run scripts/main_job.sh)" >&2; exit 2; }
 done
@@ -66,19 +75,41 @@ start() {
   pids+=("$!"); names+=("$name|$log")
 }
 
-# Fails the run when a process has exited with an error.
+# sketchfuse_worker's exit status when its run diverged (a NaN or an
+# infinity in a loss, a gradient or an update, on it or on another worker).
+readonly diverged_status=3
+# How long the other workers of a diverged run may take to stop (they stop
+# within about a second; this only bounds a worker that does not).
+readonly diverged_grace_s=60
+diverged=""   # the current run's first "worker-N: message" line, once it diverged
+
+# Fails the launcher when a process has exited with an error. A worker that
+# exits with the divergence status marks the run diverged instead; so does a
+# worker that fails otherwise once its run has diverged (noted, not fatal).
 check_alive() {
   local i
   for i in "${!pids[@]}"; do
     local pid="${pids[$i]}"
+    [ -n "$pid" ] || continue
     if ! kill -0 "$pid" 2>/dev/null; then
       local status=0
       wait "$pid" || status=$?
-      if [ "$status" -ne 0 ]; then
-        echo "local_cluster: ${names[$i]%%|*} failed (exit $status); its log: ${names[$i]#*|}" >&2
-        tail -n 3 "${names[$i]#*|}" >&2 || true
-        exit 1
+      local name="${names[$i]%%|*}" log="${names[$i]#*|}"
+      pids[$i]=""
+      [ "$status" -eq 0 ] && continue
+      if [[ "$name" == worker-* ]] && { [ "$status" -eq "$diverged_status" ] || [ -n "$diverged" ]; }; then
+        if [ "$status" -eq "$diverged_status" ]; then
+          [ -n "$diverged" ] || diverged="$(grep -m 1 -o 'stopped: .*' "$log" | sed 's/^stopped: //')"
+          [ -n "$diverged" ] || diverged="$name diverged"
+          diverged_since=${diverged_since:-$SECONDS}
+        else
+          echo "local_cluster: $name failed (exit $status) after the run diverged; its log: $log" >&2
+        fi
+        continue
       fi
+      echo "local_cluster: $name failed (exit $status); its log: $log" >&2
+      tail -n 3 "$log" >&2 || true
+      exit 1
     fi
   done
 }
@@ -125,10 +156,11 @@ for scheme in "${scheme_list[@]}"; do
       --state_dir="$dir/state"
   done
   worker_pids=()
+  diverged="" diverged_since=""
   for w in $(seq 0 $((workers - 1))); do
     start "worker-$w" "$dir/worker$w.log" "$worker" --coordinator="$coordinator" --worker_id="worker-$w" \
       --token_file="$dir/token" --summary_json="$dir/summary$w.json" --report_every=25 \
-      --trace_file="$dir/trace$w.json" "${run_flags[@]}"
+      --trace_file="$dir/trace$w.json" --eval_every="$eval_every" --eval_examples=2000 "${run_flags[@]}"
     worker_pids+=("${pids[-1]}")
   done
   # Live progress: one bar per run from worker-0's latest report, redrawn in
@@ -138,6 +170,10 @@ for scheme in "${scheme_list[@]}"; do
     check_alive
     running=0
     for pid in "${worker_pids[@]}"; do kill -0 "$pid" 2>/dev/null && running=1; done
+    if [ -n "$diverged_since" ] && [ "$running" -eq 1 ] && [ $((SECONDS - diverged_since)) -ge "$diverged_grace_s" ]; then
+      echo "local_cluster: $scheme diverged ${diverged_grace_s} s ago and some of its workers still run; stopping them" >&2
+      running=0
+    fi
     mapfile -t reports < <(grep "^worker-0 epoch" "$dir/worker0.log" 2>/dev/null || true)
     for ((i = shown; i < ${#reports[@]}; i++)); do
       line="${reports[$i]}"
@@ -152,60 +188,154 @@ for scheme in "${scheme_list[@]}"; do
   done
   [ -t 1 ] && echo
   check_alive
+  [ -n "$diverged" ] && echo "  $scheme: diverged: $diverged"
   cleanup
 done
 
-python3 - "$out" "${scheme_list[@]}" <<'PY'
-import csv, json, sys
-out, schemes = sys.argv[1], sys.argv[2:]
-rows, curves = [], []
+python3 - "$out" "$workers" "${scheme_list[@]}" <<'PY'
+import csv, json, os, sys
+out, workers, schemes = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+
+def summaries(scheme):
+    """Every worker's summary of a run that wrote one, worker-0's first."""
+    found = []
+    for w in range(workers):
+        path = f"{out}/{scheme}/summary{w}.json"
+        if os.path.exists(path):
+            with open(path) as f:
+                found.append(json.load(f))
+    return found
+
+runs, curves = [], []
 for scheme in schemes:
-    s = json.load(open(f"{out}/{scheme}/summary0.json"))
-    rows.append({"scheme": scheme, "compressor": s["compressor"], "final_test_accuracy": s["final_test_accuracy"],
-                 "mean_step_ms": 1e3 * s["mean_step_s"], "bytes_sent_per_worker_per_step": s["bytes_sent_per_step"],
-                 "compression_ratio": s["compression_ratio"], "wall_s": s["wall_s"], "steps": s["steps"]})
-    for e in s["epochs"]:
-        curves.append({"scheme": scheme, "epoch": e["epoch"], "elapsed_s": e["elapsed_s"],
-                       "test_accuracy": e["test_accuracy"],
-                       "bytes_sent_per_worker": e["step"] * s["bytes_sent_per_step"]})
+    found = summaries(scheme)
+    if not found:
+        sys.exit(f"local_cluster: {scheme} left no summary (see {out}/{scheme}/worker*.log)")
+    s = found[0]
+    # The divergence that stopped the run, as the first worker that wrote one saw it.
+    diverged = next((x["diverged"] for x in found if x.get("diverged")), None)
+    accuracy = s["final_test_accuracy"]
+    if diverged is not None or (accuracy is not None and accuracy < 0):
+        accuracy = None  # diverged (its model is lost), or a synthetic profile (no accuracy)
+    runs.append({"scheme": scheme, "compressor": s["compressor"], "final_test_accuracy": accuracy,
+                 "time_to_target_s": None,
+                 "mean_step_ms": None if s["mean_step_s"] is None else round(1e3 * s["mean_step_s"], 3),
+                 "bytes_sent_per_worker_per_step": s["bytes_sent_per_step"],
+                 "compression_ratio": s["compression_ratio"], "wall_s": s["wall_s"], "steps": s["steps"],
+                 "diverged": None if diverged is None else
+                     {k: diverged[k] for k in ("step", "group", "worker", "what", "message")},
+                 "synthetic": s["final_test_accuracy"] is not None and s["final_test_accuracy"] < 0})
+    for c in s.get("curve", []):
+        curves.append({"scheme": scheme, "step": c["step"], "elapsed_s": c["elapsed_s"],
+                       "test_accuracy": c["test_accuracy"], "bytes_sent_per_worker": c["bytes_sent"]})
+
+# The target: dense_allreduce's final accuracy on the curve (its last point,
+# on the same test subset as every curve) minus one point; without a usable
+# dense_allreduce run, the best final curve accuracy among the runs.
+def final_on_curve(scheme):
+    points = [c for c in curves if c["scheme"] == scheme and c["test_accuracy"] is not None]
+    return points[-1]["test_accuracy"] if points else None
+
+healthy = [r for r in runs if r["diverged"] is None and final_on_curve(r["scheme"]) is not None]
+target, basis = None, ""
+dense = next((r for r in healthy if r["scheme"] == "dense_allreduce"), None)
+if dense is not None:
+    target = final_on_curve("dense_allreduce") - 0.01
+    basis = f"dense_allreduce's final accuracy on the curve ({100 * (target + 0.01):.2f}%) minus one point"
+elif healthy:
+    best = max(healthy, key=lambda r: final_on_curve(r["scheme"]))
+    target = final_on_curve(best["scheme"]) - 0.01
+    why = "diverged" if "dense_allreduce" in schemes else "was not run"
+    basis = (f"dense_allreduce {why}: the best final accuracy on the curves ({best['scheme']}, "
+             f"{100 * (target + 0.01):.2f}%) minus one point")
+for r in runs:
+    if target is None:
+        continue
+    reached = [c for c in curves if c["scheme"] == r["scheme"] and c["test_accuracy"] is not None
+               and c["test_accuracy"] >= target]
+    r["time_to_target_s"] = reached[0]["elapsed_s"] if reached else None
+    r["reached_target"] = bool(reached)
+
+fields = ["scheme", "compressor", "final_test_accuracy", "time_to_target_s", "mean_step_ms",
+          "bytes_sent_per_worker_per_step", "compression_ratio", "wall_s", "steps",
+          "diverged_step", "diverged_group", "diverged_worker", "diverged_what"]
 with open(f"{out}/comparison.csv", "w", newline="") as f:
-    w = csv.DictWriter(f, fieldnames=list(rows[0])); w.writeheader(); w.writerows(rows)
+    w = csv.DictWriter(f, fieldnames=fields)  # null: an empty field
+    w.writeheader()
+    for r in runs:
+        d = r["diverged"] or {}
+        w.writerow({**{k: r[k] for k in fields if k in r}, **{f"diverged_{k}": d.get(k) for k in
+                                                              ("step", "group", "worker", "what")}})
 with open(f"{out}/curves.csv", "w", newline="") as f:
-    w = csv.DictWriter(f, fieldnames=list(curves[0])); w.writeheader(); w.writerows(curves)
-json.dump({"runs": rows, "curves": curves}, open(f"{out}/comparison.json", "w"), indent=2)
+    w = csv.DictWriter(f, fieldnames=["scheme", "step", "elapsed_s", "test_accuracy", "bytes_sent_per_worker"])
+    w.writeheader(); w.writerows(curves)
+json.dump({"target": None if target is None else {"test_accuracy": target, "basis": basis},
+           "runs": [{k: v for k, v in r.items() if k not in ("synthetic", "reached_target")} for r in runs],
+           "curves": curves}, open(f"{out}/comparison.json", "w"), indent=2)
 # One timeline per run: every worker's trace events in one Chrome trace file.
 for scheme in schemes:
     events = []
-    for w in range(1024):
+    for w in range(workers):
         try:
             events += json.load(open(f"{out}/{scheme}/trace{w}.json"))["traceEvents"]
-        except FileNotFoundError:
-            break
+        except (FileNotFoundError, json.JSONDecodeError):
+            continue  # a worker that stopped before writing it
     json.dump({"displayTimeUnit": "ms", "traceEvents": events}, open(f"{out}/{scheme}/timeline.json", "w"))
-print(f"\n{'scheme':<20} {'accuracy':>9} {'step ms':>8} {'KiB/step/worker':>16} {'ratio':>7} {'wall s':>7}")
-for r in rows:
-    accuracy = f"{100*r['final_test_accuracy']:>8.2f}%" if r['final_test_accuracy'] >= 0 else f"{'-':>9}"
-    print(f"{r['scheme']:<20} {accuracy} {r['mean_step_ms']:>8.1f} "
-          f"{r['bytes_sent_per_worker_per_step']/1024:>16.1f} {r['compression_ratio']:>6.1f}x {r['wall_s']:>7.1f}")
+
+def number(value, fmt, width):
+    return f"{'-':>{width}}" if value is None else f"{value:>{width}{fmt}}"
+
+print(f"\n{'scheme':<20} {'accuracy':>9} {'to target':>10} {'step ms':>8} {'KiB/step/worker':>16} {'ratio':>7} "
+      f"{'wall s':>7}")
+for r in runs:
+    if r["diverged"] is not None:
+        accuracy = f"{'diverged':>9}"
+    elif r["final_test_accuracy"] is None:
+        accuracy = f"{'-':>9}"
+    else:
+        accuracy = f"{100 * r['final_test_accuracy']:>8.2f}%"
+    if target is None:
+        to_target = f"{'-':>10}"
+    elif r["time_to_target_s"] is None:
+        to_target = f"{'never':>10}"
+    else:
+        to_target = f"{r['time_to_target_s']:>9.1f}s"
+    bytes_kib = None if r["bytes_sent_per_worker_per_step"] is None else r["bytes_sent_per_worker_per_step"] / 1024
+    ratio = "      -" if r["compression_ratio"] is None else f"{r['compression_ratio']:>6.1f}x"
+    line = (f"{r['scheme']:<20} {accuracy} {to_target} {number(r['mean_step_ms'], '.1f', 8)} "
+            f"{number(bytes_kib, '.1f', 16)} {ratio} {number(r['wall_s'], '.1f', 7)}")
+    if r["diverged"] is not None:
+        d = r["diverged"]
+        where = "the loss" if d["group"] is None else f"group {d['group']}'s {d['what']}"
+        line += f"  diverged at step {d['step']} ({d['worker']}: {where})"
+    print(line)
 print("(ratio: the dense gradient's bytes over the bytes a worker sends; a ring allreduce sends 2(W-1)/W of its data)")
+if target is not None:
+    print(f"(to target: wall seconds until the run's curve first reaches {100 * target:.2f}%: {basis}; "
+          "curves are test accuracy on a fixed test subset, evaluated every few steps)")
+elif curves or any(not r["synthetic"] for r in runs):
+    print("(to target: no run that finished has an accuracy curve to set the target by; see --eval_every)")
 print(f"\nwritten: {out}/comparison.csv, {out}/comparison.json, {out}/curves.csv")
 print(f"timelines (open in ui.perfetto.dev or chrome://tracing): " + ", ".join(f"{out}/{s}/timeline.json" for s in schemes))
 PY
-if grep -q '"final_test_accuracy": -1\.' "$out/${scheme_list[0]}/summary0.json"; then
+if grep -q '"final_test_accuracy": -1\.' "$out/${scheme_list[0]}/summary0.json" 2>/dev/null; then
   echo "(no accuracy plot: $workload is a synthetic profile, timed, not trained)"
+elif [ "$(wc -l <"$out/curves.csv")" -le 1 ]; then
+  echo "(no accuracy plot: no run has a point on its accuracy curve)"
 elif command -v gnuplot >/dev/null 2>&1; then
   time_cmds="" bytes_cmds=""
   for scheme in "${scheme_list[@]}"; do
-    grep "^$scheme," "$out/curves.csv" | tr ',' ' ' >"$out/$scheme/curve.dat"
-    time_cmds+="'$out/$scheme/curve.dat' using 3:(100*\$4) with linespoints title '$scheme',"
-    bytes_cmds+="'$out/$scheme/curve.dat' using (\$5/1048576):(100*\$4) with linespoints title '$scheme',"
+    grep "^$scheme," "$out/curves.csv" | tr ',' ' ' >"$out/$scheme/curve.dat" || true
+    [ -s "$out/$scheme/curve.dat" ] || continue
+    time_cmds+="'$out/$scheme/curve.dat' using 3:(100*\$4) with linespoints pointsize 0.6 title '$scheme',"
+    bytes_cmds+="'$out/$scheme/curve.dat' using (\$5/1048576):(100*\$4) with linespoints pointsize 0.6 title '$scheme',"
   done
   gnuplot -e "set terminal png size 1200,500; set output '$out/accuracy_vs_time.png'; \
     set termoption noenhanced; set multiplot layout 1,2 title 'Fashion-MNIST $workload, $workers workers'; \
-    set ylabel 'test accuracy (%)'; set key bottom right; \
+    set ylabel 'test accuracy (%, fixed test subset)'; set key bottom right; \
     set xlabel 'wall time (s)'; plot ${time_cmds%,}; \
     set xlabel 'MiB sent per worker'; set logscale x; plot ${bytes_cmds%,}; unset multiplot"
-  echo "plot: $out/accuracy_vs_time.png (test accuracy against time and against bytes sent)"
+  echo "plot: $out/accuracy_vs_time.png (each run's accuracy curve against time and against bytes sent per worker)"
 else
   echo "(no plot: gnuplot is not installed; scripts/setup.sh --bench installs it)"
 fi

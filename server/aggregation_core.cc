@@ -104,6 +104,15 @@ absl::Status AggregationCore::ValidatePush(const RoundKey& key, uint32_t worker,
   }
   absl::Status valid = ValidatePayload(payload);
   if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat("payload: ", valid.message()));
+  // A NaN or infinity would poison the sum of every honest worker's payload
+  // (the worker diverged or its encoding overflowed): refused before the
+  // round sees it.
+  if (const std::optional<size_t> bad = FirstNonFinite(payload.values); bad.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "payload of group ", key.group, " from worker ", worker, " has a non-finite value: values[", *bad,
+        "] = ", payload.values[*bad],
+        payload.kind == PayloadKind::kSparse ? absl::StrCat(" (coordinate ", payload.indices[*bad], ")") : ""));
+  }
   const GroupSpec& spec = it->second->spec;
   if (payload.dim != spec.dim) {
     return absl::InvalidArgumentError(absl::StrCat("payload dim ", payload.dim, " does not match group ",

@@ -10,8 +10,9 @@
 //     with the round's result, or with an error status.
 //   - Requests are validated before they touch state. A bad request (wrong
 //     job, a group this shard does not own, worker id out of range, a payload
-//     that is malformed or does not fit the group) is refused with a status
-//     that names the problem, and changes nothing.
+//     that is malformed, holds a NaN or an infinity, or does not fit the
+//     group) is refused with a status that names the problem, and changes
+//     nothing: the round goes on for the other workers.
 //   - Pushes are idempotent per (round, worker). A repeated push while the
 //     round is open waits for the same result and is not added twice. A push
 //     for a round that already finished gets the kept answer again; the last

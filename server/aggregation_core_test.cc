@@ -7,11 +7,13 @@
 #include <algorithm>
 
 #include <atomic>
+#include <limits>
 #include <random>
 #include <thread>
 #include <vector>
 
 #include <mutex>
+#include "absl/strings/str_cat.h"
 #include "common/compressor_registry.h"
 #include "common/fetchsgd_state.h"
 #include "common/test_vectors.h"
@@ -282,6 +284,48 @@ TEST(AggregationCoreTest, BadRequestsAreRefusedByNameAndChangeNothing) {
   core->Push({"job", 0, 0}, 0, good, kT0, a.Callback());
   core->Push({"job", 0, 0}, 1, good, kT0, b.Callback());
   ASSERT_TRUE(b.result.ok());
+  for (size_t i = 0; i < 100; ++i) EXPECT_EQ(b.result->update->values[i], 2 * good.values[i]);
+}
+
+TEST(AggregationCoreTest, NonFinitePayloadsAreRefusedNamingGroupAndIndexAndTheRoundGoesOn) {
+  const std::string sketch = "count_sketch:k=10";
+  auto core = MakeCore(2, {{0, 100, "dense"}, {4, 1000, sketch}, {7, 1000, "topk:k=5"}});
+  const float kNaN = std::numeric_limits<float>::quiet_NaN(), kInf = std::numeric_limits<float>::infinity();
+  auto refused = [&](RoundKey key, Payload p, absl::string_view needle) {
+    Answer a;
+    core->Push(key, 1, std::move(p), kT0, a.Callback());
+    ASSERT_TRUE(a.called);
+    EXPECT_EQ(a.result.status().code(), absl::StatusCode::kInvalidArgument) << a.result.status();
+    EXPECT_NE(a.result.status().message().find(needle), std::string::npos) << a.result.status();
+  };
+  const Payload good = Encode("dense", GaussianVector(100, 1));
+  Payload dense = good;
+  dense.values[37] = kNaN;
+  dense.values[80] = kInf;
+  refused({"job", 0, 0}, dense, "payload of group 0 from worker 1 has a non-finite value: values[37] = nan");
+  Payload table = Encode(sketch, GaussianVector(1000, 2));
+  table.values[5] = -kInf;
+  refused({"job", 0, 4}, table, "group 4 from worker 1 has a non-finite value: values[5] = -inf");
+  Payload sparse = Encode("topk:k=5", GaussianVector(1000, 3));
+  sparse.values[2] = kInf;
+  refused({"job", 0, 7}, sparse,
+          absl::StrCat("group 7 from worker 1 has a non-finite value: values[2] = inf (coordinate ",
+                       sparse.indices[2], ")"));
+
+  // The refusals changed nothing: worker 1 was not counted in any round, and
+  // the round completes with the honest payloads, worker 1's included once it
+  // sends a finite one.
+  EXPECT_EQ(core->stats().pushes, 0u);
+  EXPECT_EQ(core->stats().rounds_open, 0u);
+  Answer a, b;
+  core->Push({"job", 0, 0}, 0, good, kT0, a.Callback());
+  refused({"job", 0, 0}, dense, "values[37]");
+  EXPECT_FALSE(a.called);
+  EXPECT_EQ(core->stats().pushes, 1u);
+  core->Push({"job", 0, 0}, 1, good, kT0, b.Callback());
+  ASSERT_TRUE(a.result.ok()) << a.result.status();
+  ASSERT_TRUE(b.result.ok()) << b.result.status();
+  EXPECT_EQ(b.result->contributors, 2u);
   for (size_t i = 0; i < 100; ++i) EXPECT_EQ(b.result->update->values[i], 2 * good.values[i]);
 }
 

@@ -4,6 +4,7 @@
 #include "server/aggregator_service.h"
 
 #include <future>
+#include <limits>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -135,6 +136,12 @@ TEST_F(AggregatorServiceTest, RefusesBadRequestsWithTheRightCodeAndStaysUsable) 
             grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(Push(*stub, Request(0, 0, 0, Dense(1, 999)), &reply).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
+  // A diverged worker's payload: refused by name through the wire too.
+  s = Push(*stub, Request(0, 0, 1, Dense(std::numeric_limits<float>::quiet_NaN())), &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("payload of group 0 from worker 1 has a non-finite value: values[0] = nan"),
+            std::string::npos)
+      << s.error_message();
   // Bytes that are no PushRequest at all: a payload field cut short.
   {
     grpc::GenericStub raw(grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),

@@ -10,6 +10,11 @@
 // With --write_job_config=FILE it only writes the job configuration the
 // servers need for this run (the fusion plan over the model's layers) and
 // exits: the launcher runs it once before starting the servers.
+//
+// Exit status: 0 when the run is done, 2 on an error, 3 (kExitDiverged) when
+// the run diverged, on this worker or on another (worker/divergence.h).
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -24,6 +29,8 @@
 #include "worker/collective/collective_factory.h"
 #include "worker/collective_scheme.h"
 #include "worker/coordinator_client.h"
+#include "worker/divergence.h"
+#include "worker/divergence_notice.h"
 #include "worker/gpu/device_memory.h"
 #include "worker/group_compressors.h"
 #include "worker/hybrid_scheme.h"
@@ -92,7 +99,13 @@ ABSL_FLAG(int, checkpoint_every, 4,
           "Steps between checkpoints (1 to the job's finished_rounds_kept, so a resumed worker can "
           "replay the steps it lost).");
 ABSL_FLAG(int, report_every, 50, "A progress line every this many steps (0: only per epoch).");
-ABSL_FLAG(std::string, summary_json, "", "Write the JSON summary here too (it is always printed).");
+ABSL_FLAG(std::string, summary_json, "",
+          "Write the JSON summary here too (it is always printed; also when the run diverged).");
+ABSL_FLAG(int, eval_every, 0,
+          "mlp and cnn: evaluate test accuracy on a fixed subset of the test set (its first --eval_examples "
+          "examples) every this many steps and after the last one: the accuracy curve of the summary (step, "
+          "elapsed seconds, accuracy, bytes sent so far). Not counted in step times; in the wall time. 0: no curve.");
+ABSL_FLAG(int, eval_examples, 2000, "Test examples of the accuracy curve (>= 1; the first ones of the test set).");
 ABSL_FLAG(std::string, trace_file, "",
           "Write a per-step timeline here (Chrome trace JSON: open in ui.perfetto.dev or chrome://tracing): "
           "the backward pass, and each group's compress, push or communicate, wait and decode.");
@@ -113,6 +126,9 @@ ABSL_FLAG(int, push_attempts, 5,
 ABSL_FLAG(std::string, inject_faults, "",
           "Tests only: faults the centralized route injects into its own pushes, each retried like a real one, "
           "e.g. fail_before_send=0.05,drop_reply=0.05,delay=0.05:20ms,seed=1 (worker/transport_faults.h).");
+ABSL_FLAG(int64_t, inject_nan_gradient_at_step, -1,
+          "Tests only: mlp and cnn: in this step this worker's first gradient of the backward pass gets a NaN, as "
+          "if its backward pass had overflowed (the run then diverges; see the exit status). -1: never.");
 ABSL_FLAG(int, threads, 1, "LibTorch intra-op threads.");
 ABSL_FLAG(std::string, write_job_config, "",
           "Write the job configuration for this run to this file (JSON) and exit.");
@@ -121,6 +137,12 @@ ABSL_FLAG(bool, print_route, false,
           "Print the route of --scheme (centralized, decentralized or hybrid) and exit (for launchers).");
 
 namespace {
+
+// The exit status of a worker whose run diverged (its own divergence, or one
+// another worker announced); launchers tell it from a crash (2).
+constexpr int kExitDiverged = 3;
+// How often a worker looks for another worker's divergence notice.
+constexpr absl::Duration kDivergencePoll = absl::Seconds(1);
 
 int Fail(const absl::Status& status) {
   std::cerr << "sketchfuse_worker: error: " << status.message() << std::endl;
@@ -194,28 +216,28 @@ absl::StatusOr<sketchfuse::v1::RunConfig> RunFromFlags() {
   return run;
 }
 
-std::string SummaryJson(const std::string& worker_id, uint32_t rank, const sketchfuse::v1::RunConfig& run,
-                        const sketchfuse::TrainingSummary& summary) {
-  std::string epochs;
-  for (const sketchfuse::Progress& p : summary.epochs) {
-    absl::StrAppend(&epochs, epochs.empty() ? "" : ", ",
-                    absl::StrFormat("{\"epoch\": %d, \"step\": %d, \"train_loss\": %.6f, \"test_loss\": %.6f, "
-                                    "\"test_accuracy\": %.6f, \"elapsed_s\": %.3f}",
-                                    p.epoch, p.step, p.train_loss, p.test_loss, p.test_accuracy,
-                                    p.elapsed_seconds));
-  }
-  return absl::StrFormat(
-      "{\"worker\": \"%s\", \"rank\": %d, \"workload\": \"%s\", \"scheme\": \"%s\", \"compressor\": \"%s\", "
-      "\"fusion\": \"%s\", \"run\": \"%s\", \"steps\": %d, \"resumed_from_step\": %d, "
-      "\"final_test_accuracy\": %.6f, \"wall_s\": %.3f, \"mean_step_s\": %.6f, \"bytes_sent_per_step\": %.1f, "
-      "\"compression_ratio\": %.3f, \"collective_steps\": %d, \"steady_steps\": %d, \"median_step_s\": %.6f, "
-      "\"phases_s\": {\"backward\": %.6f, \"compress\": %.6f, \"communicate\": %.6f, \"decode\": %.6f}, "
-      "\"epochs\": [%s]}",
-      worker_id, rank, run.workload(), run.scheme(), run.compressor(), run.fusion(),
-      sketchfuse::RunFingerprint(run), summary.steps, summary.resumed_from_step, summary.final_test_accuracy,
-      summary.wall_seconds, summary.mean_step_seconds, summary.bytes_sent_per_step, summary.compression_ratio,
-      summary.collective_steps, summary.steady_steps, summary.median_step_seconds, summary.mean_phases.backward,
-      summary.mean_phases.compress, summary.mean_phases.communicate, summary.mean_phases.decode, epochs);
+sketchfuse::SummaryHeader HeaderOf(const std::string& worker_id, uint32_t rank,
+                                   const sketchfuse::v1::RunConfig& run) {
+  sketchfuse::SummaryHeader header;
+  header.worker = worker_id;
+  header.rank = rank;
+  header.workload = run.workload();
+  header.scheme = run.scheme();
+  header.compressor = run.compressor();
+  header.fusion = run.fusion();
+  header.run = sketchfuse::RunFingerprint(run);
+  return header;
+}
+
+// Prints the summary and writes it to --summary_json; false if it cannot be
+// written.
+bool WriteSummary(const std::string& json) {
+  std::cout << "summary " << json << std::endl;
+  if (absl::GetFlag(FLAGS_summary_json).empty()) return true;
+  std::ofstream out(absl::GetFlag(FLAGS_summary_json));
+  out << json << "\n";
+  out.close();
+  return static_cast<bool>(out);
 }
 
 }  // namespace
@@ -227,6 +249,11 @@ int main(int argc, char** argv) {
       "fused, compressed gradients through the job's servers or among the workers.\n"
       "Usage: sketchfuse_worker --coordinator=HOST:PORT --worker_id=ID --world_size=W [--scheme=sketch_ps]\n"
       "       sketchfuse_worker --write_job_config=job.json --world_size=W [run flags]\n"
+      "Exit status: 0 done; 2 error; 3 the run diverged. A NaN or infinity in a step's loss, a group's fused\n"
+      "gradient or its aggregated update stops the worker at that step; it announces the divergence through the\n"
+      "coordinator, and every other worker of the job stops within about a second (at most its collective\n"
+      "timeout or push deadline if the coordinator cannot be reached). Each writes its summary, whose\n"
+      "\"diverged\" names the step, the group and the worker, and exits with 3.\n"
       "Schemes:\n",
       sketchfuse::SchemesHelp()));
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
@@ -279,6 +306,11 @@ int main(int argc, char** argv) {
   if (metrics_port < -1 || metrics_port > 65535) {
     return Fail(absl::InvalidArgumentError(
         absl::StrCat("--metrics_port must be -1 (off) or in [0, 65535]; got ", metrics_port)));
+  }
+  if (absl::GetFlag(FLAGS_eval_every) < 0 || absl::GetFlag(FLAGS_eval_examples) < 1) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--eval_every must be >= 0 and --eval_examples >= 1; got ",
+                                                        absl::GetFlag(FLAGS_eval_every), " and ",
+                                                        absl::GetFlag(FLAGS_eval_examples))));
   }
   if (absl::GetFlag(FLAGS_trace_steps) < 1) {
     return Fail(absl::InvalidArgumentError(
@@ -372,8 +404,17 @@ int main(int argc, char** argv) {
     scheme = *std::move(both);
   }
 
+  // A divergence anywhere stops the whole job: the worker that sees it posts
+  // this run's notice; every worker watches for it (below) and, when a step
+  // fails because a peer left, asks whether that peer diverged.
+  sketchfuse::DivergenceNotice notice(&coordinator, absl::StrCat("diverged/", joined->fingerprint()));
   sketchfuse::TrainerConfig config;
   config.joined = *joined;
+  config.worker_id = worker_id;
+  config.eval_every = absl::GetFlag(FLAGS_eval_every);
+  config.eval_examples = absl::GetFlag(FLAGS_eval_examples);
+  config.posted_divergence = [&notice] { return notice.Check(); };
+  config.inject_nan_gradient_at_step = absl::GetFlag(FLAGS_inject_nan_gradient_at_step);
   config.data_dir = absl::GetFlag(FLAGS_data_dir);
   if (!absl::GetFlag(FLAGS_checkpoint_dir).empty()) {
     config.checkpoint_path = absl::StrCat(absl::GetFlag(FLAGS_checkpoint_dir), "/", worker_id, ".ckpt");
@@ -410,6 +451,20 @@ int main(int argc, char** argv) {
     run_workload = [&](const auto& progress) { return trainer->Run(progress); };
   }
 
+  // Another worker's divergence stops this one's training at its current
+  // step, without waiting for exchanges that wait on the worker that left.
+  // Declared after the trainer, so it ends before the trainer is destroyed.
+  std::unique_ptr<sketchfuse::DivergenceNotice> watch;
+  if (trainer != nullptr) {
+    watch = std::make_unique<sketchfuse::DivergenceNotice>(&coordinator,
+                                                           absl::StrCat("diverged/", joined->fingerprint()));
+    sketchfuse::Trainer* stoppable = trainer.get();
+    watch->Watch(kDivergencePoll, [stoppable, worker_id](const sketchfuse::Divergence& d) {
+      if (d.worker == worker_id) return;  // its own, posted as it stops
+      std::cerr << "sketchfuse_worker: " << worker_id << " stops: " << d.Describe() << std::endl;
+      stoppable->Abort(sketchfuse::DivergenceError(d));
+    });
+  }
   const int64_t total = static_cast<int64_t>(run->steps_per_epoch()) * run->epochs();
   absl::StatusOr<sketchfuse::TrainingSummary> summary = run_workload([&](const sketchfuse::Progress& p) {
     std::string line = absl::StrFormat(
@@ -421,7 +476,29 @@ int main(int argc, char** argv) {
     std::cout << line << std::endl;
     if (metrics != nullptr) metrics->OnProgress(p);
   });
+  watch.reset();
   if (!summary.ok()) return Fail(summary.status());
+  if (summary->diverged.has_value()) {
+    // Announce it first (the others stop sooner), then the summary; then exit
+    // at once: exchanges of the last step may still wait on a worker that
+    // left, and destroying the pipeline and the transport would wait for
+    // them up to their deadlines.
+    const sketchfuse::Divergence& d = *summary->diverged;
+    if (d.worker == worker_id) {
+      if (absl::Status posted = notice.Post(d); !posted.ok()) {
+        std::cerr << "sketchfuse_worker: " << worker_id << " could not announce its divergence to the job: "
+                  << posted.message() << std::endl;
+      }
+    }
+    std::cerr << "sketchfuse_worker: " << worker_id << " stopped: " << d.Describe() << std::endl;
+    if (!WriteSummary(SummaryJson(HeaderOf(worker_id, joined->rank(), *run), *summary))) {
+      std::cerr << "sketchfuse_worker: error: cannot write --summary_json" << std::endl;
+    }
+    std::cout.flush();
+    std::cerr.flush();
+    std::fflush(nullptr);
+    std::_Exit(kExitDiverged);
+  }
   if (transport != nullptr && (policy.inject.any() || transport->retries() > 0)) {
     std::cout << "sketchfuse_worker: " << worker_id << " injected " << transport->injected_faults()
               << " transport faults; " << transport->retries() << " push attempts retried" << std::endl;
@@ -433,12 +510,8 @@ int main(int argc, char** argv) {
     std::cout << "sketchfuse_worker: " << worker_id << " joined the restarted coordinator again ("
               << coordinator.rejoins() << " times)" << std::endl;
   }
-  const std::string json = SummaryJson(worker_id, joined->rank(), *run, *summary);
-  std::cout << "summary " << json << std::endl;
-  if (!absl::GetFlag(FLAGS_summary_json).empty()) {
-    std::ofstream out(absl::GetFlag(FLAGS_summary_json));
-    out << json << "\n";
-    if (!out) return Fail(absl::PermissionDeniedError("cannot write --summary_json"));
+  if (!WriteSummary(SummaryJson(HeaderOf(worker_id, joined->rank(), *run), *summary))) {
+    return Fail(absl::PermissionDeniedError("cannot write --summary_json"));
   }
   return 0;
 }

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "worker/divergence.h"
 
 namespace sketchfuse {
 
@@ -23,7 +24,8 @@ const char* PipelineEventName(PipelineEvent::Kind kind) {
 absl::StatusOr<std::unique_ptr<StepPipeline>> StepPipeline::Create(std::vector<int64_t> layer_sizes,
                                                                    std::vector<GroupLayout> groups,
                                                                    AggregationScheme* scheme,
-                                                                   const BufferFactory& make_buffers) {
+                                                                   const BufferFactory& make_buffers,
+                                                                   bool check_gradients) {
   if (scheme == nullptr) return absl::InvalidArgumentError("no aggregation scheme");
   int next = 0;
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -56,15 +58,17 @@ absl::StatusOr<std::unique_ptr<StepPipeline>> StepPipeline::Create(std::vector<i
     buffers = MakeHostFusionBuffers(group_sizes);
   }
   return std::unique_ptr<StepPipeline>(new StepPipeline(std::move(layer_sizes), std::move(groups), scheme,
-                                                        std::move(group_sizes), std::move(buffers)));
+                                                        std::move(group_sizes), std::move(buffers),
+                                                        check_gradients));
 }
 
 StepPipeline::StepPipeline(std::vector<int64_t> layer_sizes, std::vector<GroupLayout> groups,
                            AggregationScheme* scheme, std::vector<int64_t> group_sizes,
-                           std::unique_ptr<FusionBuffers> buffers)
+                           std::unique_ptr<FusionBuffers> buffers, bool check_gradients)
     : layer_sizes_(std::move(layer_sizes)),
       groups_(std::move(groups)),
       scheme_(scheme),
+      check_gradients_(check_gradients),
       group_sizes_(std::move(group_sizes)),
       buffers_(std::move(buffers)) {
   layer_offsets_.resize(layer_sizes_.size());
@@ -139,6 +143,8 @@ absl::Status StepPipeline::AddLayerGradient(int layer, GradientView grad) {
         absl::StrCat("layer ", layer, " has ", layer_sizes_[layer], " elements; got a gradient of ", grad.size()));
   }
   std::lock_guard<std::mutex> lock(mu_);
+  // An in-flight exchange of an aborted step may still read the buffers.
+  if (!aborted_.ok()) return aborted_;
   if (error.ok() && layer_seen_[layer]) {
     error = absl::InvalidArgumentError(absl::StrCat("layer ", layer, "'s gradient was given twice in step ", step_));
   }
@@ -185,7 +191,23 @@ void StepPipeline::MarkBackwardEnd() {
 }
 
 bool StepPipeline::HasGroupToExchangeLocked() const {
-  return next_to_exchange_ < static_cast<int>(groups_.size()) && ready_[next_to_exchange_];
+  return aborted_.ok() && next_to_exchange_ < static_cast<int>(groups_.size()) && ready_[next_to_exchange_];
+}
+
+void StepPipeline::AbortLocked(const absl::Status& why) {
+  if (!aborted_.ok()) return;
+  aborted_ = why.ok() ? absl::AbortedError("the pipeline was aborted") : why;
+  changed_.notify_all();
+}
+
+void StepPipeline::Abort(const absl::Status& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  AbortLocked(why);
+}
+
+absl::Status StepPipeline::aborted() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return aborted_;
 }
 
 void StepPipeline::CommunicationLoop() {
@@ -196,9 +218,26 @@ void StepPipeline::CommunicationLoop() {
     const int g = next_to_exchange_++;
     ++exchanges_in_flight_;
     const uint64_t step = step_;
+    lock.unlock();
+    // The group is sealed: nothing writes its buffer until the next step.
+    const GradientView grad = buffers_->Get(g);
+    const absl::Status finite = !check_gradients_ || grad.on_device()
+                                    ? absl::OkStatus()
+                                    : CheckFiniteValues("gradient", static_cast<int64_t>(step), g, grad.host());
+    if (!finite.ok()) {
+      // Never exchanged: the peers learn of it through the job (a notice, or
+      // this worker leaving), not through a poisoned sum.
+      lock.lock();
+      results_[g] = finite;
+      if (step_error_.ok()) step_error_ = finite;
+      --exchanges_in_flight_;
+      AbortLocked(finite);
+      continue;
+    }
+    lock.lock();
     RecordLocked(PipelineEvent::Kind::kExchangeStart, g);
     lock.unlock();
-    scheme_->Exchange(step, g, buffers_->Get(g), parameter_buffers_[g], [this, g](absl::StatusOr<ExchangeResult> result) {
+    scheme_->Exchange(step, g, grad, parameter_buffers_[g], [this, g](absl::StatusOr<ExchangeResult> result) {
       std::lock_guard<std::mutex> done_lock(mu_);
       RecordLocked(PipelineEvent::Kind::kUpdateReceived, g);
       results_[g] = std::move(result);
@@ -213,6 +252,7 @@ void StepPipeline::CommunicationLoop() {
 absl::StatusOr<std::vector<Update>> StepPipeline::FinishStep(absl::Duration timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   auto all_done = [this] {
+    if (!aborted_.ok()) return true;
     if (!step_error_.ok()) return exchanges_in_flight_ == 0 && !HasGroupToExchangeLocked();
     for (const auto& result : results_) {
       if (!result.has_value()) return false;
@@ -230,6 +270,7 @@ absl::StatusOr<std::vector<Update>> StepPipeline::FinishStep(absl::Duration time
         absl::StrCat("step ", step_, " did not finish in ", absl::FormatDuration(timeout), "; groups: ",
                      absl::StrJoin(missing, ", ")));
   }
+  if (!aborted_.ok()) return aborted_;
   if (!step_error_.ok()) return step_error_;
   // Every group is in: the scheme may repair failed groups (the hybrid redoes
   // them on the other route). The communication thread is idle meanwhile.

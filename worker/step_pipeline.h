@@ -11,8 +11,14 @@
 // Layers are numbered in backward order (layer 0 is the first whose gradient
 // is ready), and the groups of the plan are contiguous layer ranges.
 //
+// Divergence: a group's fused gradient is checked for NaN and infinity just
+// before the scheme gets it (host buffers; device buffers are not read on the
+// host). A non-finite gradient is never exchanged: the pipeline aborts with
+// the divergence (worker/divergence.h), as Abort describes.
+//
 // Thread-safety: AddLayerGradient may be called from any thread (autograd
-// hooks); BeginStep, MarkBackwardEnd, FinishStep and Applied from one.
+// hooks), Abort from any thread; BeginStep, MarkBackwardEnd, FinishStep and
+// Applied from one.
 #ifndef SKETCHFUSE_WORKER_STEP_PIPELINE_H_
 #define SKETCHFUSE_WORKER_STEP_PIPELINE_H_
 
@@ -69,12 +75,16 @@ class StepPipeline {
   // INVALID_ARGUMENT unless the groups tile the layers in order and every
   // layer size is positive. `make_buffers` makes the fusion buffers for the
   // group sizes (default: host memory; a GPU worker's are on the device).
+  // `check_gradients` false skips the check for NaN and infinity, for
+  // callers whose gradients are finite by construction (the synthetic runner
+  // feeds the same drawn values every step).
   using BufferFactory =
       std::function<absl::StatusOr<std::unique_ptr<FusionBuffers>>(const std::vector<int64_t>& group_sizes)>;
   static absl::StatusOr<std::unique_ptr<StepPipeline>> Create(std::vector<int64_t> layer_sizes,
                                                               std::vector<GroupLayout> groups,
                                                               AggregationScheme* scheme,
-                                                              const BufferFactory& make_buffers = nullptr);
+                                                              const BufferFactory& make_buffers = nullptr,
+                                                              bool check_gradients = true);
   ~StepPipeline();  // stops the communication thread after the exchanges in flight
 
   void BeginStep(uint64_t step);
@@ -103,6 +113,18 @@ class StepPipeline {
   // Tells the scheme the step's updates were applied.
   absl::Status Applied(const std::vector<Update>& updates);
 
+  // Stops the pipeline for good with `why` (not OK), for a worker that stops
+  // because its job stopped (a divergence, here or on another worker): no
+  // further group is handed to the scheme, FinishStep returns `why` at once
+  // without waiting for exchanges in flight (their results are dropped; they
+  // may be waiting on a worker that left), and so does every later step;
+  // AddLayerGradient refuses gradients. The first reason is kept. The
+  // destructor still waits for exchanges in flight, so a process that must
+  // stop at once exits without destroying the pipeline.
+  void Abort(const absl::Status& why);
+  // OK, or the reason the pipeline was aborted.
+  absl::Status aborted() const;
+
   // This step's events, in order, traffic and timeline.
   std::vector<PipelineEvent> events() const;
   StepTraffic traffic() const;
@@ -116,14 +138,16 @@ class StepPipeline {
 
  private:
   StepPipeline(std::vector<int64_t> layer_sizes, std::vector<GroupLayout> groups, AggregationScheme* scheme,
-               std::vector<int64_t> group_sizes, std::unique_ptr<FusionBuffers> buffers);
+               std::vector<int64_t> group_sizes, std::unique_ptr<FusionBuffers> buffers, bool check_gradients);
   void RecordLocked(PipelineEvent::Kind kind, int group);
+  void AbortLocked(const absl::Status& why);
   bool HasGroupToExchangeLocked() const;
   void CommunicationLoop();
 
   const std::vector<int64_t> layer_sizes_;
   const std::vector<GroupLayout> groups_;
   AggregationScheme* const scheme_;
+  const bool check_gradients_;
   std::vector<int64_t> group_sizes_, layer_offsets_;
   std::vector<int> group_of_layer_;
   std::unique_ptr<FusionBuffers> buffers_;  // one per group
@@ -139,6 +163,7 @@ class StepPipeline {
   int next_to_exchange_ = 0;         // groups below were handed to the scheme
   std::vector<std::optional<absl::StatusOr<ExchangeResult>>> results_;
   absl::Status step_error_;
+  absl::Status aborted_;  // sticky, see Abort
   int exchanges_in_flight_ = 0;
   std::vector<PipelineEvent> events_;
   int64_t next_seq_ = 0;

@@ -5,11 +5,14 @@
 #include "worker/step_pipeline.h"
 
 #include <future>
+#include <limits>
+#include <mutex>
 #include <numeric>
 
 #include "gtest/gtest.h"
 #include "server/aggregator_service.h"
 #include "server/job_config.h"
+#include "worker/divergence.h"
 #include "worker/job_plan.h"
 #include "worker/ps_scheme.h"
 
@@ -202,6 +205,109 @@ TEST_F(PipelineTest, RefusesBadLayerGradientsAndFailsTheStep) {
   EXPECT_NE(status.message().find("layer 1 produced no gradient"), absl::string_view::npos) << status;
   // The next step is fine.
   EXPECT_TRUE(RunStep(*pipeline, 0, sizes, 2, absl::ZeroDuration()).ok());
+}
+
+// A scheme that records which groups it was given and answers each with
+// the gradient itself, at once or when the test says (Release).
+class HeldScheme : public AggregationScheme {
+ public:
+  explicit HeldScheme(bool hold) : hold_(hold) {}
+  std::string name() const override { return "held"; }
+  void Exchange(uint64_t, int group, GradientView grad, absl::Span<const float>, ExchangeDone done) override {
+    ExchangeResult result;
+    result.update.dense = true;
+    result.update.dim = grad.size();
+    result.update.values.assign(grad.host().begin(), grad.host().end());
+    std::lock_guard<std::mutex> lock(mu_);
+    exchanged_.push_back(group);
+    if (!hold_) {
+      done(std::move(result));
+      return;
+    }
+    held_.push_back([done, result] { done(result); });
+  }
+  absl::Status OnApplied(int, const Update&) override { return absl::OkStatus(); }
+  std::vector<std::vector<float>> SaveState() const override { return {}; }
+  absl::Status RestoreState(const std::vector<std::vector<float>>&) override { return absl::OkStatus(); }
+
+  std::vector<int> exchanged() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return exchanged_;
+  }
+  // Answers every exchange held so far.
+  void Release() {
+    std::vector<std::function<void()>> held;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      held.swap(held_);
+    }
+    for (auto& answer : held) answer();
+  }
+
+ private:
+  const bool hold_;
+  std::mutex mu_;
+  std::vector<int> exchanged_;
+  std::vector<std::function<void()>> held_;
+};
+
+TEST(StepPipelineDivergenceTest, ANonFiniteGroupIsNeverExchangedAndStopsThePipeline) {
+  HeldScheme scheme(/*hold=*/false);
+  // Three groups of one layer each: layers 0, 1, 2.
+  std::unique_ptr<StepPipeline> pipeline = *StepPipeline::Create({4, 3, 5}, {{0, 1}, {1, 1}, {2, 1}}, &scheme);
+  pipeline->BeginStep(6);
+  std::vector<float> good(4, 1.0f), bad(3, 2.0f), last(5, 0.5f);
+  bad[2] = std::numeric_limits<float>::infinity();
+  EXPECT_TRUE(pipeline->AddLayerGradient(0, good).ok());
+  EXPECT_TRUE(pipeline->AddLayerGradient(1, bad).ok());
+  pipeline->AddLayerGradient(2, last).IgnoreError();  // may already be refused: the pipeline stopped
+  pipeline->MarkBackwardEnd();
+  const absl::Status status = pipeline->FinishStep(absl::Seconds(30)).status();
+  const std::optional<Divergence> d = DivergenceOf(status);
+  ASSERT_TRUE(d.has_value()) << status;
+  EXPECT_EQ(d->step, 6);
+  EXPECT_EQ(d->group, 1);
+  EXPECT_EQ(d->what, "gradient");
+  EXPECT_EQ(d->index, 2);
+  EXPECT_NE(status.message().find("step 6: group 1's fused gradient holds a non-finite value (element 2 = inf)"),
+            std::string::npos)
+      << status;
+  // Group 0 went out; neither the bad group nor the one after it did.
+  EXPECT_EQ(scheme.exchanged(), std::vector<int>({0}));
+  // The pipeline stays stopped: a later step fails with the same reason
+  // without exchanging anything.
+  pipeline->BeginStep(7);
+  EXPECT_EQ(pipeline->AddLayerGradient(0, good).code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(DivergenceOf(pipeline->FinishStep(absl::Seconds(30)).status()), d);
+  EXPECT_EQ(scheme.exchanged(), std::vector<int>({0}));
+}
+
+TEST(StepPipelineDivergenceTest, AbortEndsTheStepWithoutWaitingForExchangesInFlight) {
+  HeldScheme scheme(/*hold=*/true);
+  std::unique_ptr<StepPipeline> pipeline = *StepPipeline::Create({4, 3}, {{0, 1}, {1, 1}}, &scheme);
+  pipeline->BeginStep(0);
+  std::vector<float> a(4, 1.0f), b(3, 1.0f);
+  ASSERT_TRUE(pipeline->AddLayerGradient(0, a).ok());
+  ASSERT_TRUE(pipeline->AddLayerGradient(1, b).ok());
+  pipeline->MarkBackwardEnd();
+  // Both exchanges are held, as if a peer never came; another worker's
+  // divergence is announced meanwhile.
+  Divergence posted;
+  posted.step = 0;
+  posted.group = 1;
+  posted.worker = "worker-2";
+  posted.what = "gradient";
+  posted.index = 0;
+  posted.value = std::numeric_limits<double>::quiet_NaN();
+  auto finished = std::async(std::launch::async, [&] { return pipeline->FinishStep(absl::Minutes(5)).status(); });
+  pipeline->Abort(DivergenceError(posted));
+  const absl::Status status = finished.get();
+  EXPECT_EQ(DivergenceOf(status), posted) << status;
+  EXPECT_EQ(DivergenceOf(pipeline->aborted()), posted);
+  // The first reason is kept.
+  pipeline->Abort(absl::CancelledError("later"));
+  EXPECT_EQ(DivergenceOf(pipeline->aborted()), posted);
+  scheme.Release();  // the destructor waits for the exchanges in flight
 }
 
 TEST(StepPipelineCreateTest, RefusesLayoutsThatDoNotTileTheLayers) {

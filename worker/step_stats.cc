@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "worker/trace_writer.h"
 
 namespace sketchfuse {
 
@@ -83,12 +86,66 @@ void StepStats::Summarize(int64_t steps, TrainingSummary* summary) const {
   }
 }
 
+double StepStats::ElapsedSeconds() const { return absl::ToDoubleSeconds(absl::Now() - start_); }
+
 double ResidualNormOf(const std::vector<std::vector<float>>& state) {
   double sum = 0;
   for (size_t i = 0; i < state.size(); i += 2) {
     for (float x : state[i]) sum += static_cast<double>(x) * x;
   }
   return std::sqrt(sum);
+}
+
+std::string JsonNumber(double value, int decimals) {
+  if (!std::isfinite(value)) return "null";
+  return absl::StrFormat("%.*f", decimals, value);
+}
+
+namespace {
+
+std::string DivergenceJson(const std::optional<Divergence>& d) {
+  if (!d.has_value()) return "null";
+  return absl::StrCat("{\"step\": ", d->step, ", \"group\": ", d->group >= 0 ? absl::StrCat(d->group) : "null",
+                      ", \"worker\": ", JsonString(d->worker), ", \"what\": ", JsonString(d->what),
+                      ", \"index\": ", d->index >= 0 ? absl::StrCat(d->index) : "null",
+                      ", \"value\": ", JsonString(absl::StrCat(d->value)), ", \"message\": ",
+                      JsonString(d->Describe()), "}");
+}
+
+}  // namespace
+
+std::string SummaryJson(const SummaryHeader& h, const TrainingSummary& summary) {
+  std::string epochs;
+  for (const Progress& p : summary.epochs) {
+    absl::StrAppend(&epochs, epochs.empty() ? "" : ", ", "{\"epoch\": ", p.epoch, ", \"step\": ", p.step,
+                    ", \"train_loss\": ", JsonNumber(p.train_loss, 6), ", \"test_loss\": ", JsonNumber(p.test_loss, 6),
+                    ", \"test_accuracy\": ", JsonNumber(p.test_accuracy, 6),
+                    ", \"elapsed_s\": ", JsonNumber(p.elapsed_seconds, 3), "}");
+  }
+  std::string curve;
+  for (const CurvePoint& c : summary.curve) {
+    absl::StrAppend(&curve, curve.empty() ? "" : ", ", "{\"step\": ", c.step,
+                    ", \"elapsed_s\": ", JsonNumber(c.elapsed_seconds, 3),
+                    ", \"test_accuracy\": ", JsonNumber(c.test_accuracy, 6),
+                    ", \"test_loss\": ", JsonNumber(c.test_loss, 6), ", \"bytes_sent\": ", c.bytes_sent, "}");
+  }
+  const StepPhases& phases = summary.mean_phases;
+  return absl::StrCat(
+      "{\"worker\": ", JsonString(h.worker), ", \"rank\": ", h.rank, ", \"workload\": ", JsonString(h.workload),
+      ", \"scheme\": ", JsonString(h.scheme), ", \"compressor\": ", JsonString(h.compressor),
+      ", \"fusion\": ", JsonString(h.fusion), ", \"run\": ", JsonString(h.run), ", \"steps\": ", summary.steps,
+      ", \"resumed_from_step\": ", summary.resumed_from_step,
+      ", \"final_test_accuracy\": ", JsonNumber(summary.final_test_accuracy, 6),
+      ", \"diverged\": ", DivergenceJson(summary.diverged), ", \"wall_s\": ", JsonNumber(summary.wall_seconds, 3),
+      ", \"eval_s\": ", JsonNumber(summary.eval_seconds, 3),
+      ", \"mean_step_s\": ", JsonNumber(summary.mean_step_seconds, 6),
+      ", \"bytes_sent_per_step\": ", JsonNumber(summary.bytes_sent_per_step, 1),
+      ", \"compression_ratio\": ", JsonNumber(summary.compression_ratio, 3),
+      ", \"collective_steps\": ", summary.collective_steps, ", \"steady_steps\": ", summary.steady_steps,
+      ", \"median_step_s\": ", JsonNumber(summary.median_step_seconds, 6),
+      ", \"phases_s\": {\"backward\": ", JsonNumber(phases.backward, 6),
+      ", \"compress\": ", JsonNumber(phases.compress, 6), ", \"communicate\": ", JsonNumber(phases.communicate, 6),
+      ", \"decode\": ", JsonNumber(phases.decode, 6), "}, \"epochs\": [", epochs, "], \"curve\": [", curve, "]}");
 }
 
 }  // namespace sketchfuse

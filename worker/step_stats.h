@@ -5,9 +5,12 @@
 #define SKETCHFUSE_WORKER_STEP_STATS_H_
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/time/time.h"
+#include "worker/divergence.h"
 #include "worker/step_pipeline.h"
 
 namespace sketchfuse {
@@ -54,11 +57,31 @@ struct Progress {
   double residual_norm = 0;      // L2 norm of the error-feedback residuals, all groups
 };
 
+// A point of the accuracy curve: test accuracy on the run's fixed evaluation
+// subset after `step` steps (--eval_every, --eval_examples).
+struct CurvePoint {
+  int64_t step = 0;          // steps done (1-based count)
+  double elapsed_seconds = 0;  // wall time from the run's start to the end of that step, earlier evaluations included
+  double test_accuracy = 0;  // on the evaluation subset
+  double test_loss = 0;
+  uint64_t bytes_sent = 0;   // by this worker so far (this process's steps)
+};
+
 struct TrainingSummary {
   std::vector<Progress> epochs;
-  int64_t steps = 0;
+  // The accuracy curve, in step order (empty without --eval_every).
+  std::vector<CurvePoint> curve;
+  int64_t steps = 0;  // steps done: the run's steps, or those before the divergence
   int64_t resumed_from_step = 0;
-  double final_test_accuracy = 0;  // -1 without a test set
+  // -1 without a test set; NaN when the run diverged (its model is lost).
+  double final_test_accuracy = 0;
+  // Set when the run stopped on a divergence: this worker's, or the one
+  // another worker announced (worker/divergence_notice.h).
+  std::optional<Divergence> diverged;
+  // Wall time spent evaluating the curve and the epochs: part of
+  // wall_seconds and of the curve's elapsed times, never of step times (the
+  // final evaluation comes after wall_seconds).
+  double eval_seconds = 0;
   double wall_seconds = 0;
   double mean_step_seconds = 0;
   double bytes_sent_per_step = 0;
@@ -88,6 +111,11 @@ class StepStats {
   // The totals, into `summary` (its epochs and accuracy are the caller's).
   void Summarize(int64_t steps, TrainingSummary* summary) const;
 
+  // Seconds since `start`, and the bytes this worker sent in the steps
+  // recorded so far.
+  double ElapsedSeconds() const;
+  uint64_t total_bytes_sent() const { return total_bytes_; }
+
  private:
   const absl::Time start_;
   double window_loss_ = 0, window_seconds_ = 0;
@@ -104,6 +132,28 @@ class StepStats {
 // L2 norm of the residuals in an AggregationScheme::SaveState (entries
 // alternate residual, velocity).
 double ResidualNormOf(const std::vector<std::vector<float>>& state);
+
+// Who wrote a summary, and the run it belongs to.
+struct SummaryHeader {
+  std::string worker;
+  uint32_t rank = 0;
+  std::string workload, scheme, compressor, fusion;
+  std::string run;  // the run's fingerprint
+};
+
+// The worker's JSON summary: one object on one line, valid JSON in every
+// case. Strings are escaped; a number that is not finite (a diverged run's
+// loss, an accuracy never measured) is written as null. Its fields: the
+// header's, the totals, "final_test_accuracy" (null when the run diverged),
+// "diverged" (null, or {"step", "group" (null for the loss), "worker",
+// "what", "index", "value", "message"}), "eval_s", "epochs" and "curve"
+// (objects {"step", "elapsed_s", "test_accuracy", "test_loss",
+// "bytes_sent"}).
+std::string SummaryJson(const SummaryHeader& header, const TrainingSummary& summary);
+
+// `value` as a JSON number with `decimals` digits after the point; null when
+// it is NaN or infinite. (Strings: JsonString, worker/trace_writer.h.)
+std::string JsonNumber(double value, int decimals);
 
 }  // namespace sketchfuse
 

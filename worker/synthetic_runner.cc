@@ -69,7 +69,10 @@ absl::StatusOr<std::unique_ptr<SyntheticRunner>> SyntheticRunner::Create(Synthet
     buffers = MakeDeviceFusionBuffers;
   }
   absl::StatusOr<std::unique_ptr<StepPipeline>> pipeline =
-      StepPipeline::Create(runner->layer_sizes_, GroupLayouts(runner->config_.joined.job()), scheme, buffers);
+      // The gradient is drawn once and finite (common/synthetic_gradient.h):
+      // no per-step check for NaN and infinity.
+      StepPipeline::Create(runner->layer_sizes_, GroupLayouts(runner->config_.joined.job()), scheme, buffers,
+                           /*check_gradients=*/false);
   if (!pipeline.ok()) return pipeline.status();
   runner->pipeline_ = *std::move(pipeline);
   if (!runner->config_.trace_path.empty()) {

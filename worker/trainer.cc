@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -36,9 +37,11 @@ struct Trainer::State {
   std::vector<torch::Tensor> params;  // forward order
   std::unique_ptr<torch::optim::SGD> optimizer;
   ImageDataset train, test;
+  ImageDataset eval;  // the curve's fixed subset of the test set
   int64_t first_step = 0;  // from the checkpoint
   std::vector<float> apply_buffer;
   absl::Time apply_begin, apply_end;  // of the last step
+  int64_t current_step = -1;  // set before each backward pass; read by the hooks it runs
   std::unique_ptr<TraceWriter> trace;  // when config.trace_path is set
 };
 
@@ -75,6 +78,12 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerConfig config, A
   if (!shard.ok()) return shard.status();
   state->train = *std::move(shard);
   state->test = run.test_examples() > 0 ? Head(*test, run.test_examples()) : *std::move(test);
+  if (state->config.eval_every < 0 || state->config.eval_examples < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("the curve needs eval_every >= 0 and eval_examples >= 1; got ",
+                                                   state->config.eval_every, " and ",
+                                                   state->config.eval_examples));
+  }
+  state->eval = Head(state->test, std::min<int64_t>(state->config.eval_examples, state->test.size()));
 
   absl::StatusOr<std::shared_ptr<ClassifierImpl>> model = MakeClassifier(run.workload(), run.seed());
   if (!model.ok()) return model.status();
@@ -98,8 +107,14 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerConfig config, A
     const int layer = num_params - 1 - i;  // layers are numbered in backward order
     // The parameter vector outlives the hooks (both belong to the trainer).
     const torch::Tensor* param = &trainer->state_->params[i];
-    trainer->state_->params[i].register_hook([sink, layer, param](torch::Tensor grad) {
+    const State* state = trainer->state_.get();
+    trainer->state_->params[i].register_hook([sink, layer, param, state](torch::Tensor grad) {
       torch::Tensor g = grad.detach().contiguous();
+      if (layer == 0 && state->config.inject_nan_gradient_at_step >= 0 &&
+          state->current_step == state->config.inject_nan_gradient_at_step) {
+        g = g.clone();
+        g.view(-1)[0] = std::numeric_limits<float>::quiet_NaN();
+      }
       // Errors fail the step; FinishStep reports them.
       if (sink->needs_parameters()) {
         torch::Tensor w = param->detach().contiguous();
@@ -127,13 +142,20 @@ absl::Status Trainer::TrainStep(int64_t step, const torch::Tensor& images, const
                                 double* loss_out) {
   State& s = *state_;
   pipeline_->BeginStep(static_cast<uint64_t>(step));
+  s.current_step = step;
   for (torch::Tensor& p : s.params) p.mutable_grad() = torch::Tensor();
   torch::Tensor loss = torch::nn::functional::cross_entropy(s.model->forward(images), labels);
   *loss_out = loss.item<double>();
+  // Before any gradient of this step reaches the pipeline.
+  if (absl::Status finite = CheckFiniteLoss(step, *loss_out); !finite.ok()) return finite;
   loss.backward();
   pipeline_->MarkBackwardEnd();
   absl::StatusOr<std::vector<Update>> updates = pipeline_->FinishStep();
   if (!updates.ok()) return updates.status();
+  // Every worker holds the same updates, so all of them stop at this step.
+  for (int g = 0; g < pipeline_->num_groups(); ++g) {
+    if (absl::Status finite = CheckFiniteValues("update", step, g, (*updates)[g].values); !finite.ok()) return finite;
+  }
   s.apply_begin = absl::Now();
 
   // Average of the workers' aggregated gradients, written as each
@@ -186,6 +208,7 @@ absl::StatusOr<TrainingSummary> Trainer::Run(const std::function<void(const Prog
   TrainingSummary summary;
   summary.resumed_from_step = s.first_step;
   StepStats stats(absl::Now());
+  double eval_seconds = 0;
   auto residual_norm = [&] { return ResidualNormOf(s.scheme->SaveState()); };
 
   std::vector<int64_t> order(s.train.size());
@@ -205,7 +228,16 @@ absl::StatusOr<TrainingSummary> Trainer::Run(const std::function<void(const Prog
       if (absl::Status st = TrainStep(step, s.train.images.index_select(0, index),
                                       s.train.labels.index_select(0, index), &loss);
           !st.ok()) {
-        return absl::Status(st.code(), absl::StrCat("step ", step, ": ", st.message()));
+        std::optional<Divergence> diverged = DivergenceBehind(st, s.config.posted_divergence, s.config.worker_id);
+        if (!diverged.has_value()) return absl::Status(st.code(), absl::StrCat("step ", step, ": ", st.message()));
+        // The run ends here, with the steps done; nothing is checkpointed
+        // (the last checkpoint holds a model from before the divergence).
+        summary.diverged = std::move(diverged);
+        summary.final_test_accuracy = std::numeric_limits<double>::quiet_NaN();
+        summary.eval_seconds = eval_seconds;
+        stats.Summarize(step, &summary);
+        if (s.trace != nullptr) s.trace->WriteFile(s.config.trace_path).IgnoreError();  // best effort
+        return summary;
       }
     } catch (const c10::Error& e) {
       return absl::InternalError(absl::StrCat("step ", step, ": LibTorch: ", e.what_without_backtrace()));
@@ -214,6 +246,20 @@ absl::StatusOr<TrainingSummary> Trainer::Run(const std::function<void(const Prog
     TraceStep(step);
     const StepReport report = stats.Add(step, seconds, loss, pipeline_->traffic(), PhasesOf(pipeline_->timeline()));
     if (s.config.on_step) s.config.on_step(report);
+    // The curve: after every eval_every steps and after the last one.
+    const int every = s.config.eval_every;
+    if (every > 0 && ((step + 1) % every == 0 || step + 1 == total_steps)) {
+      CurvePoint point;
+      point.step = step + 1;
+      point.elapsed_seconds = stats.ElapsedSeconds();
+      point.bytes_sent = stats.total_bytes_sent();
+      const absl::Time eval_start = absl::Now();
+      const Evaluation eval = Evaluate(*s.model, s.eval, 1000);
+      eval_seconds += absl::ToDoubleSeconds(absl::Now() - eval_start);
+      point.test_accuracy = eval.accuracy;
+      point.test_loss = eval.loss;
+      summary.curve.push_back(point);
+    }
 
     const bool checkpoint_due = !s.config.checkpoint_path.empty() && s.config.checkpoint_every > 0 &&
                                 (step + 1) % s.config.checkpoint_every == 0;
@@ -223,7 +269,9 @@ absl::StatusOr<TrainingSummary> Trainer::Run(const std::function<void(const Prog
     if (in_epoch + 1 == steps_per_epoch) {
       Progress p = stats.TakeWindow(step, static_cast<int>(epoch + 1), residual_norm());
       p.end_of_epoch = true;
+      const absl::Time eval_start = absl::Now();
       const Evaluation eval = Evaluate(*s.model, s.test, 1000);
+      eval_seconds += absl::ToDoubleSeconds(absl::Now() - eval_start);
       p.test_accuracy = eval.accuracy;
       p.test_loss = eval.loss;
       summary.epochs.push_back(p);
@@ -240,6 +288,7 @@ absl::StatusOr<TrainingSummary> Trainer::Run(const std::function<void(const Prog
     if (absl::Status st = s.trace->WriteFile(s.config.trace_path); !st.ok()) return st;
   }
   stats.Summarize(total_steps, &summary);
+  summary.eval_seconds = eval_seconds;
   summary.final_test_accuracy = Evaluate(*s.model, s.test, 1000).accuracy;
   return summary;
 }
