@@ -30,7 +30,10 @@ bool IsPlainField(absl::string_view text) {
 std::string Divergence::Describe() const {
   const std::string who = worker.empty() ? "diverged" : absl::StrCat(worker, " diverged");
   if (what == "loss") return absl::StrCat(who, " at step ", step, ": the loss is ", value);
-  const char* of = what == "gradient" ? "fused gradient" : what == "update" ? "aggregated update" : what.c_str();
+  const char* of = what == "gradient"  ? "fused gradient"
+                   : what == "update"  ? "aggregated update"
+                   : what == "payload" ? "encoded payload"
+                                       : what.c_str();
   return absl::StrCat(who, " at step ", step, ": group ", group, "'s ", of, " holds a non-finite value (element ",
                       index, " = ", value, ")");
 }
@@ -61,7 +64,7 @@ std::optional<Divergence> DecodeDivergence(absl::string_view text) {
     } else if (key == "index") {
       ok = absl::SimpleAtoi(value, &d.index) && d.index >= -1;
     } else if (key == "what") {
-      ok = (value == "loss" || value == "gradient" || value == "update");
+      ok = (value == "loss" || value == "gradient" || value == "payload" || value == "update");
       d.what = std::string(value);
     } else if (key == "worker") {
       ok = IsPlainField(value);

@@ -3,6 +3,8 @@
 //   - the loss of each step, before the backward pass (the trainer);
 //   - each group's fused gradient, before the scheme encodes it (the step
 //     pipeline, on the communication thread; host buffers only);
+//   - each group's encoded payload, before it is sent (a residual can
+//     overflow from finite gradients; worker/group_compressors.h);
 //   - each group's aggregated update, before it is applied (the trainer).
 // The aggregation servers refuse a non-finite payload on their side
 // (server/aggregation_core.h).
@@ -30,7 +32,7 @@ struct Divergence {
   int64_t step = 0;    // the (0-based) step in which it was seen
   int group = -1;      // the fused group; -1 for the loss
   std::string worker;  // the worker that saw it; empty until a runner names it
-  std::string what;    // "loss", "gradient" or "update"
+  std::string what;    // "loss", "gradient", "payload" or "update"
   int64_t index = -1;  // the first non-finite element of the group's values; -1 for the loss
   double value = 0;    // that value (NaN, +inf or -inf)
 

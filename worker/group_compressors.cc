@@ -1,10 +1,12 @@
 #include "worker/group_compressors.h"
 
 #include <algorithm>
+#include <cmath>
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "common/compressor_registry.h"
+#include "worker/divergence.h"
 
 namespace sketchfuse {
 
@@ -16,6 +18,14 @@ MomentumPlace MomentumPlaceOf(const v1::RunConfig& run) {
 }
 
 bool UsesMomentumCorrection(const v1::RunConfig& run) { return MomentumPlaceOf(run) == MomentumPlace::kWorker; }
+
+bool CapsRelease(const v1::RunConfig& run) {
+  if (!(run.release_cap() > 0) || run.second_round() || !run.error_feedback()) return false;
+  if (!UsesMomentumCorrection(run)) return false;
+  const std::string& scheme = run.scheme();
+  return scheme == "topk_allgather" || scheme == "gtopk" || scheme == "topk_ps" || scheme == "sketch_ps" ||
+         scheme == "sketch_allreduce" || scheme == "auto";
+}
 
 Settlement SettleAt(const Update& update) {
   Settlement settlement;
@@ -113,6 +123,7 @@ absl::StatusOr<GroupCompressors> GroupCompressors::Create(const v1::JobConfig& j
       stack.momentum = momentum.get();
       stack.top = std::move(momentum);
     }
+    if (CapsRelease(job.run())) stack.release_cap = static_cast<float>(job.run().release_cap());
     stacks.push_back(std::move(stack));
   }
   return GroupCompressors(std::move(stacks), on_device);
@@ -132,8 +143,41 @@ absl::StatusOr<Payload> GroupCompressors::Encode(int group, GradientView grad, c
                                                       grad.on_device() ? "device" : "host", " memory for groups kept on the ",
                                                       on_device_ ? "GPU" : "host"));
   }
-  if (on_device_) return stacks_[group].device->Encode(grad);
-  return stacks_[group].top->Encode(grad.host(), context);
+  Stack& stack = stacks_[group];
+  absl::StatusOr<Payload> payload = on_device_ ? stack.device->Encode(grad) : stack.top->Encode(grad.host(), context);
+  stack.sent_fraction = 1;
+  if (payload.ok() && stack.release_cap > 0) CapRelease(stack, &*payload);
+  // A finite gradient can still overflow the residual it is added to: such a
+  // payload is never sent (the servers would refuse it; a collective would
+  // spread it to every worker).
+  if (payload.ok()) {
+    if (absl::Status s = CheckFiniteValues("payload", static_cast<int64_t>(context.step), group, payload->values);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return payload;
+}
+
+void GroupCompressors::CapRelease(Stack& stack, Payload* payload) {
+  // What the payload releases: a sparse payload's values, or the residual at
+  // a selective sketch's inserted coordinates.
+  double sent = 0;
+  if (payload->kind == PayloadKind::kSparse) {
+    for (float v : payload->values) sent += static_cast<double>(v) * v;
+  } else if (payload->kind == PayloadKind::kSketch && payload->inserted.has_value()) {
+    const absl::Span<const float> e = stack.error_feedback->residual();
+    for (uint32_t i : *payload->inserted) sent += static_cast<double>(e[i]) * e[i];
+  } else {
+    return;  // dense, or a sketch of the whole group: no per-coordinate release
+  }
+  double velocity = 0;
+  for (float v : stack.momentum->velocity()) velocity += static_cast<double>(v) * v;
+  const double limit = stack.release_cap * std::sqrt(velocity);
+  sent = std::sqrt(sent);
+  if (!(sent > limit) || !(limit > 0)) return;
+  stack.sent_fraction = static_cast<float>(limit / sent);
+  for (float& v : payload->values) v *= stack.sent_fraction;
 }
 
 absl::StatusOr<Update> GroupCompressors::Decode(int group, const Payload& aggregate) {
@@ -192,8 +236,21 @@ absl::Status GroupCompressors::Settle(int group, const Settlement& settlement) {
     if (absl::Status s = stack.momentum->MaskVelocity(settlement.velocity_mask); !s.ok()) return s;
   }
   if (stack.error_feedback != nullptr) {
+    // A capped payload sent only sent_fraction of each released coordinate:
+    // the rest stays.
+    Update kept;
+    if (stack.sent_fraction < 1 && !settlement.release.all) {
+      const absl::Span<const float> e = stack.error_feedback->residual();
+      kept.dim = e.size();
+      kept.indices = settlement.release.indices;
+      for (uint32_t i : kept.indices) kept.values.push_back((1 - stack.sent_fraction) * e[i]);
+    }
     if (absl::Status s = stack.error_feedback->Release(settlement.release); !s.ok()) return s;
     if (absl::Status s = stack.error_feedback->AddBack(settlement.give_back); !s.ok()) return s;
+    if (!kept.indices.empty()) {
+      if (absl::Status s = stack.error_feedback->AddBack(kept); !s.ok()) return s;
+    }
+    stack.sent_fraction = 1;
   }
   return absl::OkStatus();
 }

@@ -58,6 +58,13 @@ struct Settlement {
   Coordinates velocity_mask;
 };
 
+// Whether the run caps what a worker releases per step (run.release_cap):
+// schemes with momentum correction whose payload values are what a worker
+// sends (topk_allgather, gtopk, topk_ps, sketch_ps, sketch_allreduce, auto),
+// without a second round (which sends the residual's exact values).
+// SparDL and importance_allreduce send values from the residual itself.
+bool CapsRelease(const v1::RunConfig& run);
+
 // Release and mask every coordinate of `update`: for a worker whose payload
 // held all of them (a dense payload, a sketch of the whole group, a second
 // round that summed every worker's exact values there).
@@ -96,8 +103,14 @@ class GroupCompressors {
 
   bool on_device() const { return on_device_; }
 
-  // Accumulates `grad` and encodes the group (Compressor::Encode).
-  // FAILED_PRECONDITION for a gradient in the other placement's memory.
+  // Accumulates `grad` and encodes the group (Compressor::Encode). When the
+  // run caps releases (CapsRelease) and the payload would carry more than
+  // release_cap * ||velocity|| (L2), its values are scaled down to that (a
+  // sparse payload's values; a sketch of a selection is linear in them), and
+  // Settle keeps the unsent part of each released coordinate.
+  // FAILED_PRECONDITION for a gradient in the other placement's memory; the
+  // divergence of `context.step` (worker/divergence.h, DATA_LOSS, "payload")
+  // for a payload holding a NaN or an infinity (a residual that overflowed).
   absl::StatusOr<Payload> Encode(int group, GradientView grad, const EncodeContext& context);
   // Decodes an aggregate with the group's compressor (on the GPU when the
   // groups are there).
@@ -131,8 +144,14 @@ class GroupCompressors {
     // On the GPU: the state, and `top` is the bare compressor (for its spec
     // and payload checks).
     std::unique_ptr<DeviceGroupState> device;
+    // run.release_cap when the run caps releases, else 0.
+    float release_cap = 0;
+    // The factor the last payload's values were scaled by (1: sent whole).
+    float sent_fraction = 1;
   };
   GroupCompressors(std::vector<Stack> stacks, bool on_device) : stacks_(std::move(stacks)), on_device_(on_device) {}
+  // Scales `payload` down to the stack's release cap, if it is above it.
+  static void CapRelease(Stack& stack, Payload* payload);
 
   std::vector<Stack> stacks_;
   bool on_device_ = false;

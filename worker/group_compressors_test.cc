@@ -3,9 +3,12 @@
 // mask, state saved and restored, and misfits refused with nothing changed.
 #include "worker/group_compressors.h"
 
+#include <cmath>
+
 #include "cuda/device.h"
 
 #include "common/test_vectors.h"
+#include "worker/divergence.h"
 #include "gtest/gtest.h"
 
 namespace sketchfuse {
@@ -213,6 +216,85 @@ double ConservationGap(const std::string& scheme, const std::string& spec, int w
   return gap;
 }
 
+// With momentum correction and the release cap: what was applied plus the
+// residuals equals the sum of the velocities each step encoded (the
+// residual accumulates the velocity), and no worker's payload released more
+// than the cap times its velocity's norm.
+TEST(GroupCompressorsTest, ReleaseCapKeepsTheUnsentPartInTheResidual) {
+  const uint64_t dim = 2000;
+  for (const std::string spec : {"topk:k=40", "count_sketch:method=peel,k=40,rows=4,width=4"}) {
+    v1::JobConfig job;
+    job.set_world_size(2);
+    job.mutable_run()->set_scheme(spec[0] == 't' ? "topk_allgather" : "sketch_ps");
+    job.mutable_run()->set_momentum(0.9);
+    job.mutable_run()->set_error_feedback(true);
+    job.mutable_run()->set_release_cap(1.0);
+    ASSERT_TRUE(CapsRelease(job.run()));
+    // Not where payload values are not what is sent, nor without momentum.
+    v1::RunConfig other = job.run();
+    for (const char* scheme : {"spardl", "importance_allreduce", "dense_allreduce"}) {
+      other.set_scheme(scheme);
+      EXPECT_FALSE(CapsRelease(other)) << scheme;
+    }
+    other = job.run();
+    other.set_second_round(true);
+    EXPECT_FALSE(CapsRelease(other));
+    other = job.run();
+    other.set_momentum(0);
+    EXPECT_FALSE(CapsRelease(other));
+    other = job.run();
+    other.set_release_cap(0);
+    EXPECT_FALSE(CapsRelease(other));
+    v1::GroupConfig* group = job.add_groups();
+    group->set_dim(dim);
+    group->set_compressor(spec);
+    std::vector<GroupCompressors> stacks;
+    for (int w = 0; w < 2; ++w) stacks.push_back(*GroupCompressors::Create(job));
+    std::vector<double> applied(dim, 0.0), velocities(dim, 0.0);
+    int capped = 0;
+    for (int step = 0; step < 8; ++step) {
+      std::vector<Payload> sent;
+      Payload sum;
+      for (int w = 0; w < 2; ++w) {
+        // Heavy, persistent gradients: residuals grow and the cap binds.
+        std::vector<float> g = GaussianVector(dim, 100 * step + w);
+        for (uint64_t i = 0; i < dim; i += 7) g[i] += 3.0f;
+        sent.push_back(*stacks[w].Encode(0, g, EncodeContext{static_cast<uint64_t>(step), {}}));
+        const std::vector<std::vector<float>> state = stacks[w].SaveState();
+        double velocity_norm = 0, released = 0;
+        for (uint64_t i = 0; i < dim; ++i) {
+          velocities[i] += state[1][i];
+          velocity_norm += static_cast<double>(state[1][i]) * state[1][i];
+        }
+        if (sent.back().kind == PayloadKind::kSparse) {
+          for (float v : sent.back().values) released += static_cast<double>(v) * v;
+          EXPECT_LE(std::sqrt(released), std::sqrt(velocity_norm) * (1 + 1e-5)) << spec << " step " << step;
+          double full = 0;
+          for (uint32_t i : sent.back().indices) full += static_cast<double>(state[0][i]) * state[0][i];
+          capped += full > released * (1 + 1e-6);
+        }
+        if (w == 0) {
+          sum = sent.back();
+        } else {
+          ASSERT_TRUE(MergeInto(sent.back(), &sum).ok());
+        }
+      }
+      const Update update = *stacks[0].compressor(0).Decode(sum);
+      for (size_t j = 0; j < update.indices.size(); ++j) applied[update.indices[j]] += update.values[j];
+      for (int w = 0; w < 2; ++w) ASSERT_TRUE(stacks[w].Settle(0, SettleSent(sent[w], update)).ok());
+    }
+    if (spec[0] == 't') EXPECT_GT(capped, 0) << "the cap never bound";
+    double gap = 0, scale = 0;
+    for (uint64_t i = 0; i < dim; ++i) {
+      double held = applied[i];
+      for (int w = 0; w < 2; ++w) held += stacks[w].residual(0)[i];
+      gap = std::max(gap, std::abs(held - velocities[i]));
+      scale = std::max(scale, std::abs(velocities[i]));
+    }
+    EXPECT_LT(gap, 1e-4 * scale) << spec;
+  }
+}
+
 // Nothing is lost or made up: what was applied plus what the workers still
 // hold is every gradient, for the union of Top-k payloads (topk_ps: a
 // worker that did not send a coordinate keeps its residual there, where it
@@ -243,6 +325,24 @@ TEST(GroupCompressorsTest, SettleSentReleasesAllForWholeSketches) {
   EXPECT_EQ(SettleSent(sent, Sparse({0, 3}, {1, 1})).release.indices, (std::vector<uint32_t>{0, 3}));
   sent.inserted = std::vector<uint32_t>{3};
   EXPECT_EQ(SettleSent(sent, Sparse({0, 3}, {1, 1})).release.indices, std::vector<uint32_t>{3});
+}
+
+// Finite gradients can overflow the residual they accumulate into: the
+// payload that would carry the infinity is refused as a divergence naming
+// the step and the group, and nothing is sent.
+TEST(GroupCompressorsTest, APayloadThatOverflowedIsADivergence) {
+  absl::StatusOr<GroupCompressors> groups = GroupCompressors::Create(Job("topk_allgather", 0, true));
+  ASSERT_TRUE(groups.ok()) << groups.status();
+  const std::vector<float> huge = {3e38f, 3e38f, 3e38f, 3e38f};
+  ASSERT_TRUE(groups->Encode(1, huge, EncodeContext{7, {}}).ok());
+  // Nothing was applied: the residual holds 3e38 and doubles past the range.
+  const absl::StatusOr<Payload> overflowed = groups->Encode(1, huge, EncodeContext{8, {}});
+  EXPECT_EQ(overflowed.status().code(), absl::StatusCode::kDataLoss);
+  const std::optional<Divergence> d = DivergenceOf(overflowed.status());
+  ASSERT_TRUE(d.has_value()) << overflowed.status();
+  EXPECT_EQ(d->what, "payload");
+  EXPECT_EQ(d->step, 8);
+  EXPECT_EQ(d->group, 1);
 }
 
 }  // namespace

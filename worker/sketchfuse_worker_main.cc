@@ -13,6 +13,7 @@
 //
 // Exit status: 0 when the run is done, 2 on an error, 3 (kExitDiverged) when
 // the run diverged, on this worker or on another (worker/divergence.h).
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -85,8 +86,16 @@ ABSL_FLAG(std::string, fusion, "optimal",
 ABSL_FLAG(int, epochs, 2, "Training epochs (>= 1).");
 ABSL_FLAG(int, batch_size, 64, "Examples per worker per step (>= 1).");
 ABSL_FLAG(double, learning_rate, 0.05, "SGD learning rate (> 0).");
-ABSL_FLAG(double, momentum, 0.9, "SGD momentum, applied to the aggregated update (in [0, 1)).");
+ABSL_FLAG(double, momentum, 0.9,
+          "SGD momentum (in [0, 1)): the optimizer's for the dense schemes; kept per group on the worker before "
+          "compression (momentum correction) for the compressed ones; in sketch space for count_sketch "
+          "method=fetchsgd.");
 ABSL_FLAG(bool, error_feedback, true, "Keep what compression drops in a residual added to the next step.");
+ABSL_FLAG(double, release_cap, 1.0,
+          "With momentum correction (topk_allgather, gtopk, topk_ps, sketch_ps, sketch_allreduce, auto; no second "
+          "round): a worker releases at most this many times its group velocity's L2 norm per step, what dense "
+          "momentum SGD would apply; the rest stays in its residual. Stops the bursts of long-held residuals that "
+          "make high compression diverge. 0: no cap. >= 0.");
 ABSL_FLAG(uint64_t, seed, 1, "Seeds the model, the data order and the sketch hashes.");
 ABSL_FLAG(int, train_examples, 0, "Training examples used, split over the workers (0: all 60000).");
 ABSL_FLAG(int, test_examples, 0, "Test examples evaluated each epoch (0: all 10000).");
@@ -183,6 +192,11 @@ absl::StatusOr<sketchfuse::v1::RunConfig> RunFromFlags() {
   run.set_learning_rate(lr);
   run.set_momentum(momentum);
   run.set_error_feedback(absl::GetFlag(FLAGS_error_feedback));
+  const double release_cap = absl::GetFlag(FLAGS_release_cap);
+  if (!(release_cap >= 0) || !std::isfinite(release_cap)) {
+    return absl::InvalidArgumentError(absl::StrCat("--release_cap must be a finite number >= 0; got ", release_cap));
+  }
+  run.set_release_cap(release_cap);
   run.set_epochs(epochs);
   run.set_train_examples(absl::GetFlag(FLAGS_train_examples));
   run.set_test_examples(absl::GetFlag(FLAGS_test_examples));
