@@ -84,7 +84,7 @@ TEST(DecentralizedTrainingTest, EverySchemeReachesDenseAllreduceAccuracyWithinOn
   // answer with the exact sums at the candidates.
   const std::vector<WorkerResult> second =
       Cluster("sketch_ps_second_round", "sketch_ps",
-              {"--compressor=count_sketch:density=0.01,rows=3,width=10", "--second_round"})
+              {"--compressor=count_sketch:method=estimate,density=0.01,rows=3,width=10", "--second_round"})
           .Train(kWorld, 2);
   ExpectOneModel(second, "sketch_ps --second_round");
   if (!second.empty()) {

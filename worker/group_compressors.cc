@@ -23,8 +23,8 @@ bool CapsRelease(const v1::RunConfig& run) {
   if (!(run.release_cap() > 0) || run.second_round() || !run.error_feedback()) return false;
   if (!UsesMomentumCorrection(run)) return false;
   const std::string& scheme = run.scheme();
-  return scheme == "topk_allgather" || scheme == "gtopk" || scheme == "topk_ps" || scheme == "sketch_ps" ||
-         scheme == "sketch_allreduce" || scheme == "auto";
+  return scheme == "topk_allgather" || scheme == "topk_ps" || scheme == "sketch_ps" || scheme == "sketch_allreduce" ||
+         scheme == "auto";
 }
 
 Settlement SettleAt(const Update& update) {

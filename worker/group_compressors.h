@@ -60,9 +60,12 @@ struct Settlement {
 
 // Whether the run caps what a worker releases per step (run.release_cap):
 // schemes with momentum correction whose payload values are what a worker
-// sends (topk_allgather, gtopk, topk_ps, sketch_ps, sketch_allreduce, auto),
-// without a second round (which sends the residual's exact values).
-// SparDL and importance_allreduce send values from the residual itself.
+// sends and is applied (topk_allgather, topk_ps, sketch_ps,
+// sketch_allreduce, auto), without a second round (which sends the
+// residual's exact values). SparDL and importance_allreduce send values
+// from the residual itself; gtopk re-selects among the workers' values on
+// its tree, which scaled values would bias (measured: 3 points lost on the
+// MLP at its default density).
 bool CapsRelease(const v1::RunConfig& run);
 
 // Release and mask every coordinate of `update`: for a worker whose payload

@@ -92,7 +92,7 @@ ABSL_FLAG(double, momentum, 0.9,
           "method=fetchsgd.");
 ABSL_FLAG(bool, error_feedback, true, "Keep what compression drops in a residual added to the next step.");
 ABSL_FLAG(double, release_cap, 1.0,
-          "With momentum correction (topk_allgather, gtopk, topk_ps, sketch_ps, sketch_allreduce, auto; no second "
+          "With momentum correction (topk_allgather, topk_ps, sketch_ps, sketch_allreduce, auto; no second "
           "round): a worker releases at most this many times its group velocity's L2 norm per step, what dense "
           "momentum SGD would apply; the rest stays in its residual. Stops the bursts of long-held residuals that "
           "make high compression diverge. 0: no cap. >= 0.");
