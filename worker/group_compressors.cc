@@ -6,7 +6,8 @@
 namespace sketchfuse {
 
 bool UsesMomentumCorrection(const v1::RunConfig& run) {
-  return run.momentum() > 0 && run.scheme() != "dense_ps" && run.scheme() != "dense_allreduce";
+  return run.momentum() > 0 && run.scheme() != "dense_ps" && run.scheme() != "dense_allreduce" &&
+         run.scheme() != "dense_bf16_allreduce";
 }
 
 Settlement SettleAt(const Update& update) {

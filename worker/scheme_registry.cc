@@ -16,6 +16,8 @@ const std::vector<SchemeInfo>& Schemes() {
       {"dense_ps", Route::kCentralized, "dense", "dense", "dense gradients summed on the servers"},
       {"dense_allreduce", Route::kDecentralized, "dense", "dense",
        "dense ring allreduce among the workers (the uncompressed baseline)"},
+      {"dense_bf16_allreduce", Route::kDecentralized, "dense", "dense",
+       "dense ring allreduce with bfloat16 values on the wire, summed in float32 (the 16-bit baseline, 2x)"},
       {"sketch_allreduce", Route::kDecentralized, "count_sketch", "count_sketch:density=0.02,rows=1,width=5",
        "allreduce of the sketches; every worker decodes the same top-k (gs-SGD global sketching)"},
       {"topk_allgather", Route::kDecentralized, "topk", "topk:density=0.01",

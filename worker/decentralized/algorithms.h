@@ -60,6 +60,14 @@ struct GroupOutcome {
 // Allreduce of the dense payload; releases everything.
 absl::StatusOr<GroupOutcome> DenseAllreduce(Collective& collective, const GroupInput& input);
 
+// The same with bfloat16 values on the wire and float32 accumulation
+// (worker/decentralized/bf16_ring.h): a ring reduce-scatter and allgather
+// over point-to-point exchanges, half the bytes of DenseAllreduce. The update
+// is within P * 2^-8 of the sum of magnitudes per element of the exact sum
+// (typically within one bfloat16 rounding), identical on every rank;
+// releases everything (the rounding error is not fed back).
+absl::StatusOr<GroupOutcome> DenseAllreduceBf16(Collective& collective, const GroupInput& input);
+
 // Allreduce of the sketch table, decode of the sum by every rank; optional
 // second round: allreduce of the exact encoded values at the decoded indices.
 absl::StatusOr<GroupOutcome> SketchAllreduce(Collective& collective, const GroupInput& input);

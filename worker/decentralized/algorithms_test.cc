@@ -1,7 +1,8 @@
 // Every decentralized algorithm on real Gloo groups of 1 to 5 ranks (threads
 // with TCP connections on loopback), against direct computations:
 //  - the update is identical on every rank;
-//  - dense_allreduce is the sum, topk_allgather the union-sum of the sent
+//  - dense_allreduce is the sum (its bfloat16 form within P roundings to
+//    bfloat16), topk_allgather the union-sum of the sent
 //    sets, sketch_allreduce the decode of the directly summed sketch (and its
 //    second round the exact sums there), importance_allreduce the exact sums
 //    at the root's indices, gtopk and spardl at most k (or k per block);
@@ -18,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/collective/local_group.h"
+#include "worker/decentralized/bf16_ring.h"
 
 namespace sketchfuse {
 namespace {
@@ -116,6 +118,27 @@ TEST_P(AlgorithmsTest, DenseAllreduceIsTheSum) {
   ExpectSameUpdateEverywhere(results);
   ExpectConservation(results);
   EXPECT_TRUE(results[0].outcome->update.dense);
+}
+
+TEST_P(AlgorithmsTest, DenseAllreduceBf16IsTheSumWithinBf16Rounding) {
+  const auto [size, dim] = GetParam();
+  const std::vector<RankResult> results = RunAlgorithm(&DenseAllreduceBf16, size, dim, "dense", 0);
+  ExpectSameUpdateEverywhere(results);
+  const Update& update = results[0].outcome->update;
+  ASSERT_TRUE(update.dense);
+  ASSERT_EQ(update.values.size(), dim);
+  for (size_t i = 0; i < dim; ++i) {
+    double exact = 0, magnitude = 0;
+    for (const RankResult& r : results) {
+      exact += r.encoded[i];
+      magnitude += std::abs(r.encoded[i]);
+    }
+    // bf16_ring.h's bound: P roundings to bfloat16 (none with one rank).
+    ASSERT_LE(std::abs(update.values[i] - exact), size == 1 ? 0.0 : (size * kBf16UnitRoundoff + 1e-6) * magnitude)
+        << "coordinate " << i;
+  }
+  // Everything is released: the residual keeps nothing.
+  for (const RankResult& r : results) EXPECT_TRUE(r.outcome->settlement.release.all);
 }
 
 TEST_P(AlgorithmsTest, TopKAllgatherIsTheUnionSumOfTheSentSets) {
@@ -229,6 +252,7 @@ TEST(AlgorithmsInputTest, APayloadOfTheWrongKindIsRefusedBeforeAnyCommunication)
     }
     input.payload = nullptr;
     EXPECT_EQ(DenseAllreduce(c, input).status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(DenseAllreduceBf16(c, input).status().code(), absl::StatusCode::kInvalidArgument);
     // The group is intact afterwards.
     std::vector<float> x = {1};
     return c.AllReduceSum(absl::MakeSpan(x));
