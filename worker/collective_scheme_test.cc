@@ -52,13 +52,15 @@ struct Case {
   std::string scheme;
   std::string compressor;
   bool second_round = false;
+  int world = 3;
+  int steps = 4;
 };
 
 class ConservationTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ConservationTest, AppliedUpdatesPlusResidualsEqualTheGradients) {
   const Case& c = GetParam();
-  constexpr int kWorld = 3, kSteps = 4;
+  const int kWorld = c.world, kSteps = c.steps;
   const v1::JobConfig job = Job(c.scheme, c.compressor, kWorld, c.second_round);
   // Per group: sum of every worker's gradients; the applied updates (rank 0's,
   // checked equal on every rank); every worker's final residual.
@@ -125,8 +127,14 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"dense_allreduce", "dense"},
                       Case{"sketch_allreduce", "count_sketch:density=0.02,rows=3,width=4", true},
                       Case{"topk_allgather", "topk:density=0.02"}, Case{"gtopk", "topk:density=0.02"},
-                      Case{"importance_allreduce", "importance:density=0.02"}, Case{"spardl", "topk:density=0.02"}),
-    [](const ::testing::TestParamInfo<Case>& info) { return info.param.scheme; });
+                      Case{"importance_allreduce", "importance:density=0.02"}, Case{"spardl", "topk:density=0.02"},
+                      // gTop-k's give-back over trees of every shape (a full tree, a rank without a partner,
+                      // two levels) and more steps, so given-back values are themselves re-sent and dropped.
+                      Case{"gtopk", "topk:density=0.02", false, 2, 8}, Case{"gtopk", "topk:density=0.02", false, 4, 8},
+                      Case{"gtopk", "topk:density=0.02", false, 5, 8}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      return info.param.scheme + (info.param.world == 3 ? "" : "_world" + std::to_string(info.param.world));
+    });
 
 // dense_bf16_allreduce as the worker runs it: the sum within bfloat16
 // rounding, the same everywhere, and half the bytes of dense_allreduce

@@ -212,6 +212,14 @@ TEST_P(AlgorithmsTest, GTopKKeepsAtMostKAndLosesNothing) {
   ExpectConservation(results);
   EXPECT_LE(results[0].outcome->update.indices.size(), k);
   if (size == 1) EXPECT_EQ(results[0].outcome->update.indices, results[0].payload.indices);
+  // A rank releases everything it sent and masks the velocity there too,
+  // dropped coordinates included (masking only the applied ones let the
+  // velocity keep feeding values that were given back: the CNN diverged in
+  // simulation, worker/README.md).
+  for (const RankResult& r : results) {
+    EXPECT_EQ(r.outcome->settlement.release.indices, r.payload.indices);
+    EXPECT_EQ(r.outcome->settlement.velocity_mask.indices, r.payload.indices);
+  }
 }
 
 TEST_P(AlgorithmsTest, SparDLKeepsKPerBlockAndLosesNothing) {
