@@ -78,8 +78,10 @@ absl::StatusOr<GroupOutcome> TopKAllgather(Collective& collective, const GroupIn
 
 // gTop-k: in round j (gap 2^j) rank r with r mod 2^(j+1) == 2^j sends its set
 // to r - 2^j, which sums it into its own and keeps the top k; rank 0
-// broadcasts the result. A rank releases what it sent or kept of its own and
-// gives back what it dropped (its own or received).
+// broadcasts the result. What was not selected stays in its owner's
+// residual: a rank releases (and masks the velocity at) its own coordinates
+// that the result holds, and gives back the shares of those coordinates that
+// it dropped (its own or received) on the way.
 absl::StatusOr<GroupOutcome> GTopK(Collective& collective, const GroupInput& input);
 
 // Importance-weighted pruning on allreduce: rank step mod P broadcasts its
