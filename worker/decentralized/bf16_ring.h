@@ -34,8 +34,9 @@ inline constexpr double kBf16UnitRoundoff = 1.0 / 256.0;
 // Ring reduce-scatter over P chunks, then a ring allgather: in each of the
 // 2 (P - 1) rounds a rank sends one chunk of bfloat16 values to rank + 1 and
 // receives one from rank - 1 (SendRecv with tag tag_of_round(round), round
-// = 0 .. 2 P - 3; the algorithms pass PointToPointTag); what it receives is added into its float32 values. Each rank then
-// rounds the chunk it completed once to bfloat16, and every rank (the owner
+// = 0 .. 2 P - 3; the algorithms pass PointToPointTag). In the reduce-scatter
+// what it receives is added into its float32 values. Each rank then rounds
+// the chunk it completed once to bfloat16, and every rank (the owner
 // too) takes those values, so the results agree bit for bit.
 // Error: a sum's partial sums are rounded at most P times (P - 1 hops and
 // the final rounding), so |result - exact| <= P * kBf16UnitRoundoff *
