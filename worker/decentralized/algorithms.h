@@ -84,9 +84,11 @@ absl::StatusOr<GroupOutcome> TopKAllgather(Collective& collective, const GroupIn
 // it dropped (its own or received) on the way.
 absl::StatusOr<GroupOutcome> GTopK(Collective& collective, const GroupInput& input);
 
-// Importance-weighted pruning on allreduce: rank step mod P broadcasts its
-// payload's indices (its k largest |g|/|w|); every rank allreduces its exact
-// encoded values there and releases them.
+// Importance-weighted pruning on allreduce: every rank names its payload's
+// indices (its k largest |g|/|w|) in an allgather; every rank allreduces its
+// exact encoded values at their union and releases them. (Cheng & Xu have
+// one rank, chosen anew each step, broadcast its k indices; that held each
+// rank's own important coordinates back until its turn: worker/README.md.)
 absl::StatusOr<GroupOutcome> ImportanceAllreduce(Collective& collective, const GroupInput& input);
 
 // SparDL on the largest power of two P2 <= P ranks (each further rank first
