@@ -8,6 +8,7 @@ namespace sketchfuse {
 
 absl::StatusOr<DecentralizedFn> AlgorithmOf(const std::string& scheme) {
   if (scheme == "dense_allreduce") return &DenseAllreduce;
+  if (scheme == "dense_bf16_allreduce") return &DenseAllreduceBf16;
   if (scheme == "sketch_allreduce") return &SketchAllreduce;
   if (scheme == "topk_allgather") return &TopKAllgather;
   if (scheme == "gtopk") return &GTopK;

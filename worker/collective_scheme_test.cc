@@ -53,13 +53,15 @@ struct Case {
   std::string scheme;
   std::string compressor;
   bool second_round = false;
+  int world = 3;
+  int steps = 4;
 };
 
 class ConservationTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ConservationTest, AppliedUpdatesPlusResidualsEqualTheGradients) {
   const Case& c = GetParam();
-  constexpr int kWorld = 3, kSteps = 4;
+  const int kWorld = c.world, kSteps = c.steps;
   const v1::JobConfig job =
       Job(c.scheme == "sketch_allreduce_peel" ? "sketch_allreduce" : c.scheme, c.compressor, kWorld, c.second_round);
   // Per group: sum of every worker's gradients; the applied updates (rank 0's,
@@ -128,8 +130,60 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"sketch_allreduce", "count_sketch:density=0.02,rows=3,width=4", true},
                       Case{"sketch_allreduce_peel", "count_sketch:method=peel,density=0.02,rows=4,width=3", false},
                       Case{"topk_allgather", "topk:density=0.02"}, Case{"gtopk", "topk:density=0.02"},
-                      Case{"importance_allreduce", "importance:density=0.02"}, Case{"spardl", "topk:density=0.02"}),
-    [](const ::testing::TestParamInfo<Case>& info) { return info.param.scheme; });
+                      Case{"importance_allreduce", "importance:density=0.02"}, Case{"spardl", "topk:density=0.02"},
+                      // gTop-k's give-back over trees of every shape (a full tree, a rank without a partner,
+                      // two levels) and more steps, so given-back values are themselves re-sent and dropped.
+                      Case{"gtopk", "topk:density=0.02", false, 2, 8}, Case{"gtopk", "topk:density=0.02", false, 4, 8},
+                      Case{"gtopk", "topk:density=0.02", false, 5, 8}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      return info.param.scheme + (info.param.world == 3 ? "" : "_world" + std::to_string(info.param.world));
+    });
+
+// dense_bf16_allreduce as the worker runs it: the sum within bfloat16
+// rounding, the same everywhere, and half the bytes of dense_allreduce
+// counted (2 per element plus an 8-byte length per message), so the
+// reported compression ratio is what was really sent.
+TEST(CollectiveSchemeTest, Bf16DenseAllreduceSendsHalfTheBytesOfDense) {
+  constexpr int kWorld = 4;
+  std::vector<uint64_t> sent(kWorld), sent_dense(kWorld), dense_bytes(kWorld);
+  std::vector<std::vector<float>> updates(kWorld), grads(kWorld);
+  for (int r = 0; r < kWorld; ++r) grads[r] = GaussianVector(kDims[1], 50 + r);
+  const std::vector<absl::Status> statuses = RunOnLocalGlooGroup(kWorld, [&](Collective& collective) {
+    const int rank = collective.rank();
+    for (const std::string scheme : {"dense_bf16_allreduce", "dense_allreduce"}) {
+      absl::StatusOr<std::unique_ptr<CollectiveScheme>> made =
+          CollectiveScheme::Create(Job(scheme, "dense", kWorld, false), &collective);
+      if (!made.ok()) return made.status();
+      absl::Status exchange = absl::UnknownError("done not called");
+      (*made)->Exchange(0, 1, grads[rank], {}, [&](absl::StatusOr<ExchangeResult> result) {
+        exchange = result.status();
+        if (!result.ok()) return;
+        (scheme == "dense_allreduce" ? sent_dense : sent)[rank] = result->bytes_sent;
+        if (scheme == "dense_allreduce") return;
+        dense_bytes[rank] = result->dense_bytes;
+        updates[rank] = Densify(result->update);
+      });
+      if (!exchange.ok()) return exchange;
+    }
+    return absl::OkStatus();
+  });
+  for (int r = 0; r < kWorld; ++r) ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_EQ(updates[r], updates[0]) << "rank " << r;
+    EXPECT_EQ(dense_bytes[r], 4 * kDims[1]);
+    // 2 (P - 1) chunks of about n / P values at 2 bytes, plus 8 bytes each.
+    EXPECT_NEAR(static_cast<double>(sent[r]), 2.0 * (kWorld - 1) * (2.0 * kDims[1] / kWorld + 8), 2 * (kWorld - 1) * 2);
+    EXPECT_NEAR(static_cast<double>(sent_dense[r]) / sent[r], 2.0, 0.02) << "rank " << r;
+  }
+  for (size_t i = 0; i < kDims[1]; ++i) {
+    double exact = 0, magnitude = 0;
+    for (int r = 0; r < kWorld; ++r) {
+      exact += grads[r][i];
+      magnitude += std::abs(grads[r][i]);
+    }
+    ASSERT_LE(std::abs(updates[0][i] - exact), kWorld / 256.0 * magnitude + 1e-6) << i;
+  }
+}
 
 // FetchSGD on the decentralized route: every worker steps its own copy of
 // the sketch-space state with the same allreduced sum, so all apply the same

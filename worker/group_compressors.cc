@@ -12,7 +12,9 @@ namespace sketchfuse {
 
 MomentumPlace MomentumPlaceOf(const v1::RunConfig& run) {
   if (!(run.momentum() > 0)) return MomentumPlace::kNone;
-  if (run.scheme() == "dense_ps" || run.scheme() == "dense_allreduce") return MomentumPlace::kOptimizer;
+  if (run.scheme() == "dense_ps" || run.scheme() == "dense_allreduce" || run.scheme() == "dense_bf16_allreduce") {
+    return MomentumPlace::kOptimizer;
+  }
   if (KeepsSketchSpaceState(run.compressor())) return MomentumPlace::kSketch;
   return MomentumPlace::kWorker;
 }

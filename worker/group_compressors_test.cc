@@ -46,6 +46,8 @@ TEST(GroupCompressorsTest, MomentumCorrectionOnlyForCompressedSchemes) {
   EXPECT_TRUE(UsesMomentumCorrection(run));
   run.set_scheme("dense_allreduce");
   EXPECT_FALSE(UsesMomentumCorrection(run));
+  run.set_scheme("dense_bf16_allreduce");
+  EXPECT_FALSE(UsesMomentumCorrection(run));
   run.set_scheme("dense_ps");
   EXPECT_FALSE(UsesMomentumCorrection(run));
   run.set_scheme("sketch_ps");

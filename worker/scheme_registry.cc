@@ -16,14 +16,22 @@ const std::vector<SchemeInfo>& Schemes() {
       {"dense_ps", Route::kCentralized, "dense", "dense", "dense gradients summed on the servers"},
       {"dense_allreduce", Route::kDecentralized, "dense", "dense",
        "dense ring allreduce among the workers (the uncompressed baseline)"},
+      {"dense_bf16_allreduce", Route::kDecentralized, "dense", "dense",
+       "dense ring allreduce with bfloat16 values on the wire, summed in float32 (the 16-bit baseline, 2x)"},
       {"sketch_allreduce", Route::kDecentralized, "count_sketch", "count_sketch:method=peel,density=0.0042,rows=4,width=4",
        "allreduce of the sketches; every worker decodes the same top-k (gs-SGD global sketching)"},
       {"topk_allgather", Route::kDecentralized, "topk", "topk:density=0.01",
        "local top-k, allgather of (index, value), summed"},
-      {"gtopk", Route::kDecentralized, "topk", "topk:density=0.01",
+      // gtopk applies k coordinates in all, where topk_allgather applies the
+      // union of P local top-k (3.7k at P = 4 on the Fashion-MNIST models), so
+      // it needs twice topk's density to hold accuracy (worker/README.md).
+      {"gtopk", Route::kDecentralized, "topk", "topk:density=0.02",
        "gTop-k: log2 P rounds of pairwise merge and top-k re-selection, then a broadcast"},
+      // importance_allreduce's density is per rank: every rank names its k
+      // most important indices and all allreduce their values at the union
+      // (up to P k coordinates; 14x at P = 4 on the Fashion-MNIST models).
       {"importance_allreduce", Route::kDecentralized, "importance", "importance:density=0.01",
-       "one rank (rotating) broadcasts its important indices by |g|/|w|; all allreduce their values there"},
+       "every rank names its important indices by |g|/|w| (allgather); all allreduce their values at the union"},
       {"spardl", Route::kDecentralized, "topk", "topk:density=0.01",
        "SparDL: Spar-Reduce-Scatter and Spar-All-Gather with global residual collection"},
       {"auto", Route::kHybrid, "count_sketch", "count_sketch:method=peel,density=0.00625,rows=4,width=4",

@@ -65,7 +65,8 @@ ABSL_FLAG(std::string, device, "auto",
           "auto: gpu where a GPU is present and the run can use it, else cpu (workers must resolve it alike).");
 ABSL_FLAG(std::string, scheme, "sketch_ps",
           "Aggregation scheme (see the list above): centralized sketch_ps, topk_ps, dense_ps; decentralized "
-          "dense_allreduce, sketch_allreduce, topk_allgather, gtopk, importance_allreduce, spardl; or auto.");
+          "dense_allreduce, dense_bf16_allreduce, sketch_allreduce, topk_allgather, gtopk, importance_allreduce, "
+          "spardl; or auto.");
 ABSL_FLAG(std::string, compressor, "",
           "Compressor spec of the scheme's compressor, e.g. count_sketch:density=0.02,rows=1,width=5 (the sketch "
           "schemes' default, 10x) or topk:density=0.01. Empty: the scheme's default.");

@@ -71,7 +71,8 @@ else
 fi
 
 # --print_route answers for every scheme.
-for pair in sketch_ps:centralized dense_allreduce:decentralized spardl:decentralized auto:hybrid; do
+for pair in sketch_ps:centralized dense_allreduce:decentralized dense_bf16_allreduce:decentralized spardl:decentralized \
+  auto:hybrid; do
   got="$("$bin" --scheme="${pair%%:*}" --print_route 2>&1)"
   [ "$got" = "${pair##*:}" ] || { echo "FAIL: --print_route of ${pair%%:*} said '$got'"; failures=$((failures + 1)); }
 done

@@ -89,6 +89,7 @@ TEST(NcclCollectiveTest, EveryDecentralizedSchemeRunsOverNcclAsOverGloo) {
   ASSERT_TRUE(nccl.ok()) << nccl.status();
   const std::vector<std::pair<std::string, std::string>> schemes = {
       {"dense_allreduce", "dense"},
+      {"dense_bf16_allreduce", "dense"},
       {"sketch_allreduce", "count_sketch:method=estimate,density=0.01,rows=3,width=4"},
       {"topk_allgather", "topk:density=0.01"},
       {"gtopk", "topk:density=0.01"},

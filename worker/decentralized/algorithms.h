@@ -62,6 +62,14 @@ struct GroupOutcome {
 // Allreduce of the dense payload; releases everything.
 absl::StatusOr<GroupOutcome> DenseAllreduce(Collective& collective, const GroupInput& input);
 
+// The same with bfloat16 values on the wire and float32 accumulation
+// (worker/decentralized/bf16_ring.h): a ring reduce-scatter and allgather
+// over point-to-point exchanges, half the bytes of DenseAllreduce. The update
+// is within P * 2^-8 of the sum of magnitudes per element of the exact sum
+// (typically within one bfloat16 rounding), identical on every rank;
+// releases everything (the rounding error is not fed back).
+absl::StatusOr<GroupOutcome> DenseAllreduceBf16(Collective& collective, const GroupInput& input);
+
 // Allreduce of the sketch table, decode of the sum by every rank; optional
 // second round: allreduce of the exact encoded values at the decoded indices.
 absl::StatusOr<GroupOutcome> SketchAllreduce(Collective& collective, const GroupInput& input);
@@ -72,13 +80,17 @@ absl::StatusOr<GroupOutcome> TopKAllgather(Collective& collective, const GroupIn
 
 // gTop-k: in round j (gap 2^j) rank r with r mod 2^(j+1) == 2^j sends its set
 // to r - 2^j, which sums it into its own and keeps the top k; rank 0
-// broadcasts the result. A rank releases what it sent or kept of its own and
-// gives back what it dropped (its own or received).
+// broadcasts the result. What was not selected stays in its owner's
+// residual: a rank releases (and masks the velocity at) its own coordinates
+// that the result holds, and gives back the shares of those coordinates that
+// it dropped (its own or received) on the way.
 absl::StatusOr<GroupOutcome> GTopK(Collective& collective, const GroupInput& input);
 
-// Importance-weighted pruning on allreduce: rank step mod P broadcasts its
-// payload's indices (its k largest |g|/|w|); every rank allreduces its exact
-// encoded values there and releases them.
+// Importance-weighted pruning on allreduce: every rank names its payload's
+// indices (its k largest |g|/|w|) in an allgather; every rank allreduces its
+// exact encoded values at their union and releases them. (Cheng & Xu have
+// one rank, chosen anew each step, broadcast its k indices; that held each
+// rank's own important coordinates back until its turn: worker/README.md.)
 absl::StatusOr<GroupOutcome> ImportanceAllreduce(Collective& collective, const GroupInput& input);
 
 // SparDL on the largest power of two P2 <= P ranks (each further rank first

@@ -4,6 +4,24 @@
 #include "worker/decentralized/sparse_set.h"
 
 namespace sketchfuse {
+namespace {
+
+// The entries of sparse set `set` whose index is in `indices` (ascending).
+Update RestrictTo(const Update& set, const std::vector<uint32_t>& indices) {
+  Update kept = EmptySparse(set.dim);
+  size_t j = 0;
+  for (size_t p = 0; p < set.indices.size(); ++p) {
+    while (j < indices.size() && indices[j] < set.indices[p]) ++j;
+    if (j == indices.size()) break;
+    if (indices[j] == set.indices[p]) {
+      kept.indices.push_back(set.indices[p]);
+      kept.values.push_back(set.values[p]);
+    }
+  }
+  return kept;
+}
+
+}  // namespace
 
 absl::StatusOr<GroupOutcome> GTopK(Collective& collective, const GroupInput& input) {
   if (absl::Status s = decentralized_internal::CheckInput(input, PayloadKind::kSparse, false); !s.ok()) return s;
@@ -44,10 +62,19 @@ absl::StatusOr<GroupOutcome> GTopK(Collective& collective, const GroupInput& inp
 
   GroupOutcome outcome;
   outcome.update = *std::move(global);
-  // Own entries were sent or kept; what this rank dropped comes back.
-  outcome.settlement.release = Coordinates::Of(own);
+  // What was not selected stays where it was: this rank releases (and masks
+  // the velocity of) only its own coordinates that the global top-k holds.
+  // At those coordinates every owner releases its value, so a share of it
+  // that a merge dropped on the way comes back to the rank that dropped it;
+  // dropped shares at other coordinates are still in their owners'
+  // residuals. So the update plus every residual still equals every
+  // gradient. (Giving everything dropped to the dropping rank, as before,
+  // also conserved, but it zeroed the owners' residuals and velocities at
+  // coordinates that were never applied and piled other ranks' values onto
+  // the merging ranks; worker/README.md.)
+  outcome.settlement.release = Coordinates::Of(RestrictTo(own, outcome.update.indices));
   outcome.settlement.velocity_mask = outcome.settlement.release;
-  outcome.settlement.give_back = std::move(dropped);
+  outcome.settlement.give_back = RestrictTo(dropped, outcome.update.indices);
   return outcome;
 }
 
