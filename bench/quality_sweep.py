@@ -38,7 +38,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_SCHEMES = ["sketch_ps", "sketch_allreduce", "topk_allgather", "gtopk", "spardl", "importance_allreduce",
                    "topk_ps"]
-BASELINES = ["dense_allreduce"]
+BASELINES = ["dense_allreduce", "dense_bf16_allreduce"]
 
 # Bytes a worker sends per selected coordinate of its group, in floats of
 # the dense gradient, measured on the runs of the main job (W = 4; see
@@ -47,7 +47,7 @@ SPARSE_FLOATS_PER_SELECTED = {
     "topk_ps": 2.0,  # (index, value) pushed once
     "gtopk": 4.0,
     "spardl": 3.0,
-    "importance_allreduce": 2.3,
+    "importance_allreduce": 2.3 * 4,  # density is per rank; all allreduce the union (up to P k values)
 }
 
 
