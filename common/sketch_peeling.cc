@@ -10,8 +10,8 @@
 namespace sketchfuse {
 namespace {
 
-// Coordinates whose row estimates are computed together (a multiple of every
-// chunk length, as SketchView::RowEstimates needs).
+// Coordinates whose row estimates the first pass computes together (a
+// multiple of every chunk length, as SketchView::RowEstimates needs).
 constexpr uint32_t kBlock = 2048;
 
 struct Candidate {
@@ -26,9 +26,19 @@ bool Agree(float a, float b, float tolerance) {
   return std::fabs(a - b) <= tolerance * std::max(std::fabs(a), std::fabs(b));
 }
 
-// What a coordinate with row estimates est[0], est[stride], ... claims, if
-// anything. A coordinate with an estimate at or below the floor was never
-// inserted (its cell there is empty): nothing. Otherwise its largest groups
+// Whether every row estimate is above the floor. A coordinate with an
+// estimate at or below it was never inserted (its cell there is empty), and
+// stays so: subtraction only takes out what a taken coordinate put in, and a
+// taken coordinate has no empty cell.
+bool AboveFloor(const float* est, size_t stride, uint32_t rows, float floor) {
+  for (uint32_t r = 0; r < rows; ++r) {
+    if (!(std::fabs(est[r * stride]) > floor)) return false;
+  }
+  return true;
+}
+
+// What a coordinate above the floor, with row estimates est[0], est[stride],
+// ..., claims, if anything: its largest groups
 // of agreeing rows, if they have two rows or more: it claims their cells, and
 // it is takeable, with the group's value, when that group is the only
 // largest one. (Two rows that hold the coordinate and the same other
@@ -36,10 +46,7 @@ bool Agree(float a, float b, float tolerance) {
 // one, the coordinate waits for the pass after that other coordinate was
 // taken out, and meanwhile keeps the cells it may own from being explained
 // by a coordinate that only collides with it.)
-bool Claims(const float* est, size_t stride, uint32_t rows, float floor, float tolerance, Candidate* out) {
-  for (uint32_t r = 0; r < rows; ++r) {
-    if (!(std::fabs(est[r * stride]) > floor)) return false;
-  }
+bool Claims(const float* est, size_t stride, uint32_t rows, float tolerance, Candidate* out) {
   uint32_t best = 0;
   uint64_t groups = 0;  // union of the largest groups
   bool ambiguous = false;
@@ -106,41 +113,44 @@ std::vector<Candidate> Resolve(const std::vector<Candidate>& candidates, const S
   return won;
 }
 
-// The decoder, with the row estimates of coordinates [base, base + len)
-// written by fill(table, base, len, out, stride) (out[r * stride + j]).
-template <typename FillRowEstimates>
-SparseEntries Peel(const SketchShape& shape, std::vector<float> table, uint64_t dim,
-                   const PeelOptions& options, uint32_t block, FillRowEstimates fill) {
-  SparseEntries result;
-  if (shape.rows < 2 || dim == 0 || options.max_entries == 0) return result;
-  const uint32_t n = static_cast<uint32_t>(dim);
-  std::vector<RowHash> hashes(shape.rows);
-  for (uint32_t r = 0; r < shape.rows; ++r) hashes[r] = MakeRowHash(shape.seed, r);
-  const uint32_t chunk_shift = ChunkShift(shape.cols);
-  float largest = 0;
-  for (float cell : table) largest = std::max(largest, std::fabs(cell));
-  const float floor = options.floor * largest;
+// The state of one decode: the table as peeled so far, the coordinates
+// taken, and the shared steps of a pass.
+class Peeler {
+ public:
+  Peeler(const SketchShape& shape, std::vector<float> table, uint64_t dim, const PeelOptions& options)
+      : shape_(shape), table_(std::move(table)), n_(static_cast<uint32_t>(dim)), options_(options),
+        hashes_(shape.rows), chunk_shift_(ChunkShift(shape.cols)), decoded_(dim, false) {
+    for (uint32_t r = 0; r < shape.rows; ++r) hashes_[r] = MakeRowHash(shape.seed, r);
+    float largest = 0;
+    for (float cell : table_) largest = std::max(largest, std::fabs(cell));
+    floor_ = options.floor * largest;
+  }
 
-  std::vector<bool> decoded(n, false);
-  std::vector<std::pair<uint32_t, float>> entries;
-  std::vector<float> est(static_cast<size_t>(shape.rows) * block);
-  std::vector<Candidate> candidates;
-  for (uint32_t pass = 0; pass < options.max_passes && entries.size() < options.max_entries; ++pass) {
-    candidates.clear();
-    for (uint32_t base = 0; base < n; base += std::min(block, n - base)) {
-      const uint32_t len = std::min(block, n - base);
-      fill(table, base, len, est.data(), block);
-      for (uint32_t j = 0; j < len; ++j) {
-        Candidate c;
-        if (!decoded[base + j] && Claims(&est[j], block, shape.rows, floor, options.tolerance, &c)) {
-          c.index = base + j;
-          candidates.push_back(c);
-        }
-      }
+  bool usable() const { return shape_.rows >= 2 && n_ > 0 && options_.max_entries > 0; }
+  bool more_passes(uint32_t pass) const { return pass < options_.max_passes && entries_.size() < options_.max_entries; }
+  const std::vector<float>& table() const { return table_; }
+  uint32_t size() const { return n_; }
+
+  // Looks at coordinate `index` with its row estimates: false if it is below
+  // the floor (it never will be above it again); else records its claim, if
+  // it makes one, for this pass.
+  bool Consider(uint32_t index, const float* est, size_t stride) {
+    if (decoded_[index] || !AboveFloor(est, stride, shape_.rows, floor_)) return false;
+    Candidate c;
+    if (Claims(est, stride, shape_.rows, options_.tolerance, &c)) {
+      c.index = index;
+      candidates_.push_back(c);
     }
-    std::vector<Candidate> taken = Resolve(candidates, shape, hashes, chunk_shift);
-    if (taken.empty()) break;
-    const uint64_t room = options.max_entries - entries.size();
+    return true;
+  }
+
+  // Resolves this pass's claims, takes the winners (up to the cap) out of
+  // the table; false when nothing was taken.
+  bool EndPass() {
+    std::vector<Candidate> taken = Resolve(candidates_, shape_, hashes_, chunk_shift_);
+    candidates_.clear();
+    if (taken.empty()) return false;
+    const uint64_t room = options_.max_entries - entries_.size();
     if (taken.size() > room) {
       std::sort(taken.begin(), taken.end(), [](const Candidate& a, const Candidate& b) {
         const float fa = std::fabs(a.value), fb = std::fabs(b.value);
@@ -149,49 +159,96 @@ SparseEntries Peel(const SketchShape& shape, std::vector<float> table, uint64_t 
       taken.resize(room);
     }
     for (const Candidate& c : taken) {
-      decoded[c.index] = true;
-      entries.emplace_back(c.index, c.value);
-      for (uint32_t r = 0; r < shape.rows; ++r) {
-        table[static_cast<size_t>(r) * shape.cols + BucketOfIndex(hashes[r], c.index, shape.cols, chunk_shift)] -=
-            SignOfIndex(hashes[r], c.index) * c.value;
+      decoded_[c.index] = true;
+      entries_.emplace_back(c.index, c.value);
+      for (uint32_t r = 0; r < shape_.rows; ++r) {
+        table_[static_cast<size_t>(r) * shape_.cols + BucketOfIndex(hashes_[r], c.index, shape_.cols, chunk_shift_)] -=
+            SignOfIndex(hashes_[r], c.index) * c.value;
       }
     }
+    return true;
   }
-  std::sort(entries.begin(), entries.end());
-  result.indices.reserve(entries.size());
-  result.values.reserve(entries.size());
-  for (const auto& [index, value] : entries) {
-    result.indices.push_back(index);
-    result.values.push_back(value);
+
+  // Coordinate `index`'s row estimates, one at a time (out[r]).
+  void EstimatesOf(uint32_t index, float* out) const {
+    for (uint32_t r = 0; r < shape_.rows; ++r) {
+      out[r] = SignOfIndex(hashes_[r], index) *
+               table_[static_cast<size_t>(r) * shape_.cols + BucketOfIndex(hashes_[r], index, shape_.cols, chunk_shift_)];
+    }
   }
-  return result;
-}
+
+  SparseEntries Result() {
+    std::sort(entries_.begin(), entries_.end());
+    SparseEntries result;
+    result.indices.reserve(entries_.size());
+    result.values.reserve(entries_.size());
+    for (const auto& [index, value] : entries_) {
+      result.indices.push_back(index);
+      result.values.push_back(value);
+    }
+    return result;
+  }
+
+ private:
+  const SketchShape shape_;
+  std::vector<float> table_;
+  const uint32_t n_;
+  const PeelOptions options_;
+  std::vector<RowHash> hashes_;
+  const uint32_t chunk_shift_;
+  float floor_ = 0;
+  std::vector<bool> decoded_;
+  std::vector<std::pair<uint32_t, float>> entries_;
+  std::vector<Candidate> candidates_;
+};
 
 }  // namespace
 
 SparseEntries PeelDecode(const SketchView& sketch, uint64_t dim, const PeelOptions& options) {
   const SketchShape& shape = sketch.shape();
-  std::vector<float> table(sketch.table(), sketch.table() + shape.num_cells());
-  return Peel(shape, std::move(table), dim, options, kBlock,
-              [&shape](const std::vector<float>& t, uint32_t base, uint32_t len, float* out, size_t stride) {
-                SketchView(shape, t.data()).RowEstimates(base, len, out, stride);
-              });
+  Peeler peeler(shape, std::vector<float>(sketch.table(), sketch.table() + shape.num_cells()), dim, options);
+  if (!peeler.usable()) return {};
+  // The first pass reads every coordinate, a block of rows at a time; later
+  // passes only those still above the floor in every row (a coordinate that
+  // reads an empty cell never becomes decodable), one at a time: after the
+  // first pass they are a small share of the group.
+  std::vector<uint32_t> alive;
+  std::vector<float> est(static_cast<size_t>(shape.rows) * kBlock);
+  const uint32_t n = peeler.size();
+  for (uint32_t base = 0; base < n; base += std::min(kBlock, n - base)) {
+    const uint32_t len = std::min(kBlock, n - base);
+    SketchView(shape, peeler.table().data()).RowEstimates(base, len, est.data(), kBlock);
+    for (uint32_t j = 0; j < len; ++j) {
+      if (peeler.Consider(base + j, &est[j], kBlock)) alive.push_back(base + j);
+    }
+  }
+  std::vector<float> one(shape.rows);
+  for (uint32_t pass = 1; peeler.EndPass() && peeler.more_passes(pass); ++pass) {
+    size_t kept = 0;
+    for (uint32_t index : alive) {
+      peeler.EstimatesOf(index, one.data());
+      if (peeler.Consider(index, one.data(), 1)) alive[kept++] = index;
+    }
+    alive.resize(kept);
+  }
+  return peeler.Result();
 }
 
 namespace sketch_peeling_reference {
 
 SparseEntries PeelDecode(const SketchShape& shape, std::vector<float> table, uint64_t dim,
                          const PeelOptions& options) {
-  const uint32_t chunk_shift = ChunkShift(shape.cols);
-  return Peel(shape, std::move(table), dim, options, 1,
-              [&](const std::vector<float>& t, uint32_t index, uint32_t, float* out, size_t stride) {
-                for (uint32_t r = 0; r < shape.rows; ++r) {
-                  const RowHash hash = MakeRowHash(shape.seed, r);
-                  out[r * stride] = SignOfIndex(hash, index) *
-                                    t[static_cast<size_t>(r) * shape.cols + BucketOfIndex(hash, index, shape.cols,
-                                                                                           chunk_shift)];
-                }
-              });
+  Peeler peeler(shape, std::move(table), dim, options);
+  if (!peeler.usable()) return {};
+  std::vector<float> est(shape.rows);
+  for (uint32_t pass = 0; peeler.more_passes(pass); ++pass) {
+    for (uint32_t index = 0; index < peeler.size(); ++index) {
+      peeler.EstimatesOf(index, est.data());
+      peeler.Consider(index, est.data(), 1);
+    }
+    if (!peeler.EndPass()) break;
+  }
+  return peeler.Result();
 }
 
 }  // namespace sketch_peeling_reference
