@@ -1,6 +1,7 @@
 // Microbenchmarks of the CPU compression core on a ResNet-50-sized gradient
 // (25,557,032 floats): Count-Sketch insert, estimate + heavy-hitter top-k,
-// exact top-k, sketch merge, and memcpy of the same bytes as the yardstick.
+// the peeling decode, exact top-k, sketch merge, and memcpy of the same
+// bytes as the yardstick.
 //
 // Run: bazel run -c opt //bench:compression_bench -- --benchmark_out=out.json
 // bench/cpu_vs_torch.sh runs it beside the PyTorch reference in one go.
@@ -9,6 +10,7 @@
 // Extra flags (before Google Benchmark's own): --sf_dim=N (vector length,
 // default the ResNet-50 parameter count) and --sf_cols=N (sketch columns,
 // default 500,000).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +22,8 @@
 #include "common/count_sketch.h"
 #include "common/memory_tuning.h"
 #include "common/model_profiles.h"
+#include "common/sketch_hash.h"
+#include "common/sketch_peeling.h"
 #include "common/topk.h"
 
 namespace sketchfuse {
@@ -73,6 +77,35 @@ void BM_SketchEstimateTopK(benchmark::State& state) {
   SetBytes(state, g.size() * sizeof(float));
 }
 BENCHMARK(BM_SketchEstimateTopK)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The peeling decode of count_sketch method=peel at its default load: 4
+// workers' top-k (k = d/160 each, the 10x default) summed in a 4-row sketch
+// of d/10 cells, decoded back.
+void BM_PeelDecode(benchmark::State& state) {
+  const std::vector<float>& g = Gradient();
+  const uint64_t k = std::max<uint64_t>(1, g.size() / 160);
+  const uint32_t cols = static_cast<uint32_t>(std::max<uint64_t>(1, 4 * k));
+  CountSketch sketch = *CountSketch::Create({4, cols, StepSeed(1, 0)});
+  std::mt19937 rng(7);
+  for (int w = 0; w < 4; ++w) {
+    std::vector<uint32_t> indices;
+    for (uint64_t j = 0; j < k; ++j) indices.push_back(rng() % g.size());
+    std::sort(indices.begin(), indices.end());
+    indices.erase(std::unique(indices.begin(), indices.end()), indices.end());
+    std::vector<float> values;
+    for (uint32_t i : indices) values.push_back(g[i]);
+    (void)sketch.InsertEntries(indices, values);
+  }
+  size_t decoded = 0;
+  for (auto _ : state) {
+    SparseEntries got = PeelDecode(sketch.view(), g.size());
+    decoded = got.indices.size();
+    benchmark::DoNotOptimize(got.indices.data());
+  }
+  state.counters["decoded"] = static_cast<double>(decoded);
+  SetBytes(state, g.size() * sizeof(float));
+}
+BENCHMARK(BM_PeelDecode)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_TopK(benchmark::State& state) {
   const std::vector<float>& g = Gradient();
