@@ -7,6 +7,7 @@ the same way.
 
   python3 bench/quality_sweep.py [--models=mlp,cnn] [--ratios=10,30,100,300]
                                  [--schemes=...] [--seeds=1] [--out=DIR]
+                                 [--worker_flags='--release_cap=0 ...']
 
 For each (model, scheme, ratio, seed) it derives the compressor spec that
 sends about 1/ratio of the dense gradient's bytes per worker (the ratio the
@@ -100,7 +101,7 @@ def run_cluster(model, scheme, flags, seed, args, out):
         shutil.rmtree(out)
     cmd = ["bash", os.path.join(ROOT, "scripts/local_cluster.sh"), f"--workload={model}", f"--schemes={scheme}",
            f"--workers={args.workers}", f"--epochs={args.epochs}", f"--train_examples={args.train_examples}",
-           f"--out={out}", "--", f"--seed={seed}"] + flags
+           f"--out={out}", "--", f"--seed={seed}"] + flags + args.worker_flags.split()
     with open(out + ".log", "w") as log:
         done = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT)
     if done.returncode != 0:
@@ -126,6 +127,8 @@ def main():
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--train_examples", type=int, default=24000)
+    parser.add_argument("--worker_flags", default="",
+                        help="more worker flags for every run, space-separated (e.g. --release_cap=0)")
     parser.add_argument("--out", default=os.path.join(ROOT, "out/quality"))
     args = parser.parse_args()
     try:
@@ -138,6 +141,8 @@ def main():
             spec_for(s, 10, args.workers)  # names are checked before anything runs
     except ValueError as e:
         sys.exit(f"quality_sweep: {e}")
+    if any(not f.startswith("--") for f in args.worker_flags.split()):
+        sys.exit(f"quality_sweep: --worker_flags takes worker flags (--name=value), got '{args.worker_flags}'")
     if any(r <= 0 for r in ratios) or args.workers < 2:
         sys.exit("quality_sweep: ratios must be positive and --workers at least 2")
     for binary in ("bazel-bin/server/sketchfuse_server", "bazel-bin/worker/sketchfuse_worker"):
@@ -219,7 +224,8 @@ def main():
             w.writeheader()
             w.writerows(curves)
     with open(os.path.join(args.out, "quality.json"), "w") as f:
-        json.dump({"command": " ".join(sys.argv), "workers": args.workers, "epochs": args.epochs,
+        json.dump({"command": " ".join(sys.argv), "worker_flags": args.worker_flags, "workers": args.workers,
+                   "epochs": args.epochs,
                    "train_examples": args.train_examples, "runs": rows, "skipped": skipped}, f, indent=2)
 
     lines = ["| model | scheme | target | measured ratio | KiB/step/worker | test accuracy | vs dense | time to target |",
