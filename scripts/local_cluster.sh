@@ -10,20 +10,31 @@
 # its log). A run that diverges (its workers exit with status 3) is no
 # failure: its row says where, and the other schemes still run.
 #
+# A server shard that dies is supervised, not fatal, under --schemes=auto:
+# the launcher logs it and the workers fail over to sketch_allreduce (and
+# return when the shard is back); with --restart_shards it restarts the shard
+# on its address after a second, as a supervisor or Kubernetes would, and
+# the successor takes up the answers its predecessor recorded. Under the
+# other schemes a dead shard ends the run, naming the step it reached and
+# the workers' errors (only auto trains through a dead shard).
+#
 #   scripts/local_cluster.sh [--workers=4] [--shards=2]
 #                            [--schemes=dense_allreduce,sketch_ps,sketch_allreduce]
 #                            [--workload=mlp] [--epochs=2] [--train_examples=24000]
-#                            [--batch_size=32] [--out=out/cluster] [-- more worker flags]
+#                            [--batch_size=32] [--out=out/cluster] [--restart_shards]
+#                            [-- more worker flags]
 #
 # Workers evaluate a fixed 2000-example test subset about 15 times per run
 # for the curves (every 25 steps in the default run; at least 5 steps apart;
 # -- --eval_every=N --eval_examples=M to change it). Expects
 # bazel-bin/server/sketchfuse_server and bazel-bin/worker/sketchfuse_worker
-# (scripts/main_job.sh builds them).
+# (scripts/main_job.sh builds them), or the binaries SKETCHFUSE_SERVER and
+# SKETCHFUSE_WORKER name.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-server="$root/bazel-bin/server/sketchfuse_server"
-worker="$root/bazel-bin/worker/sketchfuse_worker"
+server="${SKETCHFUSE_SERVER:-$root/bazel-bin/server/sketchfuse_server}"
+worker="${SKETCHFUSE_WORKER:-$root/bazel-bin/worker/sketchfuse_worker}"
+restart_shards=0
 
 workers=4 shards=2 schemes=dense_allreduce,sketch_ps,sketch_allreduce workload=mlp epochs=2 train_examples=24000 batch_size=32
 out="$root/out/cluster"
@@ -38,6 +49,7 @@ while [ $# -gt 0 ]; do
     --train_examples=*) train_examples="${1#*=}" ;;
     --batch_size=*) batch_size="${1#*=}" ;;
     --out=*) out="${1#*=}" ;;
+    --restart_shards) restart_shards=1 ;;
     --) shift; extra=("$@"); break ;;
     -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 0 ;;
     *) echo "local_cluster: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -60,10 +72,12 @@ done
 
 pids=()
 names=()
+worker_pids=()
+commands=()   # each process's command line, shell-quoted (to restart a shard)
 cleanup() {
   for pid in "${pids[@]:-}"; do [ -n "$pid" ] && kill "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]:-}"; do [ -n "$pid" ] && wait "$pid" 2>/dev/null || true; done
-  pids=(); names=()
+  pids=(); names=(); commands=()
 }
 trap 'echo "local_cluster: interrupted; stopping every process" >&2; cleanup; exit 130' INT TERM
 trap cleanup EXIT
@@ -72,7 +86,42 @@ trap cleanup EXIT
 start() {
   local name="$1" log="$2"; shift 2
   "$@" >"$log" 2>&1 &
-  pids+=("$!"); names+=("$name|$log")
+  pids+=("$!"); names+=("$name|$log"); commands+=("$(printf '%q ' "$@")")
+}
+
+# A server shard (index $1 of pids) exited with status $2 while its run
+# trains: under auto, logged and (with --restart_shards) restarted on its
+# address; otherwise the run ends, saying where it was.
+shard_died() {
+  local i="$1" status="$2"
+  local name="${names[$i]%%|*}" log="${names[$i]#*|}"
+  local step
+  step="$(grep "^worker-0 epoch" "$dir/worker0.log" 2>/dev/null | tail -n 1 | awk '{split($5, s, "/"); print s[1]}' || true)"
+  if [ "$scheme" = auto ]; then
+    echo "local_cluster: $name died (exit $status) at about step ${step:-0}; the auto workers fail over to sketch_allreduce" >&2
+    if [ "$restart_shards" -eq 1 ]; then
+      local index="${name##* }" port
+      port="$(cat "$dir/port$index" 2>/dev/null || true)"
+      sleep 1
+      eval "${commands[$i]} --port=$port" >>"$log" 2>&1 &
+      pids[$i]=$!
+      echo "local_cluster: $name restarted on 127.0.0.1:$port (pid ${pids[$i]})" >&2
+    fi
+    return 0
+  fi
+  echo "local_cluster: $name died (exit $status) at about step ${step:-0} of $scheme; its log: $log" >&2
+  echo "local_cluster: the rounds of its groups are lost (only --schemes=auto trains through a dead shard); the workers say:" >&2
+  local w waited
+  for waited in $(seq 100); do
+    local left=0
+    for w in "${worker_pids[@]:-}"; do kill -0 "$w" 2>/dev/null && left=1; done
+    [ "$left" -eq 0 ] && break
+    sleep 0.1
+  done
+  for w in $(seq 0 $((workers - 1))); do
+    grep -m 1 -E "error|failed|stopped" "$dir/worker$w.log" 2>/dev/null | sed "s/^/  worker-$w: /" | cut -c1-300 >&2 || true
+  done
+  exit 1
 }
 
 # sketchfuse_worker's exit status when its run diverged (a NaN or an
@@ -97,6 +146,10 @@ check_alive() {
       local name="${names[$i]%%|*}" log="${names[$i]#*|}"
       pids[$i]=""
       [ "$status" -eq 0 ] && continue
+      if [[ "$name" == "server shard "* ]] && [ "${#worker_pids[@]}" -gt 0 ]; then
+        shard_died "$i" "$status"
+        continue
+      fi
       if [[ "$name" == worker-* ]] && { [ "$status" -eq "$diverged_status" ] || [ -n "$diverged" ]; }; then
         if [ "$status" -eq "$diverged_status" ]; then
           [ -n "$diverged" ] || diverged="$(grep -m 1 -o 'stopped: .*' "$log" | sed 's/^stopped: //')"
@@ -149,13 +202,13 @@ for scheme in "${scheme_list[@]}"; do
     --num_shards="$run_shards" --coordinator --port_file="$dir/port0" --token_file="$dir/token" --state_dir="$dir/state"
   for _ in $(seq 300); do [ -s "$dir/port0" ] && break; check_alive; sleep 0.1; done
   [ -s "$dir/port0" ] || { echo "local_cluster: shard 0 did not start; its log: $dir/server0.log" >&2; exit 1; }
+  worker_pids=()
   coordinator="127.0.0.1:$(cat "$dir/port0")"
   for s in $(seq 1 $((run_shards - 1))); do
     start "server shard $s" "$dir/server$s.log" "$server" --job_config="$dir/job.json" --shard_index="$s" \
       --num_shards="$run_shards" --coordinator_address="$coordinator" --port_file="$dir/port$s" --token_file="$dir/token" \
       --state_dir="$dir/state"
   done
-  worker_pids=()
   diverged="" diverged_since=""
   for w in $(seq 0 $((workers - 1))); do
     start "worker-$w" "$dir/worker$w.log" "$worker" --coordinator="$coordinator" --worker_id="worker-$w" \

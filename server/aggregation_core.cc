@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "common/compressor_registry.h"
 #include "common/error_feedback.h"
+#include "common/error_text.h"
 #include "common/topk.h"
 
 namespace sketchfuse {
@@ -43,6 +44,10 @@ absl::StatusOr<std::unique_ptr<AggregationCore>> AggregationCore::Create(
   }
   if (config.round_deadline <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("aggregation config: round_deadline must be positive");
+  }
+  if (config.step_window == 0 || config.max_open_rounds == 0 || config.max_held_bytes == 0) {
+    return absl::InvalidArgumentError(
+        "aggregation config: step_window, max_open_rounds and max_held_bytes must be at least 1");
   }
   std::unique_ptr<AggregationCore> core(new AggregationCore(config));
   for (const GroupSpec& spec : core->config_.groups) {
@@ -87,8 +92,8 @@ absl::StatusOr<std::unique_ptr<AggregationCore>> AggregationCore::Create(
 absl::Status AggregationCore::ValidatePush(const RoundKey& key, uint32_t worker,
                                            const Payload& payload, Group** group) const {
   if (key.job != config_.job) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("this shard serves job '", config_.job, "', not '", key.job, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("this shard serves job '", config_.job, "', not ", QuoteField(key.job)));
   }
   auto it = groups_.find(key.group);
   if (it == groups_.end()) {
@@ -189,16 +194,29 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
     if (!answer_now && open == rounds_.end()) {
       // Not open: finished (answer again), too old to answer, or new.
       const auto& finished = finished_[FinishedKey{key.group, key.second_round}];
+      uint64_t oldest_kept = UINT64_MAX;  // by step, not by finish order
       for (const auto& [step, result] : finished) {
         if (step == key.step) {
           immediate = result;
           answer_now = true;
         }
+        oldest_kept = std::min(oldest_kept, step);
       }
-      if (!answer_now && !finished.empty() && key.step < finished.front().first) {
-        immediate = absl::FailedPreconditionError(absl::StrCat(RoundName(key.job, key.group, key.step, key.second_round),
+      // Just behind the kept answers: finished. Far behind them (kept answers
+      // far ahead, as a forged far-future round leaves them) is the step
+      // window's to judge.
+      if (!answer_now && !finished.empty() && key.step < oldest_kept &&
+          oldest_kept - key.step <= config_.step_window) {
+        immediate = absl::FailedPreconditionError(absl::StrCat(RoundName(config_.job, key.group, key.step, key.second_round),
                                                                " finished long ago; its answer is no longer kept"));
         answer_now = true;
+      }
+      bool beyond_window = false;
+      if (!answer_now) {
+        if (absl::Status may_open = CheckNewRoundLocked(key, payload_bytes, &beyond_window); !may_open.ok()) {
+          immediate = std::move(may_open);
+          answer_now = true;
+        }
       }
       if (!answer_now) {
         Round round;
@@ -206,6 +224,8 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
         round.deadline = now + config_.round_deadline;
         round.arrived.assign(config_.world_size, false);
         round.parts.resize(config_.world_size);
+        round.beyond_window = beyond_window;
+        if (beyond_window) progress_[key.group].beyond_window_open = true;
         open = rounds_.emplace(id, std::move(round)).first;
         ++stats_.rounds_open;
       }
@@ -218,7 +238,9 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
         round.parts[worker] = std::move(payload);
         round.arrived[worker] = true;
         ++round.count;
+        round.bytes += payload_bytes;
         stats_.bytes_in += payload_bytes;
+        stats_.bytes_held += payload_bytes;
       }
       // A repeated push of the same worker just waits for the answer.
       if (!answer_now) {
@@ -235,6 +257,60 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
     return;
   }
   if (complete) Complete(*group, id);
+}
+
+absl::Status AggregationCore::CheckNewRoundLocked(const RoundKey& key, uint64_t payload_bytes, bool* beyond_window) {
+  *beyond_window = false;
+  if (!key.second_round) {
+    const Progress& progress = progress_[key.group];
+    bool anchored = progress.any_finished;
+    uint64_t anchor = progress.last_finished;
+    if (!anchored) {
+      // Nothing finished yet (a new or restarted shard): the lowest open
+      // round anchors the window; with none open, this push does.
+      for (auto it = rounds_.lower_bound(RoundId{key.group, 0, false}); it != rounds_.end() && it->first.group == key.group;
+           ++it) {
+        if (!it->first.second_round) {
+          anchored = true;
+          anchor = it->first.step;
+          break;
+        }
+      }
+    }
+    const uint64_t distance = key.step > anchor ? key.step - anchor : anchor - key.step;
+    if (anchored && distance > config_.step_window) {
+      if (progress.beyond_window_open) {
+        ++stats_.refused_out_of_window;
+        return absl::OutOfRangeError(absl::StrCat(
+            "step ", key.step, " of group ", key.group, " is outside this shard's step window: it opens steps within ",
+            config_.step_window, " (--step_window) of ", anchor, ", the group's ",
+            progress.any_finished ? "most recently finished" : "lowest open", " step, and its one round outside "
+            "the window is already open"));
+      }
+      *beyond_window = true;
+    }
+  }
+  if (stats_.rounds_open >= config_.max_open_rounds) {
+    ++stats_.refused_over_capacity;
+    return absl::ResourceExhaustedError(absl::StrCat("this shard holds its maximum of ", config_.max_open_rounds,
+                                                     " open rounds (--max_open_rounds): ",
+                                                     RoundName(config_.job, key.group, key.step, key.second_round),
+                                                     " cannot open now"));
+  }
+  if (stats_.bytes_held + payload_bytes > config_.max_held_bytes) {
+    ++stats_.refused_over_capacity;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "this shard's open rounds hold ", stats_.bytes_held, " payload bytes; ", payload_bytes,
+        " more would pass its maximum of ", config_.max_held_bytes, " (--max_held_mb): ",
+        RoundName(config_.job, key.group, key.step, key.second_round), " cannot open now"));
+  }
+  return absl::OkStatus();
+}
+
+void AggregationCore::ForgetRoundLocked(const RoundId& id, const Round& round) {
+  stats_.bytes_held -= round.bytes;
+  --stats_.rounds_open;
+  if (round.beyond_window) progress_[id.group].beyond_window_open = false;
 }
 
 void AggregationCore::Complete(Group& group, const RoundId& id) {
@@ -304,12 +380,20 @@ void AggregationCore::Complete(Group& group, const RoundId& id) {
     }
   }
   std::vector<PushCallback> waiting;
+  uint64_t rounds_open = 0, bytes_held = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto node = rounds_.extract(id);
     waiting = std::move(node.mapped().waiting);
-    --stats_.rounds_open;
+    ForgetRoundLocked(id, node.mapped());
+    rounds_open = stats_.rounds_open;
+    bytes_held = stats_.bytes_held;
     if (result.ok()) {
+      if (!id.second_round) {
+        Progress& progress = progress_[id.group];
+        progress.any_finished = true;
+        progress.last_finished = id.step;
+      }
       ++stats_.rounds_completed;
       auto& finished = finished_[FinishedKey{id.group, id.second_round}];
       finished.emplace_back(id.step, *result);
@@ -323,7 +407,7 @@ void AggregationCore::Complete(Group& group, const RoundId& id) {
   for (PushCallback& done : waiting) done(result);
   if (config_.on_round_finished) {
     config_.on_round_finished(RoundReport{id.group, id.step, id.second_round, result.ok(), decoded - opened,
-                                          decoded - decode_start});
+                                          decoded - decode_start, rounds_open, bytes_held});
   }
 }
 
@@ -382,6 +466,10 @@ absl::Status AggregationCore::Restore(std::vector<KeptAnswer> answers) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   for (KeptAnswer& a : answers) {
+    if (!a.second_round) {  // sorted by step: the newest answer is the progress
+      progress_[a.group].any_finished = true;
+      progress_[a.group].last_finished = a.step;
+    }
     auto& finished = finished_[FinishedKey{a.group, a.second_round}];
     finished.emplace_back(a.step, std::move(a.result));
     while (finished.size() > std::max<size_t>(1, config_.finished_rounds_kept)) finished.pop_front();
@@ -405,9 +493,13 @@ int AggregationCore::FailRounds(
       failed.emplace_back(std::move(it->second.waiting), std::move(status));
       reports.push_back(RoundReport{it->first.group, it->first.step, it->first.second_round, false,
                                     now - it->second.opened, absl::ZeroDuration()});
+      ForgetRoundLocked(it->first, it->second);
       it = rounds_.erase(it);
-      --stats_.rounds_open;
       ++stats_.rounds_failed;
+    }
+    for (RoundReport& report : reports) {
+      report.rounds_open = stats_.rounds_open;
+      report.bytes_held = stats_.bytes_held;
     }
   }
   for (auto& [waiting, status] : failed) {

@@ -22,6 +22,24 @@
 //     Its memory is freed, and a later push of the same round starts it afresh,
 //     so workers may re-push an unfinished round.
 //   - Memory of finished rounds is freed; only their answers are kept.
+//   - A step window per group bounds what a push may open. A group's progress
+//     is the step of its most recently finished round (before any: its
+//     lowest open round's step). A push of a step that is neither open nor
+//     kept is refused as finished (FAILED_PRECONDITION) when it is at most
+//     `step_window` below the oldest kept step; one more than `step_window`
+//     away from the progress, either way, is refused with OUT_OF_RANGE naming
+//     the step and the window, except for one round per group (a job
+//     returning from the decentralized route or resuming away from the
+//     progress: its workers all push the same step, and the round, once
+//     complete, moves the progress). So a forged far-future round cannot make
+//     later steps look finished (the honest step takes the one slot and,
+//     completed, brings the progress back), and a flood of steps opens at
+//     most 2 step_window + 2 rounds per group.
+//   - Bounded memory: a push that would open a round past `max_open_rounds`
+//     open rounds, or past `max_held_bytes` of payloads held in open rounds,
+//     is refused with RESOURCE_EXHAUSTED naming the limit. Pushes into rounds
+//     already open are always taken (a round holds at most W payloads), so
+//     honest rounds in flight complete.
 //   - Durable answers (optional): with `record_answer` set, every answer is
 //     recorded before any push is answered with it, and a restarted shard
 //     takes the recorded answers up again (Restore). A worker whose reply was
@@ -93,6 +111,10 @@ struct RoundReport {
   absl::Duration latency;
   // Merging the payloads and decoding the aggregate (completed rounds).
   absl::Duration decode_time;
+  // The shard's open rounds and the payload bytes they hold, once this one
+  // ended.
+  uint64_t rounds_open = 0;
+  uint64_t bytes_held = 0;
 };
 
 struct RoundResult {
@@ -119,6 +141,12 @@ struct AggregationConfig {
   absl::Duration round_deadline = absl::Seconds(30);
   // Finished answers kept per group for late or repeated pushes.
   size_t finished_rounds_kept = 4;
+  // How far past its group's progress a push's step may be (file comment).
+  uint64_t step_window = 64;
+  // Open rounds, and payload bytes held by open rounds, past which no new
+  // round opens (RESOURCE_EXHAUSTED).
+  uint64_t max_open_rounds = 4096;
+  uint64_t max_held_bytes = uint64_t{1} << 30;
   // Called once per round that completes or fails, outside the core's lock,
   // on the thread that ended it. May be empty.
   std::function<void(const RoundReport&)> on_round_finished;
@@ -145,8 +173,8 @@ class AggregationCore {
   // A shard may own no groups (a job with fewer groups than shards); it then
   // refuses every push as not its own.
   // INVALID_ARGUMENT for an empty job, no workers, a repeated group,
-  // a group of 0 or 2^32+ elements, an unknown compressor or a non-positive
-  // deadline.
+  // a group of 0 or 2^32+ elements, an unknown compressor, a non-positive
+  // deadline, or a zero step window, round cap or byte cap.
   static absl::StatusOr<std::unique_ptr<AggregationCore>> Create(AggregationConfig config);
 
   // Adds `worker`'s payload to the round; `done` runs as described in the
@@ -176,6 +204,12 @@ class AggregationCore {
     uint64_t rounds_failed = 0;
     uint64_t rounds_open = 0;
     uint64_t bytes_in = 0;
+    // Payload bytes held by open rounds.
+    uint64_t bytes_held = 0;
+    // Pushes refused by the step window (OUT_OF_RANGE) and by the caps on
+    // open rounds and held bytes (RESOURCE_EXHAUSTED).
+    uint64_t refused_out_of_window = 0;
+    uint64_t refused_over_capacity = 0;
   };
   Stats stats() const;
 
@@ -198,6 +232,15 @@ class AggregationCore {
     std::vector<Payload> parts;  // by worker; merged in worker order at completion
     std::vector<PushCallback> waiting;
     bool decoding = false;
+    uint64_t bytes = 0;           // payload bytes held
+    bool beyond_window = false;   // the group's one round outside its window
+  };
+  // Where a group's steps stand (first rounds; a second round needs its
+  // first round's kept answer, which bounds it).
+  struct Progress {
+    bool any_finished = false;
+    uint64_t last_finished = 0;  // the most recently finished round's step
+    bool beyond_window_open = false;
   };
   struct RoundId {
     uint32_t group = 0;
@@ -222,6 +265,13 @@ class AggregationCore {
   // Decodes a complete round and answers its waiting pushes.
   void Complete(Group& group, const RoundId& id);
   int FailRounds(const std::function<absl::Status(const RoundId&, const Round&)>& why);
+  // OK if a push of `key` may open a new round (the step window, the caps);
+  // else the refusal. Sets *beyond_window for the group's one round past it.
+  absl::Status CheckNewRoundLocked(const RoundKey& key, uint64_t payload_bytes, bool* beyond_window)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Frees an ended round's accounting (bytes held, its group's beyond-window
+  // slot).
+  void ForgetRoundLocked(const RoundId& id, const Round& round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const AggregationConfig config_;
   std::map<uint32_t, std::unique_ptr<Group>> groups_;  // immutable after Create
@@ -230,6 +280,7 @@ class AggregationCore {
   std::map<RoundId, Round> rounds_ ABSL_GUARDED_BY(mu_);
   // Answers of each group's finished steps, oldest first.
   std::map<FinishedKey, std::deque<std::pair<uint64_t, RoundResult>>> finished_ ABSL_GUARDED_BY(mu_);
+  std::map<uint32_t, Progress> progress_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include <atomic>
+#include <functional>
 #include <limits>
 #include <random>
 #include <thread>
@@ -46,13 +47,15 @@ struct Answer {
 };
 
 std::unique_ptr<AggregationCore> MakeCore(uint32_t workers, std::vector<GroupSpec> groups,
-                                          absl::Duration deadline = absl::Seconds(10)) {
+                                          absl::Duration deadline = absl::Seconds(10),
+                                          const std::function<void(AggregationConfig&)>& adjust = {}) {
   AggregationConfig config;
   config.job = "job";
   config.world_size = workers;
   config.groups = std::move(groups);
   config.round_deadline = deadline;
   config.finished_rounds_kept = 2;
+  if (adjust) adjust(config);
   absl::StatusOr<std::unique_ptr<AggregationCore>> core = AggregationCore::Create(config);
   EXPECT_TRUE(core.ok()) << core.status();
   return *std::move(core);
@@ -219,6 +222,122 @@ TEST(AggregationCoreTest, AnswersOfOldStepsAreDroppedAndSaySo) {
   EXPECT_TRUE(kept.result.ok());
 }
 
+// Pushes `step` of group 0 from every worker in [0, workers) with payload
+// {value, value}; returns the last worker's answer.
+absl::StatusOr<RoundResult> PushStep(AggregationCore& core, uint32_t workers, uint64_t step, float value = 1,
+                                     absl::Time now = kT0) {
+  absl::StatusOr<RoundResult> last = absl::UnknownError("no push");
+  for (uint32_t w = 0; w < workers; ++w) {
+    Answer a;
+    core.Push({"job", step, 0}, w, Encode("dense", {value, value}), now, a.Callback());
+    last = a.result;
+  }
+  return last;
+}
+
+TEST(AggregationCoreTest, AForgedFarFutureRoundDoesNotBlockLaterSteps) {
+  constexpr uint64_t kFar = std::numeric_limits<int64_t>::max();
+  for (const bool fresh : {false, true}) {
+    SCOPED_TRACE(fresh ? "on a fresh shard" : "after 10 honest steps");
+    auto core = MakeCore(2, {{0, 2, "dense"}});
+    uint64_t step = 0;
+    for (; !fresh && step < 10; ++step) ASSERT_TRUE(PushStep(*core, 2, step).ok());
+    // Both workers' credentials complete a round far in the future.
+    ASSERT_TRUE(PushStep(*core, 2, kFar, 1e6).ok());
+    // Every honest step still runs, with its own sum.
+    for (const uint64_t end = step + 10; step < end; ++step) {
+      absl::StatusOr<RoundResult> r = PushStep(*core, 2, step, 1);
+      ASSERT_TRUE(r.ok()) << "step " << step << ": " << r.status();
+      EXPECT_EQ(r->update->values, (std::vector<float>{2, 2}));
+    }
+    EXPECT_EQ(core->stats().rounds_open, 0u);
+  }
+}
+
+TEST(AggregationCoreTest, StepsOutsideTheWindowAreRefusedNamingTheWindow) {
+  auto core = MakeCore(2, {{0, 2, "dense"}}, absl::Seconds(10), [](AggregationConfig& c) { c.step_window = 8; });
+  ASSERT_TRUE(PushStep(*core, 2, 0).ok());
+  // A flood of single pushes of distinct steps from one worker: those within
+  // the window open, one round outside it opens, the rest are refused.
+  int refused = 0;
+  for (uint64_t step = 1; step < 20000; ++step) {
+    Answer a;
+    core->Push({"job", step, 0}, 0, Encode("dense", {1, 1}), kT0, a.Callback());
+    if (a.called) {
+      ASSERT_EQ(a.result.status().code(), absl::StatusCode::kOutOfRange) << a.result.status();
+      EXPECT_NE(a.result.status().message().find("--step_window"), std::string::npos);
+      ++refused;
+    }
+  }
+  EXPECT_EQ(core->stats().rounds_open, 8u + 1u);
+  EXPECT_EQ(refused, 19999 - 9);
+  EXPECT_EQ(core->stats().refused_out_of_window, 19999u - 9u);
+  Answer far;
+  core->Push({"job", 1u << 30, 0}, 1, Encode("dense", {1, 1}), kT0, far.Callback());
+  EXPECT_EQ(far.result.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_NE(far.result.status().message().find("step 1073741824 of group 0"), std::string::npos);
+  // The honest next step completes; the flood's rounds expire.
+  Answer honest;
+  core->Push({"job", 1, 0}, 1, Encode("dense", {1, 1}), kT0, honest.Callback());
+  ASSERT_TRUE(honest.result.ok()) << honest.result.status();
+  EXPECT_EQ(core->ExpireRounds(kT0 + absl::Seconds(11)), 8);
+  EXPECT_EQ(core->stats().rounds_open, 0u);
+  EXPECT_EQ(core->stats().bytes_held, 0u);
+}
+
+TEST(AggregationCoreTest, AJobReturningPastTheWindowTakesTheOneRoundOutsideIt) {
+  auto core = MakeCore(2, {{0, 2, "dense"}}, absl::Seconds(10), [](AggregationConfig& c) { c.step_window = 8; });
+  ASSERT_TRUE(PushStep(*core, 2, 0).ok());
+  // The workers trained steps 1..99 on the decentralized route; they return.
+  absl::StatusOr<RoundResult> back = PushStep(*core, 2, 100);
+  ASSERT_TRUE(back.ok()) << back.status();
+  // The progress moved: the next steps are within the window.
+  for (uint64_t step = 101; step < 120; ++step) ASSERT_TRUE(PushStep(*core, 2, step).ok()) << step;
+}
+
+TEST(AggregationCoreTest, CapsOnOpenRoundsAndHeldBytesRefuseNewRoundsOnly) {
+  auto core = MakeCore(2, {{0, 2, "dense"}, {1, 2, "dense"}}, absl::Seconds(10), [](AggregationConfig& c) {
+    c.max_open_rounds = 3;
+  });
+  std::vector<Answer> open(3);
+  core->Push({"job", 0, 0}, 0, Encode("dense", {1, 1}), kT0, open[0].Callback());
+  core->Push({"job", 1, 0}, 0, Encode("dense", {1, 1}), kT0, open[1].Callback());
+  core->Push({"job", 0, 1}, 0, Encode("dense", {1, 1}), kT0, open[2].Callback());
+  Answer over;
+  core->Push({"job", 1, 1}, 0, Encode("dense", {1, 1}), kT0, over.Callback());
+  EXPECT_EQ(over.result.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(over.result.status().message().find("--max_open_rounds"), std::string::npos);
+  // Rounds already open still take their pushes and complete.
+  Answer completes;
+  core->Push({"job", 0, 0}, 1, Encode("dense", {2, 2}), kT0, completes.Callback());
+  ASSERT_TRUE(completes.result.ok()) << completes.result.status();
+  EXPECT_EQ(completes.result->update->values, (std::vector<float>{3, 3}));
+  EXPECT_EQ(core->stats().refused_over_capacity, 1u);
+
+  const uint64_t one_payload = Encode("dense", {1, 1}).WireBytes();
+  auto small = MakeCore(2, {{0, 2, "dense"}}, absl::Seconds(10),
+                        [&](AggregationConfig& c) { c.max_held_bytes = 2 * one_payload; });
+  Answer a, b, c;
+  small->Push({"job", 0, 0}, 0, Encode("dense", {1, 1}), kT0, a.Callback());
+  small->Push({"job", 1, 0}, 0, Encode("dense", {1, 1}), kT0, b.Callback());
+  EXPECT_EQ(small->stats().bytes_held, 2 * one_payload);
+  small->Push({"job", 2, 0}, 0, Encode("dense", {1, 1}), kT0, c.Callback());
+  EXPECT_EQ(c.result.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(c.result.status().message().find("--max_held_mb"), std::string::npos);
+  Answer d;
+  small->Push({"job", 0, 0}, 1, Encode("dense", {1, 1}), kT0, d.Callback());
+  ASSERT_TRUE(d.result.ok()) << d.result.status();
+  EXPECT_EQ(small->stats().bytes_held, one_payload);
+}
+
+TEST(AggregationCoreTest, ErrorsQuoteAClientsJobNameCut) {
+  auto core = MakeCore(1, {{0, 2, "dense"}});
+  Answer a;
+  core->Push({std::string(1 << 20, 'j'), 0, 0}, 0, Encode("dense", {1, 1}), kT0, a.Callback());
+  EXPECT_EQ(a.result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LT(a.result.status().message().size(), 200u) << a.result.status().message().substr(0, 300);
+}
+
 TEST(AggregationCoreTest, DeadlineFailsTheRoundNamingMissingWorkersThenARePushCompletes) {
   auto core = MakeCore(3, {{0, 2, "dense"}}, absl::Seconds(5));
   Answer a0, a1;
@@ -256,7 +375,7 @@ TEST(AggregationCoreTest, BadRequestsAreRefusedByNameAndChangeNothing) {
     EXPECT_NE(a.result.status().message().find(needle), std::string::npos) << a.result.status();
   };
   const Payload good = Encode("dense", GaussianVector(100, 1));
-  expect({"other", 0, 0}, 0, good, absl::StatusCode::kFailedPrecondition, "serves job 'job'");
+  expect({"other", 0, 0}, 0, good, absl::StatusCode::kInvalidArgument, "serves job 'job'");
   expect({"job", 0, 3}, 0, good, absl::StatusCode::kNotFound, "serves groups 0, 4");
   expect({"job", 0, 0}, 2, good, absl::StatusCode::kInvalidArgument, "worker 2 is out of range");
   Payload wrong_dim = Encode("dense", GaussianVector(99, 1));

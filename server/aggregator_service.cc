@@ -58,7 +58,10 @@ grpc::ServerUnaryReactor* AggregatorService::Push(grpc::CallbackServerContext* c
                 reply->Swap(&encoded);
                 finish(absl::OkStatus());
               });
-  if (metrics != nullptr) metrics->SetOpenRounds(core_->stats().rounds_open);
+  if (metrics != nullptr) {
+    const AggregationCore::Stats stats = core_->stats();
+    metrics->SetOpenRounds(stats.rounds_open, stats.bytes_held);
+  }
   return reactor;
 }
 

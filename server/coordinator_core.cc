@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/count_sketch.h"
+#include "common/error_text.h"
 #include "proto/run_config.h"
 #include "server/job_config.h"
 
@@ -27,7 +28,7 @@ absl::Status CheckWorkerId(const std::string& id) {
   for (char c : id) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
       return absl::InvalidArgumentError(absl::StrCat(
-          "worker_id '", id, "' has a character other than letters, digits, '-', '_', '.'"));
+          "worker_id ", QuoteField(id), " has a character other than letters, digits, '-', '_', '.'"));
     }
   }
   return absl::OkStatus();
@@ -90,7 +91,7 @@ CoordinatorCore::CoordinatorCore(v1::JobConfig job, CoordinatorOptions options,
 absl::Status CoordinatorCore::CheckJob(const std::string& job) const {
   if (job != job_.job()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("job '", job, "' is not coordinated here; this coordinator runs job '", job_.job(), "'"));
+        absl::StrCat("job ", QuoteField(job), " is not coordinated here; this coordinator runs job '", job_.job(), "'"));
   }
   return absl::OkStatus();
 }
@@ -120,16 +121,28 @@ std::string CoordinatorCore::MissingLocked() const {
   return absl::StrJoin(parts, "; ");
 }
 
-bool CoordinatorCore::WaitLocked(std::unique_lock<std::mutex>& lock, absl::Time deadline,
-                                 const Cancelled& cancelled, const std::function<bool()>& done) {
+absl::StatusOr<bool> CoordinatorCore::WaitLocked(std::unique_lock<std::mutex>& lock, absl::Time deadline,
+                                                 const Cancelled& cancelled, const std::function<bool()>& done) {
   constexpr absl::Duration kPoll = absl::Milliseconds(50);
+  if (done()) return true;
+  if (absl::Now() >= deadline) return false;
+  if (waiting_ >= options_.max_waiting_calls) {
+    return absl::ResourceExhaustedError(absl::StrCat("this coordinator already has its maximum of ",
+                                                     options_.max_waiting_calls, " calls waiting; try again later"));
+  }
+  ++waiting_;
+  bool finished = true;
   while (!done()) {
     const absl::Time now = absl::Now();
-    if (now >= deadline || (cancelled && cancelled())) return false;
+    if (now >= deadline || (cancelled && cancelled())) {
+      finished = false;
+      break;
+    }
     changed_.wait_for(lock, absl::ToChronoMilliseconds(std::min(deadline - now, kPoll)) +
                                 std::chrono::milliseconds(1));
   }
-  return true;
+  --waiting_;
+  return finished;
 }
 
 void CoordinatorCore::AssignRanksIfCompleteLocked() {
@@ -153,7 +166,7 @@ absl::StatusOr<v1::JoinReply> CoordinatorCore::Join(const v1::JoinRequest& reque
   }
   if (request.fingerprint() != RunFingerprint(request.run())) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "fingerprint '", request.fingerprint(), "' does not match the run sent with it (",
+        "fingerprint ", QuoteField(request.fingerprint()), " does not match the run sent with it (",
         RunFingerprint(request.run()), "): a corrupted request or a different SketchFuse build"));
   }
   if (request.fingerprint() != fingerprint_) {
@@ -175,7 +188,9 @@ absl::StatusOr<v1::JoinReply> CoordinatorCore::Join(const v1::JoinRequest& reque
   last_seen_[id] = absl::Now();
   AssignRanksIfCompleteLocked();
   changed_.notify_all();
-  if (!WaitLocked(lock, deadline, cancelled, [&] { return !ranks_.empty(); })) {
+  absl::StatusOr<bool> assembled = WaitLocked(lock, deadline, cancelled, [&] { return !ranks_.empty(); });
+  if (!assembled.ok()) return assembled.status();
+  if (!*assembled) {
     const std::string missing = MissingLocked();
     if (cancelled && cancelled()) return absl::CancelledError("join cancelled by the worker");
     return absl::DeadlineExceededError(
@@ -209,7 +224,7 @@ absl::Status CoordinatorCore::RegisterShard(const v1::RegisterShardRequest& requ
   const std::string& address = request.address();
   if (address.empty() || address.size() > 256 || address.find(':') == std::string::npos) {
     return absl::InvalidArgumentError(
-        absl::StrCat("shard address '", address.substr(0, 256), "' is not host:port"));
+        absl::StrCat("shard address ", QuoteField(address), " is not host:port"));
   }
   if (absl::Status family = CheckSketchHashFamily(request.sketch_hash_family(),
                                                   absl::StrCat("shard ", request.shard(), " at ", address));
@@ -229,8 +244,8 @@ absl::StatusOr<v1::HeartbeatReply> CoordinatorCore::Heartbeat(const v1::Heartbea
   std::lock_guard<std::mutex> lock(mu_);
   auto it = last_seen_.find(request.worker_id());
   if (it == last_seen_.end()) {
-    return absl::NotFoundError(absl::StrCat("worker '", request.worker_id().substr(0, 128),
-                                            "' has not joined job '", job_.job(), "'"));
+    return absl::NotFoundError(absl::StrCat("worker ", QuoteField(request.worker_id()),
+                                            " has not joined job '", job_.job(), "'"));
   }
   it->second = std::max(it->second, now);
   v1::HeartbeatReply reply;
@@ -254,7 +269,7 @@ absl::Status CoordinatorCore::Set(const v1::KeyValue& entry) {
         absl::StrCat("key is ", entry.key().size(), " bytes; at most ", options_.max_key_bytes));
   }
   if (entry.value().size() > options_.max_value_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("value of key '", entry.key(), "' is ",
+    return absl::InvalidArgumentError(absl::StrCat("value of key ", QuoteField(entry.key()), " is ",
                                                    entry.value().size(), " bytes; at most ",
                                                    options_.max_value_bytes));
   }
@@ -274,11 +289,17 @@ absl::StatusOr<v1::KeyValue> CoordinatorCore::Get(const v1::GetRequest& request,
   if (request.key().empty() || request.key().size() > options_.max_key_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("key must be 1 to ", options_.max_key_bytes, " bytes"));
   }
-  deadline = std::min(deadline, absl::Now() + absl::Milliseconds(request.wait_ms()));
+  const absl::Time start = absl::Now();
+  deadline = std::min({deadline, start + absl::Milliseconds(request.wait_ms()), start + options_.max_get_wait});
   std::unique_lock<std::mutex> lock(mu_);
-  if (!WaitLocked(lock, deadline, cancelled, [&] { return store_.count(request.key()) > 0; })) {
-    return absl::NotFoundError(absl::StrCat("key '", request.key(), "' is not set (waited ",
-                                            request.wait_ms(), " ms)"));
+  absl::StatusOr<bool> found = WaitLocked(lock, deadline, cancelled, [&] { return store_.count(request.key()) > 0; });
+  if (!found.ok()) return found.status();
+  if (!*found) {
+    // The time actually waited: the call's own deadline (or its
+    // cancellation) may have come before wait_ms.
+    return absl::NotFoundError(absl::StrCat("key ", QuoteField(request.key()), " is not set (waited ",
+                                            absl::ToInt64Milliseconds(absl::Now() - start), " ms of the ",
+                                            request.wait_ms(), " asked)"));
   }
   v1::KeyValue entry;
   entry.set_job(job_.job());

@@ -39,6 +39,13 @@ struct CoordinatorOptions {
   size_t max_key_bytes = 256;
   size_t max_value_bytes = 1 << 20;
   size_t max_keys = 4096;
+  // Calls waiting at once (Join for the job to assemble, Get for a key):
+  // each holds a server thread, so past this many a call that would wait is
+  // refused with RESOURCE_EXHAUSTED.
+  size_t max_waiting_calls = 1024;
+  // The longest a Get waits, whatever its wait_ms asks; the NOT_FOUND answer
+  // states how long it waited.
+  absl::Duration max_get_wait = absl::Seconds(60);
 };
 
 // Natural order of worker ids: equal non-digit prefixes compare by the value
@@ -62,7 +69,8 @@ class CoordinatorCore {
   //     message lists each differing field), or the job already has all its
   //     workers;
   //   DEADLINE_EXCEEDED / CANCELLED: the job was not complete in time (the
-  //     message says who is still missing). The worker stays joined.
+  //     message says who is still missing). The worker stays joined;
+  //   RESOURCE_EXHAUSTED: max_waiting_calls calls wait already.
   absl::StatusOr<v1::JoinReply> Join(const v1::JoinRequest& request, absl::Time deadline,
                                      const Cancelled& cancelled);
 
@@ -81,8 +89,10 @@ class CoordinatorCore {
   // or an over-long value, RESOURCE_EXHAUSTED when the store is full.
   absl::Status Set(const v1::KeyValue& entry);
 
-  // The value of a key, waiting up to request.wait_ms (and `deadline`) for it
-  // to be set: NOT_FOUND if it was not, naming the key.
+  // The value of a key, waiting up to request.wait_ms, max_get_wait and
+  // `deadline`, whichever comes first, for it to be set: NOT_FOUND if it was
+  // not, naming the key and how long it waited; RESOURCE_EXHAUSTED if it
+  // would wait while max_waiting_calls calls wait already.
   absl::StatusOr<v1::KeyValue> Get(const v1::GetRequest& request, absl::Time deadline,
                                    const Cancelled& cancelled);
 
@@ -99,9 +109,10 @@ class CoordinatorCore {
   // Who has not arrived yet, for error messages.
   std::string MissingLocked() const;
   // Waits on `changed_` until `done()` or the deadline or cancellation.
-  // Returns done().
-  bool WaitLocked(std::unique_lock<std::mutex>& lock, absl::Time deadline,
-                  const Cancelled& cancelled, const std::function<bool()>& done);
+  // Returns done(); RESOURCE_EXHAUSTED, without waiting, when it would wait
+  // and max_waiting_calls calls wait already.
+  absl::StatusOr<bool> WaitLocked(std::unique_lock<std::mutex>& lock, absl::Time deadline,
+                                  const Cancelled& cancelled, const std::function<bool()>& done);
 
   const v1::JobConfig job_;
   const CoordinatorOptions options_;
@@ -114,6 +125,7 @@ class CoordinatorCore {
   std::map<std::string, uint32_t> ranks_;        // assigned once the job is complete
   std::vector<std::string> shard_addresses_;     // "" until registered
   std::map<std::string, std::string> store_;
+  size_t waiting_ = 0;  // calls in WaitLocked
 };
 
 }  // namespace sketchfuse

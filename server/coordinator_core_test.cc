@@ -1,6 +1,8 @@
 #include "server/coordinator_core.h"
 
+#include <cstdint>
 #include <future>
+#include <vector>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -296,6 +298,65 @@ TEST(CoordinatorCoreTest, KeyValueStoreIsBoundedInKeys) {
   EXPECT_TRUE((*core)->Set(entry).ok());
   entry.set_key("c");
   EXPECT_EQ((*core)->Set(entry).code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(CoordinatorCoreTest, WaitingCallsAreCappedAndAGetSaysTrulyHowLongItWaited) {
+  CoordinatorOptions options;
+  options.max_waiting_calls = 2;
+  options.max_get_wait = absl::Milliseconds(300);
+  absl::StatusOr<std::unique_ptr<CoordinatorCore>> created = CoordinatorCore::Create(TestJob(1), options);
+  ASSERT_TRUE(created.ok());
+  CoordinatorCore& core = **created;
+  v1::GetRequest get;
+  get.set_job("j");
+  get.set_key("never");
+  get.set_wait_ms(UINT32_MAX);  // 49 days asked; the coordinator's bound applies
+  std::vector<std::future<absl::StatusOr<v1::KeyValue>>> waiting;
+  for (int i = 0; i < 2; ++i) {
+    waiting.push_back(std::async(std::launch::async, [&] { return core.Get(get, Soon(), nullptr); }));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // A third call that would wait is refused at once, holding no thread.
+  absl::Status third = core.Get(get, Soon(), nullptr).status();
+  EXPECT_EQ(third.code(), absl::StatusCode::kResourceExhausted) << third;
+  // A call that need not wait is answered.
+  v1::KeyValue entry;
+  entry.set_job("j");
+  entry.set_key("set");
+  ASSERT_TRUE(core.Set(entry).ok());
+  v1::GetRequest ready = get;
+  ready.set_key("set");
+  EXPECT_TRUE(core.Get(ready, Soon(), nullptr).ok());
+  for (auto& w : waiting) {
+    absl::Status status = w.get().status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+    // It waited the coordinator's 300 ms, and says so, not the 4294967295 asked.
+    EXPECT_NE(status.message().find(" ms of the 4294967295 asked"), std::string::npos) << status;
+    EXPECT_EQ(status.message().find("waited 4294967295"), std::string::npos) << status;
+  }
+  // The waiters are gone: calls may wait again.
+  get.set_wait_ms(10);
+  EXPECT_EQ(core.Get(get, Soon(), nullptr).status().code(), absl::StatusCode::kNotFound);
+  // A call deadline before wait_ms: the answer names the time actually waited.
+  get.set_wait_ms(100000);
+  absl::Status cut = core.Get(get, absl::Now() + absl::Milliseconds(50), nullptr).status();
+  EXPECT_EQ(cut.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(cut.message().find("waited 100000"), std::string::npos) << cut;
+}
+
+TEST(CoordinatorCoreTest, ErrorsQuoteAClientsFieldsCut) {
+  std::unique_ptr<CoordinatorCore> core = MakeCore(1);
+  v1::GetRequest get;
+  get.set_job(std::string(1 << 20, 'j'));
+  get.set_key("k");
+  absl::Status status = core->Get(get, Soon(), nullptr).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LT(status.message().size(), 200u);
+  v1::JoinRequest join = JoinOf(TestJob(1), "w0");
+  join.set_fingerprint(std::string(1 << 20, 'f'));
+  status = core->Join(join, Soon(), nullptr).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LT(status.message().size(), 300u);
 }
 
 TEST(CoordinatorCoreTest, CreateRefusesJobsItCannotPlan) {

@@ -36,6 +36,9 @@ expect_refusal "--coordinator and --coordinator_address exclude each other" \
 expect_refusal "--coordinator_ca needs --coordinator_address" --job_config="$dir/run.json" --coordinator_ca=x
 expect_refusal "--liveness_timeout_ms must be in [100, 3600000]" --job_config="$dir/run.json" --liveness_timeout_ms=5
 expect_refusal "--port must be in [0, 65535]" --job_config="$dir/run.json" --port=70000
+expect_refusal "--step_window must be in [1, 2^31]; got 0" --job_config="$dir/run.json" --step_window=0
+expect_refusal "--max_open_rounds must be in [1, 2^31]; got -1" --job_config="$dir/run.json" --max_open_rounds=-1
+expect_refusal "--max_held_mb must be in [1, 2^20]; got 0" --job_config="$dir/run.json" --max_held_mb=0
 expect_refusal "shard index 2 is out of range for 2 shards" --job_config="$dir/run.json" --shard_index=2 --num_shards=2
 expect_refusal "is empty" --job_config="$dir/run.json" --token_file="$dir/empty_token"
 expect_refusal "cannot read --coordinator_ca file" --job_config="$dir/run.json" --shard_index=1 --num_shards=2 \

@@ -44,6 +44,11 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry)
                        .Help("Rounds waiting for workers' pushes.")
                        .Register(registry)
                        .Add({})),
+      bytes_held_(prometheus::BuildGauge()
+                      .Name("sketchfuse_server_bytes_held")
+                      .Help("Payload bytes held by open rounds.")
+                      .Register(registry)
+                      .Add({})),
       round_latency_(prometheus::BuildHistogram()
                          .Name("sketchfuse_server_round_latency_seconds")
                          .Help("Time from a round's first push to its answer or failure.")
@@ -65,8 +70,12 @@ void ServerMetrics::OnRound(const RoundReport& report) {
   (report.completed ? rounds_completed_ : rounds_failed_).Increment();
   round_latency_.Observe(absl::ToDoubleSeconds(report.latency));
   if (report.completed) decode_time_.Observe(absl::ToDoubleSeconds(report.decode_time));
+  SetOpenRounds(report.rounds_open, report.bytes_held);
 }
 
-void ServerMetrics::SetOpenRounds(uint64_t open) { rounds_open_.Set(static_cast<double>(open)); }
+void ServerMetrics::SetOpenRounds(uint64_t open, uint64_t bytes_held) {
+  rounds_open_.Set(static_cast<double>(open));
+  bytes_held_.Set(static_cast<double>(bytes_held));
+}
 
 }  // namespace sketchfuse

@@ -82,6 +82,12 @@ ABSL_FLAG(std::string, state_dir, "",
           "restarted with the same directory answers re-pushes of the rounds it finished before it died. "
           "Empty: answers are kept in memory only. Give each run a directory of its own.");
 ABSL_FLAG(int, reaper_period_ms, 100, "How often overdue rounds are failed, ms (1 to 60000).");
+ABSL_FLAG(int64_t, step_window, 64,
+          "A push may open a round at most this many steps past its group's most recently finished one "
+          "(one round per group may open past it: a job resuming or returning ahead); 1 to 2^31.");
+ABSL_FLAG(int64_t, max_open_rounds, 4096, "Open rounds past which no new round opens (RESOURCE_EXHAUSTED); 1 to 2^31.");
+ABSL_FLAG(int64_t, max_held_mb, 1024,
+          "Payload MiB held by open rounds past which no new round opens (RESOURCE_EXHAUSTED); 1 to 2^20.");
 ABSL_FLAG(int, metrics_port, -1,
           "Serve Prometheus metrics (GET /metrics) on --host at this port; 0 picks a free one "
           "(see --metrics_port_file); -1: no metrics endpoint.");
@@ -223,6 +229,18 @@ int main(int argc, char** argv) {
   if (reaper_ms < 1 || reaper_ms > 60000) {
     return Fail(absl::InvalidArgumentError(absl::StrCat("--reaper_period_ms must be in [1, 60000]; got ", reaper_ms)));
   }
+  const int64_t step_window = absl::GetFlag(FLAGS_step_window), max_open_rounds = absl::GetFlag(FLAGS_max_open_rounds),
+                max_held_mb = absl::GetFlag(FLAGS_max_held_mb);
+  if (step_window < 1 || step_window > (int64_t{1} << 31)) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--step_window must be in [1, 2^31]; got ", step_window)));
+  }
+  if (max_open_rounds < 1 || max_open_rounds > (int64_t{1} << 31)) {
+    return Fail(
+        absl::InvalidArgumentError(absl::StrCat("--max_open_rounds must be in [1, 2^31]; got ", max_open_rounds)));
+  }
+  if (max_held_mb < 1 || max_held_mb > (int64_t{1} << 20)) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--max_held_mb must be in [1, 2^20]; got ", max_held_mb)));
+  }
   const int liveness_ms = absl::GetFlag(FLAGS_liveness_timeout_ms);
   if (liveness_ms < 100 || liveness_ms > 3600000) {
     return Fail(absl::InvalidArgumentError(
@@ -245,6 +263,9 @@ int main(int argc, char** argv) {
   absl::StatusOr<sketchfuse::AggregationConfig> shard = sketchfuse::ShardConfig(
       *job, absl::GetFlag(FLAGS_shard_index), absl::GetFlag(FLAGS_num_shards));
   if (!shard.ok()) return Fail(shard.status());
+  shard->step_window = static_cast<uint64_t>(step_window);
+  shard->max_open_rounds = static_cast<uint64_t>(max_open_rounds);
+  shard->max_held_bytes = static_cast<uint64_t>(max_held_mb) << 20;
   // The token, and the client side of this shard's calls to a remote
   // coordinator (its CA; this shard's certificate as client certificate).
   const bool tls_to_coordinator = !absl::GetFlag(FLAGS_coordinator_ca).empty();

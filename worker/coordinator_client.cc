@@ -1,9 +1,12 @@
 #include "worker/coordinator_client.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/count_sketch.h"
 #include "proto/run_config.h"
 #include "proto/grpc_status.h"
@@ -83,17 +86,26 @@ absl::Status CoordinatorClient::Set(const std::string& key, const std::string& v
 }
 
 absl::StatusOr<std::string> CoordinatorClient::Get(const std::string& key, absl::Duration wait) {
-  v1::GetRequest request;
-  request.set_job(job_);
-  request.set_key(key);
-  request.set_wait_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(wait)));
-  grpc::ClientContext context;
-  AddCallCredentials(options_, context);
-  context.set_deadline(absl::ToChronoTime(absl::Now() + wait + absl::Seconds(10)));
-  v1::KeyValue reply;
-  grpc::Status status = stub_->Get(&context, request, &reply);
-  if (!status.ok()) return FromGrpcStatus(status);
-  return reply.value();
+  // The coordinator waits at most its own bound per call (and refuses to
+  // wait when too many calls do): asked again until `wait` is spent.
+  const absl::Time until = absl::Now() + wait;
+  while (true) {
+    const absl::Duration left = std::max(absl::ZeroDuration(), until - absl::Now());
+    v1::GetRequest request;
+    request.set_job(job_);
+    request.set_key(key);
+    request.set_wait_ms(static_cast<uint32_t>(std::min<int64_t>(absl::ToInt64Milliseconds(left), UINT32_MAX)));
+    grpc::ClientContext context;
+    AddCallCredentials(options_, context);
+    context.set_deadline(absl::ToChronoTime(absl::Now() + left + absl::Seconds(10)));
+    v1::KeyValue reply;
+    grpc::Status status = stub_->Get(&context, request, &reply);
+    if (status.ok()) return reply.value();
+    const bool again = status.error_code() == grpc::StatusCode::NOT_FOUND ||
+                       status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+    if (!again || absl::Now() + absl::Milliseconds(50) >= until) return FromGrpcStatus(status);
+    if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) absl::SleepFor(absl::Milliseconds(100));
+  }
 }
 
 void CoordinatorClient::StartHeartbeats(absl::Duration period) {

@@ -148,7 +148,10 @@ void PsTransport::Finish(std::shared_ptr<Call> call, const grpc::Status& status)
   // re-push starts it afresh and the late workers can still join it.
   const bool round_failed_by_shard =
       status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && absl::Now() < call->deadline;
-  if ((status.error_code() == grpc::StatusCode::UNAVAILABLE || round_failed_by_shard) &&
+  // RESOURCE_EXHAUSTED: the shard's caps on open rounds or held bytes; its
+  // rounds in flight complete and free them.
+  if ((status.error_code() == grpc::StatusCode::UNAVAILABLE || round_failed_by_shard ||
+       status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) &&
       call->attempts < policy_.max_attempts) {
     ++retries_;
     // Back off on a thread of our own: gRPC's callback threads must not block.

@@ -8,7 +8,9 @@
 //   - UNAVAILABLE (shard down or restarting, connection reset), or
 //   - DEADLINE_EXCEEDED from the shard (its round deadline passed before
 //     every worker pushed: a straggler or a worker restarting; the shard
-//     freed the round, and the re-push starts it afresh for the late ones).
+//     freed the round, and the re-push starts it afresh for the late ones),
+//   - RESOURCE_EXHAUSTED (the shard holds its maximum of open rounds or
+//     payload bytes; the rounds in flight free them as they complete).
 // Re-pushing is safe because the servers are idempotent per (round, worker).
 // Every other failure (INVALID_ARGUMENT, the push's own deadline, ...) is
 // reported at once.
