@@ -183,12 +183,16 @@ progress_bar() {
 }
 
 mkdir -p "$out"
+# Two roles, two tokens: the workers' (every worker RPC) and the shards'
+# (RegisterShard), so a worker's credentials cannot move a shard.
 token="$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+shard_token="$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 IFS=',' read -r -a scheme_list <<<"$schemes"
 for scheme in "${scheme_list[@]}"; do
   dir="$out/$scheme"
   rm -rf "$dir"; mkdir -p "$dir"
   echo "$token" >"$dir/token"; chmod 600 "$dir/token"
+  echo "$shard_token" >"$dir/shard_token"; chmod 600 "$dir/shard_token"
   route="$("$worker" --scheme="$scheme" --print_route 2>"$dir/route.log")" \
     || { echo "local_cluster: $(tail -n 1 "$dir/route.log")" >&2; exit 2; }
   run_shards=$shards
@@ -199,7 +203,8 @@ for scheme in "${scheme_list[@]}"; do
     || { echo "local_cluster: planning $scheme failed; its log: $dir/plan.log" >&2; tail -n 3 "$dir/plan.log" >&2; exit 1; }
   echo "== $scheme ($route): $run_shards shard(s), $workers workers ($(tail -n 1 "$dir/plan.log" | sed 's/.*wrote job [^(]*(//; s/).*//'))"
   start "server shard 0" "$dir/server0.log" "$server" --job_config="$dir/job.json" --shard_index=0 \
-    --num_shards="$run_shards" --coordinator --port_file="$dir/port0" --token_file="$dir/token" --state_dir="$dir/state"
+    --num_shards="$run_shards" --coordinator --port_file="$dir/port0" --token_file="$dir/token" \
+    --shard_token_file="$dir/shard_token" --state_dir="$dir/state"
   for _ in $(seq 300); do [ -s "$dir/port0" ] && break; check_alive; sleep 0.1; done
   [ -s "$dir/port0" ] || { echo "local_cluster: shard 0 did not start; its log: $dir/server0.log" >&2; exit 1; }
   worker_pids=()
@@ -207,7 +212,7 @@ for scheme in "${scheme_list[@]}"; do
   for s in $(seq 1 $((run_shards - 1))); do
     start "server shard $s" "$dir/server$s.log" "$server" --job_config="$dir/job.json" --shard_index="$s" \
       --num_shards="$run_shards" --coordinator_address="$coordinator" --port_file="$dir/port$s" --token_file="$dir/token" \
-      --state_dir="$dir/state"
+      --shard_token_file="$dir/shard_token" --state_dir="$dir/state"
   done
   diverged="" diverged_since=""
   for w in $(seq 0 $((workers - 1))); do

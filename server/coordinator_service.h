@@ -1,7 +1,14 @@
-// The gRPC front of the coordinator: checks the bearer token and hands each
+// The gRPC front of the coordinator: checks the caller's role and hands each
 // v1.Coordinator call to CoordinatorCore. Join and Get block (synchronous
 // handlers) until the core answers, the call's deadline passes or the client
 // cancels.
+//
+// Roles: workers call Join, Heartbeat, Set and Get with the worker token;
+// shards call RegisterShard with the shard token. A call carrying the other
+// role's token is refused with PERMISSION_DENIED naming the RPC (a worker's
+// credentials cannot register or move a shard); any other token is
+// UNAUTHENTICATED. Without a shard token (one token for the job) its holder
+// may call everything.
 #ifndef SKETCHFUSE_SERVER_COORDINATOR_SERVICE_H_
 #define SKETCHFUSE_SERVER_COORDINATOR_SERVICE_H_
 
@@ -16,11 +23,13 @@ namespace sketchfuse {
 
 class CoordinatorService final : public v1::Coordinator::Service {
  public:
-  // `core` must outlive the service. An empty token turns authentication off.
-  // Blocking calls wait at most `max_wait` even when the client set no deadline.
-  CoordinatorService(CoordinatorCore* core, std::string bearer_token,
+  // `core` must outlive the service. An empty worker token turns
+  // authentication off (then the shard token must be empty too). Blocking
+  // calls wait at most `max_wait` even when the client set no deadline.
+  CoordinatorService(CoordinatorCore* core, std::string worker_token, std::string shard_token = "",
                      absl::Duration max_wait = absl::Minutes(10))
-      : core_(core), bearer_token_(std::move(bearer_token)), max_wait_(max_wait) {}
+      : core_(core), worker_token_(std::move(worker_token)), shard_token_(std::move(shard_token)),
+        max_wait_(max_wait) {}
 
   grpc::Status Join(grpc::ServerContext* context, const v1::JoinRequest* request,
                     v1::JoinReply* reply) override;
@@ -36,9 +45,12 @@ class CoordinatorService final : public v1::Coordinator::Service {
  private:
   // The earlier of the call's deadline less 500 ms and now + max_wait_.
   absl::Time Deadline(const grpc::ServerContext& context) const;
+  // OK if the call carries the token of the role that may call `rpc`.
+  absl::Status Authorize(const grpc::ServerContext& context, bool shard_rpc, const char* rpc) const;
 
   CoordinatorCore* core_;
-  const std::string bearer_token_;
+  const std::string worker_token_;
+  const std::string shard_token_;
   const absl::Duration max_wait_;
 };
 

@@ -3,6 +3,8 @@
 #include "server/coordinator_service.h"
 
 #include <future>
+#include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "common/sketch_hash.h"
@@ -20,7 +22,7 @@ class CoordinatorServiceTest : public ::testing::Test {
     absl::StatusOr<std::unique_ptr<CoordinatorCore>> core = CoordinatorCore::Create(TestJob(), {});
     ASSERT_TRUE(core.ok()) << core.status();
     core_ = *std::move(core);
-    service_ = std::make_unique<CoordinatorService>(core_.get(), "secret");
+    service_ = std::make_unique<CoordinatorService>(core_.get(), "secret", shard_token_);
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -49,6 +51,7 @@ class CoordinatorServiceTest : public ::testing::Test {
     return request;
   }
 
+  std::string shard_token_;  // set by fixtures that separate the roles
   std::unique_ptr<CoordinatorCore> core_;
   std::unique_ptr<CoordinatorService> service_;
   std::unique_ptr<grpc::Server> server_;
@@ -129,6 +132,59 @@ TEST_F(CoordinatorServiceTest, ConfigurationMismatchReachesTheClientReadably) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_NE(status.error_message().find("workload: job has \"mlp\", worker has \"cnn\""), std::string::npos)
       << status.error_message();
+}
+
+class CoordinatorRolesTest : public CoordinatorServiceTest {
+ protected:
+  void SetUp() override {
+    shard_token_ = "shard-secret";
+    CoordinatorServiceTest::SetUp();
+  }
+};
+
+v1::RegisterShardRequest Registration(const std::string& address) {
+  v1::RegisterShardRequest request;
+  request.set_job("j");
+  request.set_shard(0);
+  request.set_num_shards(1);
+  request.set_address(address);
+  request.set_sketch_hash_family(kSketchHashFamily);
+  return request;
+}
+
+TEST_F(CoordinatorRolesTest, AWorkersTokenCannotRegisterOrMoveAShard) {
+  v1::RegisterShardReply reply;
+  grpc::Status status = stub_->RegisterShard(Context("shard-secret").get(), Registration("127.0.0.1:7000"), &reply);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  // The worker token holder tries to move shard 0 to its own address.
+  status = stub_->RegisterShard(Context("secret").get(), Registration("10.6.6.6:7000"), &reply);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(status.error_message().find("RegisterShard is for shards"), std::string::npos) << status.error_message();
+  status = stub_->RegisterShard(Context("wrong").get(), Registration("10.6.6.6:7000"), &reply);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  // The shard token is no worker's: Join, Set and Get refuse it.
+  v1::JoinReply joined;
+  status = stub_->Join(Context("shard-secret").get(), JoinOf("w0"), &joined);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  v1::KeyValue entry;
+  entry.set_job("j");
+  entry.set_key("k");
+  v1::SetReply set;
+  EXPECT_EQ(stub_->Set(Context("shard-secret").get(), entry, &set).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  // The workers who join still get shard 0 at its registered address.
+  std::vector<std::thread> joins;
+  std::vector<v1::JoinReply> replies(2);
+  for (int w = 0; w < 2; ++w) {
+    joins.emplace_back([&, w] {
+      grpc::Status s = stub_->Join(Context("secret").get(), JoinOf("w" + std::to_string(w)), &replies[w]);
+      EXPECT_TRUE(s.ok()) << s.error_message();
+    });
+  }
+  for (std::thread& t : joins) t.join();
+  for (const v1::JoinReply& r : replies) {
+    ASSERT_EQ(r.shards_size(), 1);
+    EXPECT_EQ(r.shards(0).address(), "127.0.0.1:7000");
+  }
 }
 
 }  // namespace

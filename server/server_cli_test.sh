@@ -41,6 +41,10 @@ expect_refusal "--max_open_rounds must be in [1, 2^31]; got -1" --job_config="$d
 expect_refusal "--max_held_mb must be in [1, 2^20]; got 0" --job_config="$dir/run.json" --max_held_mb=0
 expect_refusal "shard index 2 is out of range for 2 shards" --job_config="$dir/run.json" --shard_index=2 --num_shards=2
 expect_refusal "is empty" --job_config="$dir/run.json" --token_file="$dir/empty_token"
+echo "same" >"$dir/same_token"
+expect_refusal "--shard_token_file needs --token_file" --job_config="$dir/run.json" --shard_token_file="$dir/same_token"
+expect_refusal "hold the same token; roles need two" --job_config="$dir/run.json" --token_file="$dir/same_token" \
+  --shard_token_file="$dir/same_token"
 expect_refusal "cannot read --coordinator_ca file" --job_config="$dir/run.json" --shard_index=1 --num_shards=2 \
   --coordinator_address=127.0.0.1:1 --coordinator_ca="$dir/missing.pem"
 expect_refusal "--tls_cert and --tls_key must be given together" --job_config="$dir/run.json" --tls_cert=x

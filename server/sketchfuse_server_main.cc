@@ -56,6 +56,10 @@ ABSL_FLAG(std::string, port_file, "",
 ABSL_FLAG(std::string, token_file, "",
           "File holding the bearer token every RPC must carry ('authorization: Bearer <token>'). "
           "Empty: no token required.");
+ABSL_FLAG(std::string, shard_token_file, "",
+          "File holding the shard token: the coordinator takes RegisterShard only with it (and refuses the "
+          "worker token there, as it refuses the shard token on the workers' RPCs); a shard sends it when it "
+          "registers. Needs --token_file, and another token. Empty: the --token_file token serves both roles.");
 ABSL_FLAG(std::string, tls_cert, "", "Server certificate chain (PEM). With --tls_key: TLS.");
 ABSL_FLAG(std::string, tls_key, "", "Server private key (PEM).");
 ABSL_FLAG(std::string, tls_client_ca, "",
@@ -269,11 +273,27 @@ int main(int argc, char** argv) {
   // The token, and the client side of this shard's calls to a remote
   // coordinator (its CA; this shard's certificate as client certificate).
   const bool tls_to_coordinator = !absl::GetFlag(FLAGS_coordinator_ca).empty();
+  // With a shard token, this shard registers with it; workers' calls carry
+  // the worker token (--token_file).
+  const std::string shard_token_file = absl::GetFlag(FLAGS_shard_token_file);
+  if (!shard_token_file.empty() && absl::GetFlag(FLAGS_token_file).empty()) {
+    return Fail(absl::InvalidArgumentError("--shard_token_file needs --token_file (the workers' token)"));
+  }
   absl::StatusOr<sketchfuse::RpcChannelOptions> client = sketchfuse::LoadRpcChannelOptions(
-      absl::GetFlag(FLAGS_token_file), absl::GetFlag(FLAGS_coordinator_ca),
+      shard_token_file.empty() ? absl::GetFlag(FLAGS_token_file) : shard_token_file, absl::GetFlag(FLAGS_coordinator_ca),
       tls_to_coordinator ? absl::GetFlag(FLAGS_tls_cert) : "", tls_to_coordinator ? absl::GetFlag(FLAGS_tls_key) : "", "--coordinator_ca");
   if (!client.ok()) return Fail(client.status());
-  const std::string token = client->token;
+  std::string token = client->token, shard_token;
+  if (!shard_token_file.empty()) {
+    absl::StatusOr<sketchfuse::RpcChannelOptions> workers =
+        sketchfuse::LoadRpcChannelOptions(absl::GetFlag(FLAGS_token_file), "", "", "");
+    if (!workers.ok()) return Fail(workers.status());
+    shard_token = client->token;
+    token = workers->token;
+    if (token == shard_token) {
+      return Fail(absl::InvalidArgumentError("--shard_token_file and --token_file hold the same token; roles need two"));
+    }
+  }
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = Credentials();
   if (!credentials.ok()) return Fail(credentials.status());
 
@@ -344,7 +364,7 @@ int main(int argc, char** argv) {
         sketchfuse::CoordinatorCore::Create(*job, options);
     if (!created.ok()) return Fail(created.status());
     coordinator = *std::move(created);
-    coordinator_service = std::make_unique<sketchfuse::CoordinatorService>(coordinator.get(), token);
+    coordinator_service = std::make_unique<sketchfuse::CoordinatorService>(coordinator.get(), token, shard_token);
   }
 
   sketchfuse::AggregatorService service(core->get(), token, metrics.get());

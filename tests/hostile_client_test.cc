@@ -1,0 +1,349 @@
+// A hostile client holding valid credentials against a real sketchfuse_server
+// (shard 0 and the coordinator, one process on loopback, two roles' tokens).
+// Every RPC of both services gets the abusive requests of the hardening issue:
+// a far-future round completed with both workers' ids, a flood of distinct
+// future steps with 1 MiB payloads, 1 MiB strings in every field that is
+// echoed, NaN and infinity, truncated and oversized bytes, duplicate and
+// out-of-order pushes, another job, and the other role's token. Each is
+// answered with its documented code and a short message; afterwards an
+// honest round of two workers still completes with the exact sum, the
+// shard's open rounds are back to what the window allows, and its resident
+// memory stayed bounded (the flood would have held 1 GiB before).
+// Usage (from Bazel): hostile_client_test <sketchfuse_server>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/aggregator.grpc.pb.h"
+#include "proto/coordinator.grpc.pb.h"
+#include "proto/payload_convert.h"
+#include "proto/push_codec.h"
+#include "common/sketch_hash.h"
+#include "tests/process_util.h"
+
+namespace sketchfuse {
+namespace {
+
+std::string server_binary;
+
+constexpr char kWorkerToken[] = "worker-token-7f3a";
+constexpr char kShardToken[] = "shard-token-91c2";
+constexpr uint64_t kDim = 1 << 18;  // 1 MiB of floats per dense push
+constexpr size_t kShortMessage = 400;  // what a quoted field may add to a message, and more
+
+// Resident memory of `pid` in MiB (VmRSS), -1 if unknown.
+double ResidentMiB(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  }
+  return -1;
+}
+
+class HostileClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TestTempDir();
+    const std::string config = dir_ + "/job.json";
+    std::ofstream(config) << R"({"job": "h", "worldSize": 2, "roundDeadlineMs": 60000,
+      "run": {"workload": "mlp", "layerSizes": [")"
+                          << kDim << R"("]},
+      "groups": [{"group": 0, "dim": )"
+                          << kDim << R"(, "compressor": "dense", "layerEnd": 1}]})";
+    std::ofstream(dir_ + "/token") << kWorkerToken << "\n";
+    std::ofstream(dir_ + "/shard_token") << kShardToken << "\n";
+    server_ = Spawn({server_binary, "--job_config=" + config, "--coordinator", "--port=0",
+                     "--port_file=" + dir_ + "/port", "--token_file=" + dir_ + "/token",
+                     "--shard_token_file=" + dir_ + "/shard_token", "--max_message_mb=8", "--metrics_port=0",
+                     "--metrics_port_file=" + dir_ + "/metrics_port"},
+                    dir_ + "/server.out", dir_ + "/server.err");
+    ASSERT_GT(server_, 0);
+    const std::string port = WaitForFile(dir_ + "/port", std::chrono::seconds(30));
+    ASSERT_FALSE(port.empty()) << ReadFileOrEmpty(dir_ + "/server.err");
+    address_ = absl::StrCat("127.0.0.1:", std::stoi(port));
+    grpc::ChannelArguments args;
+    args.SetMaxSendMessageSize(64 << 20);
+    args.SetMaxReceiveMessageSize(64 << 20);
+    channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+    aggregator_ = v1::Aggregator::NewStub(channel_);
+    coordinator_ = v1::Coordinator::NewStub(channel_);
+  }
+  void TearDown() override { KillIfRunning(server_); }
+
+  std::unique_ptr<grpc::ClientContext> Context(const char* token = kWorkerToken,
+                                               std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+    auto context = std::make_unique<grpc::ClientContext>();
+    if (token != nullptr) context->AddMetadata("authorization", std::string("Bearer ") + token);
+    context->set_deadline(std::chrono::system_clock::now() + timeout);
+    return context;
+  }
+
+  static v1::PushRequest Request(uint64_t step, uint32_t worker, float value, const std::string& job = "h") {
+    Payload payload;
+    payload.dim = kDim;
+    payload.values.assign(kDim, value);
+    v1::PushRequest request;
+    request.mutable_round()->set_job(job);
+    request.mutable_round()->set_step(step);
+    request.mutable_round()->set_group(0);
+    request.set_worker(worker);
+    PayloadToProto(payload, request.mutable_payload());
+    return request;
+  }
+
+  grpc::Status Push(const v1::PushRequest& request, v1::PushReply* reply, const char* token = kWorkerToken,
+                    std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+    return aggregator_->Push(Context(token, timeout).get(), request, reply);
+  }
+
+  // Both workers push `step` with values 1 and 2 at once; every element of
+  // the answer must be exactly 3.
+  void ExpectHonestRound(uint64_t step) {
+    std::vector<std::future<grpc::Status>> pushes;
+    std::vector<v1::PushReply> replies(2);
+    for (uint32_t w = 0; w < 2; ++w) {
+      pushes.push_back(std::async(std::launch::async, [&, w] {
+        return Push(Request(step, w, static_cast<float>(w + 1)), &replies[w]);
+      }));
+    }
+    for (uint32_t w = 0; w < 2; ++w) {
+      grpc::Status status = pushes[w].get();
+      ASSERT_TRUE(status.ok()) << "honest step " << step << ", worker " << w << ": " << status.error_message();
+      absl::StatusOr<Update> update = UpdateFromProto(replies[w].update());
+      ASSERT_TRUE(update.ok()) << update.status();
+      ASSERT_EQ(update->values.size(), kDim);
+      for (uint64_t i = 0; i < kDim; i += 997) ASSERT_EQ(update->values[i], 3.0f) << "step " << step << " index " << i;
+    }
+  }
+
+  // A refusal with `code` whose message is short and contains `needle`.
+  static void ExpectRefused(const grpc::Status& status, grpc::StatusCode code, const std::string& needle,
+                            const std::string& what) {
+    EXPECT_EQ(status.error_code(), code) << what << ": " << status.error_message().substr(0, 300);
+    EXPECT_LT(status.error_message().size(), kShortMessage) << what;
+    EXPECT_NE(status.error_message().find(needle), std::string::npos)
+        << what << ": " << status.error_message().substr(0, 300);
+  }
+
+  std::string dir_, address_;
+  pid_t server_ = -1;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Aggregator::Stub> aggregator_;
+  std::unique_ptr<v1::Coordinator::Stub> coordinator_;
+};
+
+TEST_F(HostileClientTest, AbusiveRequestsToEveryRpcLeaveTheHonestRoundExactAndMemoryBounded) {
+  ExpectHonestRound(0);
+  const double rss_before = ResidentMiB(server_);
+  ASSERT_GT(rss_before, 0);
+  v1::PushReply reply;
+
+  // Aggregator/Push.
+  // 1. A far-future round completed with both workers' credentials.
+  constexpr uint64_t kFar = std::numeric_limits<int64_t>::max();
+  {
+    std::vector<std::future<grpc::Status>> far;
+    for (uint32_t w = 0; w < 2; ++w) {
+      far.push_back(std::async(std::launch::async, [&, w] {
+        v1::PushReply r;
+        return Push(Request(kFar, w, 1e6f), &r);
+      }));
+    }
+    for (auto& f : far) EXPECT_TRUE(f.get().ok());
+  }
+  ExpectHonestRound(1);  // not "finished long ago"
+
+  // 2. A flood of 1 MiB pushes of distinct future steps (1 GiB in all).
+  std::atomic<int> out_of_range{0}, other{0};
+  {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        v1::PushRequest request = Request(0, 1, 5);
+        for (uint64_t i = t; i < 1024; i += 4) {
+          request.mutable_round()->set_step(1000000 + i);
+          v1::PushReply r;
+          grpc::Status status = Push(request, &r, kWorkerToken, std::chrono::seconds(5));
+          if (status.error_code() == grpc::StatusCode::OUT_OF_RANGE) {
+            ++out_of_range;
+          } else {
+            ++other;  // the one round outside the window waits (client deadline)
+          }
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+  }
+  EXPECT_GE(out_of_range.load(), 1023);
+  EXPECT_LE(other.load(), 1);
+  ExpectRefused(Push(Request(2000000, 0, 1), &reply), grpc::StatusCode::OUT_OF_RANGE, "--step_window",
+                "a step far ahead");
+
+  // 3. Strings of 1 MiB that errors would echo.
+  ExpectRefused(Push(Request(2, 0, 1, std::string(1 << 20, 'j')), &reply), grpc::StatusCode::INVALID_ARGUMENT,
+                "(1048576 bytes)", "a 1 MiB job name");
+  // 4. NaN and infinity, at a named index.
+  {
+    v1::PushRequest nan = Request(2, 0, 1);
+    nan.mutable_payload()->set_values(7, std::nanf(""));
+    ExpectRefused(Push(nan, &reply), grpc::StatusCode::INVALID_ARGUMENT, "values[7]", "a NaN");
+    v1::PushRequest inf = Request(2, 1, 1);
+    inf.mutable_payload()->set_values(9, std::numeric_limits<float>::infinity());
+    ExpectRefused(Push(inf, &reply), grpc::StatusCode::INVALID_ARGUMENT, "values[9]", "an infinity");
+  }
+  // 5. Another job, a worker out of range, a group the shard does not own.
+  ExpectRefused(Push(Request(2, 0, 1, "other-job"), &reply), grpc::StatusCode::INVALID_ARGUMENT, "serves job 'h'",
+                "another job");
+  {
+    v1::PushRequest request = Request(2, 7, 1);
+    ExpectRefused(Push(request, &reply), grpc::StatusCode::INVALID_ARGUMENT, "worker 7 is out of range",
+                  "worker 7");
+    request = Request(2, 0, 1);
+    request.mutable_round()->set_group(3);
+    ExpectRefused(Push(request, &reply), grpc::StatusCode::NOT_FOUND, "group 3", "group 3");
+  }
+  // 6. Truncated bytes and an oversized message.
+  {
+    const std::string bytes = Request(2, 0, 1).SerializeAsString();
+    grpc::Slice slice(bytes.data(), bytes.size() / 2);
+    grpc::ByteBuffer truncated(&slice, 1);
+    grpc::GenericStub generic(channel_);
+    grpc::ByteBuffer response;
+    std::promise<grpc::Status> done;
+    auto context = Context();
+    generic.UnaryCall(context.get(), kPushMethod, grpc::StubOptions(), &truncated, &response,
+                      [&](grpc::Status s) { done.set_value(s); });
+    const grpc::Status status = done.get_future().get();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_LT(status.error_message().size(), kShortMessage);
+  }
+  {
+    v1::PushRequest huge = Request(2, 0, 1);  // 16 MiB of values: past --max_message_mb=8
+    for (uint64_t i = kDim; i < 16 * kDim; ++i) huge.mutable_payload()->add_values(1.0f);
+    EXPECT_EQ(Push(huge, &reply).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << "a 16 MiB message";
+  }
+  // 7. Wrong roles: the shard token, no token, a wrong token.
+  ExpectRefused(Push(Request(2, 0, 1), &reply, kShardToken), grpc::StatusCode::UNAUTHENTICATED, "wrong bearer token",
+                "Push with the shard token");
+  ExpectRefused(Push(Request(2, 0, 1), &reply, nullptr), grpc::StatusCode::UNAUTHENTICATED, "missing bearer token",
+                "Push without a token");
+  // 8. Out of order: a step whose answer is no longer kept.
+  for (uint64_t step = 2; step < 8; ++step) ExpectHonestRound(step);
+  ExpectRefused(Push(Request(0, 0, 1), &reply), grpc::StatusCode::FAILED_PRECONDITION, "finished long ago",
+                "step 0 again");
+  // 9. Duplicate pushes of one worker: counted once.
+  {
+    std::vector<std::future<grpc::Status>> pushes;
+    std::vector<v1::PushReply> replies(4);
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t worker = i < 3 ? 0 : 1;  // worker 0 three times
+      pushes.push_back(std::async(std::launch::async, [&, i, worker] {
+        if (worker == 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        return Push(Request(8, worker, static_cast<float>(worker + 1)), &replies[i]);
+      }));
+    }
+    for (int i = 0; i < 4; ++i) {
+      ASSERT_TRUE(pushes[i].get().ok());
+      EXPECT_EQ(UpdateFromProto(replies[i].update())->values[5], 3.0f);
+    }
+  }
+
+  // Coordinator: every RPC.
+  {
+    v1::RegisterShardRequest move;
+    move.set_job("h");
+    move.set_shard(0);
+    move.set_num_shards(1);
+    move.set_address("10.6.6.6:7070");
+    move.set_sketch_hash_family(kSketchHashFamily);
+    v1::RegisterShardReply registered;
+    ExpectRefused(coordinator_->RegisterShard(Context().get(), move, &registered),
+                  grpc::StatusCode::PERMISSION_DENIED, "RegisterShard is for shards", "a worker moving shard 0");
+    move.set_address(std::string(1 << 20, 'a'));
+    ExpectRefused(coordinator_->RegisterShard(Context(kShardToken).get(), move, &registered),
+                  grpc::StatusCode::INVALID_ARGUMENT, "(1048576 bytes)", "a 1 MiB shard address");
+
+    v1::JoinRequest join;
+    join.set_job(std::string(1 << 20, 'j'));
+    join.set_worker_id("w0");
+    v1::JoinReply joined;
+    ExpectRefused(coordinator_->Join(Context().get(), join, &joined), grpc::StatusCode::INVALID_ARGUMENT,
+                  "(1048576 bytes)", "Join with a 1 MiB job");
+    join.set_job("h");
+    join.set_worker_id(std::string(1 << 20, 'w'));
+    ExpectRefused(coordinator_->Join(Context().get(), join, &joined), grpc::StatusCode::INVALID_ARGUMENT,
+                  "worker_id is 1048576 bytes", "Join with a 1 MiB worker id");
+    join.set_worker_id("w0");
+    ExpectRefused(coordinator_->Join(Context(kShardToken).get(), join, &joined), grpc::StatusCode::PERMISSION_DENIED,
+                  "Join is for workers", "Join with the shard token");
+
+    v1::HeartbeatRequest beat;
+    beat.set_job("h");
+    beat.set_worker_id("nobody");
+    v1::HeartbeatReply beaten;
+    ExpectRefused(coordinator_->Heartbeat(Context().get(), beat, &beaten), grpc::StatusCode::NOT_FOUND,
+                  "has not joined", "a heartbeat of nobody");
+
+    v1::KeyValue entry;
+    entry.set_job("h");
+    entry.set_key(std::string(1 << 20, 'k'));
+    v1::SetReply set;
+    ExpectRefused(coordinator_->Set(Context().get(), entry, &set), grpc::StatusCode::INVALID_ARGUMENT,
+                  "key is 1048576 bytes", "Set with a 1 MiB key");
+    entry.set_key("k");
+    entry.set_value(std::string((1 << 20) + 1, 'v'));
+    ExpectRefused(coordinator_->Set(Context().get(), entry, &set), grpc::StatusCode::INVALID_ARGUMENT,
+                  "value of key 'k'", "Set with an oversized value");
+
+    v1::GetRequest get;
+    get.set_job("h");
+    get.set_key("never");
+    get.set_wait_ms(std::numeric_limits<uint32_t>::max());
+    v1::KeyValue got;
+    const grpc::Status waited =
+        coordinator_->Get(Context(kWorkerToken, std::chrono::milliseconds(1500)).get(), get, &got);
+    ExpectRefused(waited, grpc::StatusCode::NOT_FOUND, "of the 4294967295 asked", "a Get asking 49 days");
+    EXPECT_EQ(waited.error_message().find("waited 4294967295"), std::string::npos) << waited.error_message();
+    ExpectRefused(coordinator_->Get(Context(kShardToken).get(), get, &got), grpc::StatusCode::PERMISSION_DENIED,
+                  "Get is for workers", "Get with the shard token");
+  }
+
+  // The honest workers carry on with exact sums; the shard holds at most
+  // the one round outside its window (the flood's) and its memory is bounded.
+  for (uint64_t step = 9; step < 12; ++step) ExpectHonestRound(step);
+  const double rss_after = ResidentMiB(server_);
+  std::printf("server resident memory: %.1f MiB before the abuse, %.1f MiB after\n", rss_before, rss_after);
+  EXPECT_LT(rss_after, rss_before + 96) << "the flood of 1 GiB of payloads must not be held";
+  const std::string scrape = HttpGet(std::stoi(ReadFileOrEmpty(dir_ + "/metrics_port")), "/metrics");
+  EXPECT_LE(MetricValue(scrape, "sketchfuse_server_rounds_open"), 1);
+  EXPECT_GE(MetricValue(scrape, "sketchfuse_server_pushes_total{code=\"out_of_range\"}"), 1023);
+  kill(server_, SIGTERM);
+  EXPECT_EQ(WaitFor(server_, std::chrono::seconds(30)), 0);
+}
+
+}  // namespace
+}  // namespace sketchfuse
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s <sketchfuse_server>\n", argv[0]);
+    return 2;
+  }
+  sketchfuse::server_binary = argv[1];
+  return RUN_ALL_TESTS();
+}
