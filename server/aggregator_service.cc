@@ -6,25 +6,6 @@
 
 namespace sketchfuse {
 
-absl::Status CheckBearerToken(const grpc::ServerContextBase& context,
-                              const std::string& token) {
-  if (token.empty()) return absl::OkStatus();
-  const auto& metadata = context.client_metadata();
-  auto it = metadata.find(kAuthorizationKey);
-  if (it == metadata.end()) {
-    return absl::UnauthenticatedError("missing bearer token (metadata 'authorization')");
-  }
-  const std::string expected = std::string(kBearerPrefix) + token;
-  const grpc::string_ref& got = it->second;
-  // Constant-time comparison over the expected length.
-  unsigned char diff = got.size() == expected.size() ? 0 : 1;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    diff |= static_cast<unsigned char>(expected[i] ^ (i < got.size() ? got.data()[i] : 0));
-  }
-  if (diff != 0) return absl::UnauthenticatedError("wrong bearer token");
-  return absl::OkStatus();
-}
-
 grpc::ServerUnaryReactor* AggregatorService::Push(grpc::CallbackServerContext* context,
                                                   const grpc::ByteBuffer* request, grpc::ByteBuffer* reply) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -35,7 +16,7 @@ grpc::ServerUnaryReactor* AggregatorService::Push(grpc::CallbackServerContext* c
     if (metrics != nullptr) metrics->OnPush(status, bytes_in, status.ok() ? reply->Length() : 0);
     reactor->Finish(ToGrpcStatus(status));
   };
-  absl::Status auth = CheckBearerToken(*context, bearer_token_);
+  absl::Status auth = auth_.Authorize(*context, CallRole::kWorker, "Push");
   if (!auth.ok()) {
     finish(auth);
     return reactor;

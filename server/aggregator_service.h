@@ -1,4 +1,4 @@
-// The gRPC front of an aggregation shard: checks the bearer token, decodes
+// The gRPC front of an aggregation shard: checks the caller (call_auth.h), decodes
 // v1.Aggregator requests to plain types and hands pushes to AggregationCore.
 // It holds no aggregation logic of its own. Push is served as raw bytes
 // through proto/push_codec.h, which copies a payload's values once on the way
@@ -18,26 +18,20 @@
 #include "proto/aggregator.grpc.pb.h"
 #include "proto/grpc_status.h"
 #include "server/aggregation_core.h"
+#include "server/call_auth.h"
 #include "server/server_metrics.h"
 
 namespace sketchfuse {
 
-// The metadata key and value prefix of the bearer token.
-inline constexpr char kAuthorizationKey[] = "authorization";
-inline constexpr char kBearerPrefix[] = "Bearer ";
-
-// OK when `token` is empty (authentication off) or the call carries
-// "authorization: Bearer <token>"; UNAUTHENTICATED otherwise. The comparison
-// takes the same time wherever the first difference is.
-absl::Status CheckBearerToken(const grpc::ServerContextBase& context,
-                              const std::string& token);
-
 class AggregatorService final : public v1::Aggregator::WithRawCallbackMethod_Push<v1::Aggregator::Service> {
  public:
-  // `core` (and `metrics`, which may be null) must outlive the service. An
-  // empty token turns authentication off.
+  // `core` (and `metrics`, which may be null) must outlive the service.
+  // Push is a workers' RPC (server/call_auth.h).
+  AggregatorService(AggregationCore* core, CallAuthConfig auth, ServerMetrics* metrics = nullptr)
+      : core_(core), auth_(std::move(auth)), metrics_(metrics) {}
+  // One token for every role; an empty token turns authentication off.
   AggregatorService(AggregationCore* core, std::string bearer_token, ServerMetrics* metrics = nullptr)
-      : core_(core), bearer_token_(std::move(bearer_token)), metrics_(metrics) {}
+      : AggregatorService(core, CallAuthConfig{std::move(bearer_token)}, metrics) {}
 
   // Answers when the round completes; refuses unauthenticated or malformed
   // requests before they reach the core.
@@ -47,7 +41,7 @@ class AggregatorService final : public v1::Aggregator::WithRawCallbackMethod_Pus
 
  private:
   AggregationCore* core_;
-  const std::string bearer_token_;
+  const CallAuth auth_;
   ServerMetrics* const metrics_;
 };
 

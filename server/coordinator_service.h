@@ -3,12 +3,10 @@
 // handlers) until the core answers, the call's deadline passes or the client
 // cancels.
 //
-// Roles: workers call Join, Heartbeat, Set and Get with the worker token;
-// shards call RegisterShard with the shard token. A call carrying the other
-// role's token is refused with PERMISSION_DENIED naming the RPC (a worker's
-// credentials cannot register or move a shard); any other token is
-// UNAUTHENTICATED. Without a shard token (one token for the job) its holder
-// may call everything.
+// Roles (server/call_auth.h): workers call Join, Heartbeat, Set and Get;
+// shards call RegisterShard. The other role's token or certificate gets
+// PERMISSION_DENIED naming the RPC (a worker's credentials cannot register
+// or move a shard).
 #ifndef SKETCHFUSE_SERVER_COORDINATOR_SERVICE_H_
 #define SKETCHFUSE_SERVER_COORDINATOR_SERVICE_H_
 
@@ -17,6 +15,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/coordinator.grpc.pb.h"
+#include "server/call_auth.h"
 #include "server/coordinator_core.h"
 
 namespace sketchfuse {
@@ -26,10 +25,11 @@ class CoordinatorService final : public v1::Coordinator::Service {
   // `core` must outlive the service. An empty worker token turns
   // authentication off (then the shard token must be empty too). Blocking
   // calls wait at most `max_wait` even when the client set no deadline.
+  CoordinatorService(CoordinatorCore* core, CallAuthConfig auth, absl::Duration max_wait = absl::Minutes(10))
+      : core_(core), auth_(std::move(auth)), max_wait_(max_wait) {}
   CoordinatorService(CoordinatorCore* core, std::string worker_token, std::string shard_token = "",
                      absl::Duration max_wait = absl::Minutes(10))
-      : core_(core), worker_token_(std::move(worker_token)), shard_token_(std::move(shard_token)),
-        max_wait_(max_wait) {}
+      : CoordinatorService(core, CallAuthConfig{std::move(worker_token), std::move(shard_token), {}}, max_wait) {}
 
   grpc::Status Join(grpc::ServerContext* context, const v1::JoinRequest* request,
                     v1::JoinReply* reply) override;
@@ -45,12 +45,8 @@ class CoordinatorService final : public v1::Coordinator::Service {
  private:
   // The earlier of the call's deadline less 500 ms and now + max_wait_.
   absl::Time Deadline(const grpc::ServerContext& context) const;
-  // OK if the call carries the token of the role that may call `rpc`.
-  absl::Status Authorize(const grpc::ServerContext& context, bool shard_rpc, const char* rpc) const;
-
   CoordinatorCore* core_;
-  const std::string worker_token_;
-  const std::string shard_token_;
+  const CallAuth auth_;
   const absl::Duration max_wait_;
 };
 

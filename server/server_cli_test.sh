@@ -42,6 +42,7 @@ expect_refusal "--max_held_mb must be in [1, 2^20]; got 0" --job_config="$dir/ru
 expect_refusal "shard index 2 is out of range for 2 shards" --job_config="$dir/run.json" --shard_index=2 --num_shards=2
 expect_refusal "is empty" --job_config="$dir/run.json" --token_file="$dir/empty_token"
 echo "same" >"$dir/same_token"
+expect_refusal "--shard_identities needs mutual TLS (--tls_client_ca)" --job_config="$dir/run.json" --shard_identities=shard-0
 expect_refusal "--shard_token_file needs --token_file" --job_config="$dir/run.json" --shard_token_file="$dir/same_token"
 expect_refusal "hold the same token; roles need two" --job_config="$dir/run.json" --token_file="$dir/same_token" \
   --shard_token_file="$dir/same_token"

@@ -22,6 +22,7 @@
 #include <atomic>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -60,6 +61,10 @@ ABSL_FLAG(std::string, shard_token_file, "",
           "File holding the shard token: the coordinator takes RegisterShard only with it (and refuses the "
           "worker token there, as it refuses the shard token on the workers' RPCs); a shard sends it when it "
           "registers. Needs --token_file, and another token. Empty: the --token_file token serves both roles.");
+ABSL_FLAG(std::vector<std::string>, shard_identities, {},
+          "Under mutual TLS (--tls_client_ca): the certificate identities (subject alternative name, else "
+          "common name) of the job's shards, comma-separated. Only they may call RegisterShard, and they may not "
+          "call the workers' RPCs.");
 ABSL_FLAG(std::string, tls_cert, "", "Server certificate chain (PEM). With --tls_key: TLS.");
 ABSL_FLAG(std::string, tls_key, "", "Server private key (PEM).");
 ABSL_FLAG(std::string, tls_client_ca, "",
@@ -294,6 +299,11 @@ int main(int argc, char** argv) {
       return Fail(absl::InvalidArgumentError("--shard_token_file and --token_file hold the same token; roles need two"));
     }
   }
+  const std::vector<std::string> shard_identities = absl::GetFlag(FLAGS_shard_identities);
+  if (!shard_identities.empty() && absl::GetFlag(FLAGS_tls_client_ca).empty()) {
+    return Fail(absl::InvalidArgumentError("--shard_identities needs mutual TLS (--tls_client_ca)"));
+  }
+  const sketchfuse::CallAuthConfig auth{token, shard_token, shard_identities};
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = Credentials();
   if (!credentials.ok()) return Fail(credentials.status());
 
@@ -364,10 +374,10 @@ int main(int argc, char** argv) {
         sketchfuse::CoordinatorCore::Create(*job, options);
     if (!created.ok()) return Fail(created.status());
     coordinator = *std::move(created);
-    coordinator_service = std::make_unique<sketchfuse::CoordinatorService>(coordinator.get(), token, shard_token);
+    coordinator_service = std::make_unique<sketchfuse::CoordinatorService>(coordinator.get(), auth);
   }
 
-  sketchfuse::AggregatorService service(core->get(), token, metrics.get());
+  sketchfuse::AggregatorService service(core->get(), auth, metrics.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

@@ -237,8 +237,10 @@ TEST_F(HostileClientTest, AbusiveRequestsToEveryRpcLeaveTheHonestRoundExactAndMe
     EXPECT_EQ(Push(huge, &reply).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << "a 16 MiB message";
   }
   // 7. Wrong roles: the shard token, no token, a wrong token.
-  ExpectRefused(Push(Request(2, 0, 1), &reply, kShardToken), grpc::StatusCode::UNAUTHENTICATED, "wrong bearer token",
-                "Push with the shard token");
+  ExpectRefused(Push(Request(2, 0, 1), &reply, kShardToken), grpc::StatusCode::PERMISSION_DENIED,
+                "Push is for workers", "Push with the shard token");
+  ExpectRefused(Push(Request(2, 0, 1), &reply, "forged"), grpc::StatusCode::UNAUTHENTICATED, "wrong bearer token",
+                "Push with a forged token");
   ExpectRefused(Push(Request(2, 0, 1), &reply, nullptr), grpc::StatusCode::UNAUTHENTICATED, "missing bearer token",
                 "Push without a token");
   // 8. Out of order: a step whose answer is no longer kept.

@@ -14,7 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "common/sketch_hash.h"
 #include "proto/aggregator.grpc.pb.h"
+#include "proto/coordinator.grpc.pb.h"
 #include "proto/payload_convert.h"
 #include "tests/process_util.h"
 
@@ -46,11 +48,18 @@ class ServerTlsTest : public ::testing::Test {
           RunShell(absl::StrCat("openssl x509 -req -in ", d, "/client.csr -CA ", d, "/ca.pem -CAkey ", d,
                            "/ca.key -CAcreateserial -out ", d, "/client.pem -days 2 -extfile ", d,
                            ".client.ext 2>/dev/null")) &&
+          RunShell(absl::StrCat("openssl req ", ec, " -keyout ", d, "/shard.key -out ", d,
+                           "/shard.csr -subj /CN=shard-1 2>/dev/null")) &&
+          RunShell(absl::StrCat("openssl x509 -req -in ", d, "/shard.csr -CA ", d, "/ca.pem -CAkey ", d,
+                           "/ca.key -CAcreateserial -out ", d, "/shard.pem -days 2 -extfile ", d,
+                           ".client.ext 2>/dev/null")) &&
           RunShell(absl::StrCat("openssl req -x509 ", ec, " -keyout ", d, "/stranger.key -out ", d,
                            "/stranger.pem -days 2 -subj /CN=stranger 2>/dev/null"));
     std::ofstream(d + "/job.json")
         << R"({"job": "tls", "worldSize": 1, "groups": [{"group": 0, "dim": 8, "compressor": "dense"}]})";
     std::ofstream(d + "/token") << "tls-token\n";
+    std::ofstream(d + "/run.json") << R"({"job": "tls", "worldSize": 1, "run": {"workload": "mlp", "layerSizes": ["8"]},
+      "groups": [{"group": 0, "dim": 8, "compressor": "dense", "layerEnd": 1}]})";
   }
 
   void TearDown() override { KillIfRunning(server_); }
@@ -138,6 +147,44 @@ TEST_F(ServerTlsTest, MutualTlsServerRequiresACertificateFromItsCa) {
   ASSERT_TRUE(good.ok()) << good.error_message();
   EXPECT_EQ(reply.update().values(0), 1.5f);
   EXPECT_EQ(reply.contributors(), 1u);
+}
+
+// With --shard_identities, the certificate decides the role: a worker's
+// certificate cannot register (or move) a shard even with the token, and a
+// shard's cannot push.
+TEST_F(ServerTlsTest, CertificateIdentitiesDecideRolesUnderMutualTls) {
+  ASSERT_TRUE(ok_) << "openssl could not make the test certificates";
+  const int port = StartServer({"--job_config=" + *dir_ + "/run.json", "--coordinator",
+                                "--tls_cert=" + *dir_ + "/server.pem", "--tls_key=" + *dir_ + "/server.key",
+                                "--tls_client_ca=" + *dir_ + "/ca.pem", "--shard_identities=shard-1,shard-2"});
+  ASSERT_GT(port, 0);
+  auto registration = [&](const std::string& client) {
+    auto stub = v1::Coordinator::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), Tls(client)));
+    v1::RegisterShardRequest request;
+    request.set_job("tls");
+    request.set_shard(0);
+    request.set_num_shards(1);
+    request.set_address("10.6.6.6:7070");
+    request.set_sketch_hash_family(kSketchHashFamily);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    context.AddMetadata("authorization", "Bearer tls-token");
+    v1::RegisterShardReply reply;
+    return stub->RegisterShard(&context, request, &reply);
+  };
+  grpc::Status by_worker = registration("client");
+  EXPECT_EQ(by_worker.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(by_worker.error_message().find("'worker-0' is not one of --shard_identities"), std::string::npos)
+      << by_worker.error_message();
+  grpc::Status by_shard = registration("shard");
+  EXPECT_TRUE(by_shard.ok()) << by_shard.error_message();
+  v1::PushReply reply;
+  grpc::Status push_by_shard = Push(port, Tls("shard"), "tls-token", 0, &reply);
+  EXPECT_EQ(push_by_shard.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(push_by_shard.error_message().find("'shard-1' is a shard's"), std::string::npos)
+      << push_by_shard.error_message();
+  grpc::Status good = Push(port, Tls("client"), "tls-token", 0, &reply);
+  EXPECT_TRUE(good.ok()) << good.error_message();
 }
 
 TEST_F(ServerTlsTest, BadTlsFlagsAreRefusedAtStartUp) {
