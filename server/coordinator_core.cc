@@ -122,13 +122,14 @@ std::string CoordinatorCore::MissingLocked() const {
 }
 
 absl::StatusOr<bool> CoordinatorCore::WaitLocked(std::unique_lock<std::mutex>& lock, absl::Time deadline,
-                                                 const Cancelled& cancelled, const std::function<bool()>& done) {
+                                                 size_t max_waiting, const Cancelled& cancelled,
+                                                 const std::function<bool()>& done) {
   constexpr absl::Duration kPoll = absl::Milliseconds(50);
   if (done()) return true;
   if (absl::Now() >= deadline) return false;
-  if (waiting_ >= options_.max_waiting_calls) {
-    return absl::ResourceExhaustedError(absl::StrCat("this coordinator already has its maximum of ",
-                                                     options_.max_waiting_calls, " calls waiting; try again later"));
+  if (waiting_ >= max_waiting) {
+    return absl::ResourceExhaustedError(absl::StrCat("this coordinator already has its maximum of ", max_waiting,
+                                                     " calls waiting; try again later"));
   }
   ++waiting_;
   bool finished = true;
@@ -188,7 +189,7 @@ absl::StatusOr<v1::JoinReply> CoordinatorCore::Join(const v1::JoinRequest& reque
   last_seen_[id] = absl::Now();
   AssignRanksIfCompleteLocked();
   changed_.notify_all();
-  absl::StatusOr<bool> assembled = WaitLocked(lock, deadline, cancelled, [&] { return !ranks_.empty(); });
+  absl::StatusOr<bool> assembled = WaitLocked(lock, deadline, job_.world_size() + options_.max_waiting_calls, cancelled, [&] { return !ranks_.empty(); });
   if (!assembled.ok()) return assembled.status();
   if (!*assembled) {
     const std::string missing = MissingLocked();
@@ -292,7 +293,8 @@ absl::StatusOr<v1::KeyValue> CoordinatorCore::Get(const v1::GetRequest& request,
   const absl::Time start = absl::Now();
   deadline = std::min({deadline, start + absl::Milliseconds(request.wait_ms()), start + options_.max_get_wait});
   std::unique_lock<std::mutex> lock(mu_);
-  absl::StatusOr<bool> found = WaitLocked(lock, deadline, cancelled, [&] { return store_.count(request.key()) > 0; });
+  absl::StatusOr<bool> found = WaitLocked(lock, deadline, options_.max_waiting_calls, cancelled,
+                                         [&] { return store_.count(request.key()) > 0; });
   if (!found.ok()) return found.status();
   if (!*found) {
     // The time actually waited: the call's own deadline (or its

@@ -39,10 +39,10 @@ struct CoordinatorOptions {
   size_t max_key_bytes = 256;
   size_t max_value_bytes = 1 << 20;
   size_t max_keys = 4096;
-  // Calls waiting at once (Join for the job to assemble, Get for a key):
-  // each holds a server thread, so past this many a call that would wait is
-  // refused with RESOURCE_EXHAUSTED.
-  size_t max_waiting_calls = 1024;
+  // Calls waiting at once (Get for a key; Join for the job to assemble, which
+  // may also wait world_size more): each holds a server thread, so past this
+  // many a call that would wait is refused with RESOURCE_EXHAUSTED.
+  size_t max_waiting_calls = 128;
   // The longest a Get waits, whatever its wait_ms asks; the NOT_FOUND answer
   // states how long it waited.
   absl::Duration max_get_wait = absl::Seconds(60);
@@ -70,7 +70,7 @@ class CoordinatorCore {
   //     workers;
   //   DEADLINE_EXCEEDED / CANCELLED: the job was not complete in time (the
   //     message says who is still missing). The worker stays joined;
-  //   RESOURCE_EXHAUSTED: max_waiting_calls calls wait already.
+  //   RESOURCE_EXHAUSTED: world_size + max_waiting_calls calls wait already.
   absl::StatusOr<v1::JoinReply> Join(const v1::JoinRequest& request, absl::Time deadline,
                                      const Cancelled& cancelled);
 
@@ -110,8 +110,8 @@ class CoordinatorCore {
   std::string MissingLocked() const;
   // Waits on `changed_` until `done()` or the deadline or cancellation.
   // Returns done(); RESOURCE_EXHAUSTED, without waiting, when it would wait
-  // and max_waiting_calls calls wait already.
-  absl::StatusOr<bool> WaitLocked(std::unique_lock<std::mutex>& lock, absl::Time deadline,
+  // and `max_waiting` calls wait already.
+  absl::StatusOr<bool> WaitLocked(std::unique_lock<std::mutex>& lock, absl::Time deadline, size_t max_waiting,
                                   const Cancelled& cancelled, const std::function<bool()>& done);
 
   const v1::JobConfig job_;

@@ -65,6 +65,11 @@ absl::StatusOr<v1::JoinReply> CoordinatorClient::Join(const v1::RunConfig& run, 
                                                       "': no answer from the coordinator at ", address_, " within ",
                                                       absl::FormatDuration(patience), " (is it up?)"));
     }
+    // RESOURCE_EXHAUSTED: the coordinator holds its maximum of waiting calls.
+    if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED && absl::Now() < give_up) {
+      absl::SleepFor(absl::Milliseconds(100));
+      continue;
+    }
     if (status.error_code() != grpc::StatusCode::UNAVAILABLE || absl::Now() >= give_up) {
       return absl::Status(FromGrpcStatus(status).code(),
                           absl::StrCat("joining job '", job_, "' as '", worker_id_, "': ", status.error_message()));
