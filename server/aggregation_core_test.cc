@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <limits>
 #include <random>
@@ -226,13 +227,11 @@ TEST(AggregationCoreTest, AnswersOfOldStepsAreDroppedAndSaySo) {
 // {value, value}; returns the last worker's answer.
 absl::StatusOr<RoundResult> PushStep(AggregationCore& core, uint32_t workers, uint64_t step, float value = 1,
                                      absl::Time now = kT0) {
-  absl::StatusOr<RoundResult> last = absl::UnknownError("no push");
+  std::deque<Answer> answers(workers);  // alive until the round completes
   for (uint32_t w = 0; w < workers; ++w) {
-    Answer a;
-    core.Push({"job", step, 0}, w, Encode("dense", {value, value}), now, a.Callback());
-    last = a.result;
+    core.Push({"job", step, 0}, w, Encode("dense", {value, value}), now, answers[w].Callback());
   }
-  return last;
+  return answers.back().result;
 }
 
 TEST(AggregationCoreTest, AForgedFarFutureRoundDoesNotBlockLaterSteps) {
@@ -260,8 +259,9 @@ TEST(AggregationCoreTest, StepsOutsideTheWindowAreRefusedNamingTheWindow) {
   // A flood of single pushes of distinct steps from one worker: those within
   // the window open, one round outside it opens, the rest are refused.
   int refused = 0;
+  std::deque<Answer> flood(20000);  // the open rounds' callbacks run when they expire
   for (uint64_t step = 1; step < 20000; ++step) {
-    Answer a;
+    Answer& a = flood[step];
     core->Push({"job", step, 0}, 0, Encode("dense", {1, 1}), kT0, a.Callback());
     if (a.called) {
       ASSERT_EQ(a.result.status().code(), absl::StatusCode::kOutOfRange) << a.result.status();
