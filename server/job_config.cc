@@ -1,37 +1,10 @@
 #include "server/job_config.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/fusion_planner.h"
-#include "google/protobuf/text_format.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace sketchfuse {
-
-absl::StatusOr<v1::JobConfig> ReadJobConfig(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read job config file '", path, "'"));
-  std::stringstream text;
-  text << in.rdbuf();
-  v1::JobConfig config;
-  if (absl::EndsWith(path, ".json")) {
-    auto parsed = google::protobuf::util::JsonStringToMessage(text.str(), &config);
-    if (!parsed.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("job config '", path, "' is not valid JSON for JobConfig: ",
-                       std::string(parsed.message())));
-    }
-    return config;
-  }
-  if (!google::protobuf::TextFormat::ParseFromString(text.str(), &config)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "job config '", path, "' is not valid text-format JobConfig (use .json for JSON)"));
-  }
-  return config;
-}
 
 absl::Status ValidateGroupLayers(const v1::JobConfig& config) {
   if (!config.has_run()) return absl::OkStatus();

@@ -1,11 +1,8 @@
-// Loading a job's aggregation configuration from a file, and choosing the
-// groups one shard of S serves.
-//
-// The file is a v1.JobConfig (proto/job_config.proto) in JSON
-// ({"job": "j", "worldSize": 4, "groups": [{"group": 0, "dim": 1000,
-// "compressor": "dense"}]}) or protobuf text format; the extension decides
-// (.json, else text). Groups are spread over shards by size with the fusion
-// planner's AssignGroupsToShards, so every process derives the same map.
+// A job's configuration as the servers use it: its groups' layers checked,
+// and the groups one shard of S serves. (The file is read by
+// proto/job_config_file.h.) Groups are spread over shards by size with the
+// fusion planner's AssignGroupsToShards, so every process derives the same
+// map.
 #ifndef SKETCHFUSE_SERVER_JOB_CONFIG_H_
 #define SKETCHFUSE_SERVER_JOB_CONFIG_H_
 
@@ -14,13 +11,10 @@
 
 #include "absl/status/statusor.h"
 #include "proto/job_config.pb.h"
+#include "proto/job_config_file.h"
 #include "server/aggregation_core.h"
 
 namespace sketchfuse {
-
-// Reads and parses the file. NOT_FOUND if it cannot be read, INVALID_ARGUMENT
-// naming the file and the parse error otherwise.
-absl::StatusOr<v1::JobConfig> ReadJobConfig(const std::string& path);
 
 // OK when the job has no run section, or when its groups' layer ranges tile
 // [0, run.layer_sizes) in order, each non-empty, and each group's dim is the

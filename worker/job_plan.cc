@@ -1,15 +1,12 @@
 #include "worker/job_plan.h"
 
 #include <cmath>
-#include <cstdio>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "common/compressor.h"
 #include "common/compressor_registry.h"
 #include "common/cost_model.h"
 #include "common/fusion_planner.h"
-#include "google/protobuf/util/json_util.h"
 #include "worker/scheme_registry.h"
 
 namespace sketchfuse {
@@ -88,22 +85,5 @@ std::vector<GroupLayout> GroupLayouts(const v1::JobConfig& job) {
   return layouts;
 }
 
-absl::Status WriteJobConfig(const v1::JobConfig& job, const std::string& path) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  auto printed = google::protobuf::util::MessageToJsonString(job, &json, options);
-  if (!printed.ok()) return absl::InternalError(std::string(printed.message()));
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << json;
-    if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write '", tmp, "'"));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot rename '", tmp, "' to '", path, "'"));
-  }
-  return absl::OkStatus();
-}
 
 }  // namespace sketchfuse

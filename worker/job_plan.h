@@ -25,9 +25,6 @@ absl::StatusOr<v1::JobConfig> MakeJobConfig(const std::string& job_name, uint32_
 // The pipeline layout of a job's groups.
 std::vector<GroupLayout> GroupLayouts(const v1::JobConfig& job);
 
-// Writes the job as JSON, atomically (temporary file, then rename).
-absl::Status WriteJobConfig(const v1::JobConfig& job, const std::string& path);
-
 }  // namespace sketchfuse
 
 #endif  // SKETCHFUSE_WORKER_JOB_PLAN_H_

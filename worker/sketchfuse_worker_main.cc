@@ -35,6 +35,7 @@
 #include "worker/gpu/device_memory.h"
 #include "worker/group_compressors.h"
 #include "worker/hybrid_scheme.h"
+#include "proto/job_config_file.h"
 #include "worker/job_plan.h"
 #include "worker/ps_scheme.h"
 #include "worker/scheme_registry.h"

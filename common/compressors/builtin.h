@@ -1,6 +1,6 @@
-// The built-in compressors and their registration. Each factory reads and
-// validates its parameters from a ParamReader (see compressor_registry.h for
-// the spec syntax and each compressor's file for its parameters).
+// The built-in compressors' factories. Each reads and validates its
+// parameters from a ParamReader (compressor_params.h; each compressor's file
+// documents its parameters); CompressorRegistry::Default() registers them.
 #ifndef SKETCHFUSE_COMMON_COMPRESSORS_BUILTIN_H_
 #define SKETCHFUSE_COMMON_COMPRESSORS_BUILTIN_H_
 
@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/compressor.h"
-#include "common/compressor_registry.h"
+#include "common/compressor_params.h"
 
 namespace sketchfuse {
 
@@ -18,9 +18,6 @@ absl::StatusOr<std::unique_ptr<Compressor>> MakeRandomKCompressor(ParamReader& p
 absl::StatusOr<std::unique_ptr<Compressor>> MakeThresholdCompressor(ParamReader& params);
 absl::StatusOr<std::unique_ptr<Compressor>> MakeImportanceCompressor(ParamReader& params);
 absl::StatusOr<std::unique_ptr<Compressor>> MakeCountSketchCompressor(ParamReader& params);
-
-// Registers all of the above under their names.
-void RegisterBuiltinCompressors(CompressorRegistry* registry);
 
 }  // namespace sketchfuse
 

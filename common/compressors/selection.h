@@ -9,7 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/compressor.h"
-#include "common/compressor_registry.h"
+#include "common/compressor_params.h"
 
 namespace sketchfuse {
 
