@@ -20,7 +20,7 @@
 
 #include "benchmark/benchmark.h"
 #include "common/count_sketch.h"
-#include "common/memory_tuning.h"
+#include "daemon/memory_tuning.h"
 #include "common/model_profiles.h"
 #include "common/sketch_hash.h"
 #include "common/sketch_peeling.h"
@@ -159,7 +159,7 @@ BENCHMARK(BM_MemcpyGradient)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Takes --sf_dim and --sf_cols out of argv; the rest goes to Google Benchmark.
 int main(int argc, char** argv) {
-  // The allocator as the workers and servers set it (common/memory_tuning.h).
+  // The allocator as the workers and servers set it (daemon/memory_tuning.h).
   sketchfuse::KeepFreedMemoryMapped();
   std::vector<char*> rest;
   for (int i = 0; i < argc; ++i) {

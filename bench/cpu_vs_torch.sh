@@ -33,7 +33,7 @@ bazel-bin/bench/compression_bench "${size_flags[@]}" --benchmark_min_time="$min_
 echo "== PyTorch $(/usr/bin/python3.11 -c 'import torch; print(torch.__version__)') (one thread) =="
 /usr/bin/python3.11 bench/torch_reference.py "${torch_flags[@]}" --json "$out/torch.json"
 # PyTorch again with glibc's allocator set as SketchFuse's daemons and
-# compression_bench set theirs (common/memory_tuning.cc): freed memory stays
+# compression_bench set theirs (daemon/memory_tuning.cc): freed memory stays
 # mapped, so its temporaries of 100 MB are not faulted in afresh each call.
 echo "== PyTorch, freed memory kept mapped (GLIBC_TUNABLES) =="
 GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1073741824:glibc.malloc.top_pad=67108864:glibc.malloc.arena_max=1 \

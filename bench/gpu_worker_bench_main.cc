@@ -25,7 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "common/memory_tuning.h"
+#include "daemon/memory_tuning.h"
 #include "common/model_profiles.h"
 #include "worker/collective/local_group.h"
 #include "worker/collective_scheme.h"

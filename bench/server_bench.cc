@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "common/memory_tuning.h"
+#include "daemon/memory_tuning.h"
 #include "common/count_sketch.h"
 #include "common/payload.h"
 #include "grpcpp/grpcpp.h"

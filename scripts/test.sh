@@ -19,7 +19,7 @@ status=${PIPESTATUS[0]}
 # behaviour fails), and the concurrent cores under TSan. The multi-process
 # and LibTorch tests are left out: each sanitized build recompiles what it
 # runs. SKETCHFUSE_SKIP_SANITIZERS=1 skips this part.
-sanitized=(//common/... //proto/... //server/... //tests/fuzz/... //worker/decentralized/...
+sanitized=(//common/... //daemon/... //proto/... //server/... //tests/fuzz/... //worker/decentralized/...
            //worker/collective:gloo_collective_test //worker:group_compressors_test
            //worker:step_pipeline_test //worker:transport_faults_test //worker:divergence_test
            //worker:divergence_notice_test //worker:step_stats_test)

@@ -38,9 +38,9 @@
 #include "server/aggregator_service.h"
 #include "server/answer_journal.h"
 #include "server/server_metrics.h"
-#include "common/memory_tuning.h"
+#include "daemon/memory_tuning.h"
 #include "common/sketch_hash.h"
-#include "common/metrics_endpoint.h"
+#include "daemon/metrics_endpoint.h"
 #include "server/coordinator_service.h"
 #include "server/job_config.h"
 

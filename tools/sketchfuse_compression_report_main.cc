@@ -15,7 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/compressor_registry.h"
-#include "common/memory_tuning.h"
+#include "daemon/memory_tuning.h"
 #include "common/model_profiles.h"
 #include "common/sketch_kernels.h"
 #include "tools/compression_report.h"

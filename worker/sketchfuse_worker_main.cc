@@ -44,8 +44,8 @@
 #include "worker/trainer.h"
 #include "worker/workloads.h"
 #include "worker/worker_metrics.h"
-#include "common/memory_tuning.h"
-#include "common/metrics_endpoint.h"
+#include "daemon/memory_tuning.h"
+#include "daemon/metrics_endpoint.h"
 
 ABSL_FLAG(std::string, coordinator, "", "host:port of the job's coordinator (the shard started with --coordinator).");
 ABSL_FLAG(std::string, job, "sketchfuse", "Name of the job; every process of a job uses the same.");

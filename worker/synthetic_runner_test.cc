@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 
-#include "common/memory_tuning.h"
+#include "daemon/memory_tuning.h"
 #include "gtest/gtest.h"
 #include "worker/collective/local_group.h"
 #include "worker/collective_scheme.h"

@@ -9,8 +9,8 @@
 //
 // Requests are read with a 2-second timeout and at most 8 KiB; anything but
 // GET /metrics gets 404 or 400. One connection at a time: scrapes are rare.
-#ifndef SKETCHFUSE_COMMON_METRICS_ENDPOINT_H_
-#define SKETCHFUSE_COMMON_METRICS_ENDPOINT_H_
+#ifndef SKETCHFUSE_DAEMON_METRICS_ENDPOINT_H_
+#define SKETCHFUSE_DAEMON_METRICS_ENDPOINT_H_
 
 #include <atomic>
 #include <memory>
@@ -53,4 +53,4 @@ class MetricsEndpoint {
 
 }  // namespace sketchfuse
 
-#endif  // SKETCHFUSE_COMMON_METRICS_ENDPOINT_H_
+#endif  // SKETCHFUSE_DAEMON_METRICS_ENDPOINT_H_

@@ -1,4 +1,4 @@
-#include "common/metrics_endpoint.h"
+#include "daemon/metrics_endpoint.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,7 +1,7 @@
 // The scrape endpoint on a real socket: GET /metrics answers with the
 // registry's metrics in Prometheus' text format; a taken port and a port out
 // of range are refused naming the problem.
-#include "common/metrics_endpoint.h"
+#include "daemon/metrics_endpoint.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,4 +1,4 @@
-#include "common/memory_tuning.h"
+#include "daemon/memory_tuning.h"
 
 #include <malloc.h>
 

@@ -6,8 +6,8 @@
 // heap tops to the kernel, so the next step touches new pages: on the
 // development VMs a page fault costs enough that a 26 MB copy took 80 ms
 // instead of 3 (measured on the ResNet-50 synthetic profile, docs/BENCHMARKS.md).
-#ifndef SKETCHFUSE_COMMON_MEMORY_TUNING_H_
-#define SKETCHFUSE_COMMON_MEMORY_TUNING_H_
+#ifndef SKETCHFUSE_DAEMON_MEMORY_TUNING_H_
+#define SKETCHFUSE_DAEMON_MEMORY_TUNING_H_
 
 namespace sketchfuse {
 
@@ -24,4 +24,4 @@ bool KeepFreedMemoryMapped();
 
 }  // namespace sketchfuse
 
-#endif  // SKETCHFUSE_COMMON_MEMORY_TUNING_H_
+#endif  // SKETCHFUSE_DAEMON_MEMORY_TUNING_H_
