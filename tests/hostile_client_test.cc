@@ -44,15 +44,8 @@ constexpr char kShardToken[] = "shard-token-91c2";
 constexpr uint64_t kDim = 1 << 18;  // 1 MiB of floats per dense push
 constexpr size_t kShortMessage = 400;  // what a quoted field may add to a message, and more
 
-// Resident memory of `pid` in MiB (VmRSS), -1 if unknown.
-double ResidentMiB(pid_t pid) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
-  }
-  return -1;
-}
+// Resident memory of `pid` in MiB.
+double ResidentMiB(pid_t pid) { return static_cast<double>(ResidentKib(pid)) / 1024.0; }
 
 class HostileClientTest : public ::testing::Test {
  protected:

@@ -22,15 +22,6 @@
 namespace sketchfuse {
 namespace {
 
-uint64_t ResidentKib(pid_t pid) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6));
-  }
-  return 0;
-}
-
 double Percentile(std::vector<double>& sorted, double q) {
   if (sorted.empty()) return 0;
   return sorted[std::min(sorted.size() - 1, static_cast<size_t>(q * sorted.size()))];

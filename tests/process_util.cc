@@ -69,6 +69,15 @@ std::string WaitForFile(const std::string& path, std::chrono::seconds timeout) {
   return content;
 }
 
+uint64_t ResidentKib(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6));
+  }
+  return 0;
+}
+
 void KillIfRunning(pid_t pid) {
   if (pid > 0 && kill(pid, 0) == 0) {
     kill(pid, SIGKILL);

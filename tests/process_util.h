@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,10 @@ int WaitFor(pid_t pid, std::chrono::seconds timeout);
 
 // Waits until `path` holds something, up to `timeout`; returns its content.
 std::string WaitForFile(const std::string& path, std::chrono::seconds timeout);
+
+// Resident memory of `pid` in KiB (VmRSS in /proc/<pid>/status); 0 when it
+// cannot be read.
+uint64_t ResidentKib(pid_t pid);
 
 // Kills `pid` with SIGKILL if it still runs, and reaps it.
 void KillIfRunning(pid_t pid);
