@@ -28,10 +28,10 @@
 #include "daemon/memory_tuning.h"
 #include "common/model_profiles.h"
 #include "worker/collective/local_group.h"
-#include "worker/collective_scheme.h"
+#include "worker/schemes/collective_scheme.h"
 #include "worker/gpu/device_memory.h"
-#include "worker/job_plan.h"
-#include "worker/synthetic_runner.h"
+#include "worker/pipeline/job_plan.h"
+#include "worker/training/synthetic_runner.h"
 
 ABSL_FLAG(std::string, workloads, "resnet50,gpt2_small", "synthetic profiles to run, comma-separated");
 ABSL_FLAG(int, workers, 2, "workers (threads, one Gloo group on loopback)");

@@ -1,6 +1,6 @@
 """The alpha-beta scale model of a SketchFuse step, for every scheme.
 
-A step is simulated the way worker/step_pipeline.h runs it (the same two
+A step is simulated the way worker/pipeline/step_pipeline.h runs it (the same two
 resources as common/fusion_planner.h SimulateStepTime):
   backward      layer l's gradient is ready after the layers before it and
                 its own 20 us + n_l * ns_per_element (the synthetic profiles'

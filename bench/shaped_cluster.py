@@ -6,7 +6,7 @@ Each run starts real processes in a network fabric of its own
 tc tbf): the aggregation server shards, each on a host of its own (shard 0
 also serves the coordinator; a decentralized scheme has only that one, for the
 rendezvous), and W workers, one per host, on a synthetic model profile
-(worker/synthetic_runner.h). The workers' JSON summaries give the steady-state
+(worker/training/synthetic_runner.h). The workers' JSON summaries give the steady-state
 median step and its phases (backward, compress, communicate, decode).
 
 Before the runs it measures the link itself: raw TCP messages of 64 KiB to

@@ -37,7 +37,7 @@ struct Payload {
   // kSketch from an encoder that inserted only some coordinates (count_sketch
   // with method=peel): those coordinates, ascending; nullopt when the sketch
   // holds every coordinate of the group. Kept by the worker that encoded the
-  // payload to settle its residual (worker/group_compressors.h SettleSent);
+  // payload to settle its residual (worker/compression/settlement.h SettleSent);
   // never on the wire.
   std::optional<std::vector<uint32_t>> inserted;
 

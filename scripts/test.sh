@@ -20,13 +20,13 @@ status=${PIPESTATUS[0]}
 # and LibTorch tests are left out: each sanitized build recompiles what it
 # runs. SKETCHFUSE_SKIP_SANITIZERS=1 skips this part.
 sanitized=(//common/... //daemon/... //proto/... //server/... //tests/fuzz/... //worker/decentralized/...
-           //worker/collective:gloo_collective_test //worker:group_compressors_test
-           //worker:step_pipeline_test //worker:transport_faults_test //worker:divergence_test
-           //worker:divergence_notice_test //worker:step_stats_test)
+           //worker/collective:gloo_collective_test //worker/compression:group_compressors_test
+           //tests:step_pipeline_test //worker/rpc:transport_faults_test //worker/core:divergence_test
+           //worker/rpc:divergence_notice_test //worker/pipeline:step_stats_test)
 # TSan: only tests free of gRPC and Gloo, whose Debian builds are not
 # instrumented (TSan then reports their internal synchronization as races).
-threaded=(//server:aggregation_core_test //server:coordinator_core_test //worker:transport_faults_test
-          //worker:divergence_notice_test)
+threaded=(//server:aggregation_core_test //server:coordinator_core_test //worker/rpc:transport_faults_test
+          //worker/rpc:divergence_notice_test)
 if [ "$status" -eq 0 ] && [ -z "${SKETCHFUSE_SKIP_SANITIZERS:-}" ] && [ $# -eq 0 ]; then
   for config in asan tsan; do
     if [ "$config" = asan ]; then targets=("${sanitized[@]}"); else targets=("${threaded[@]}"); fi

@@ -14,6 +14,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "proto/payload_convert.h"
 #include "proto/push_codec.h"
+#include "tests/in_process_server.h"
 
 namespace sketchfuse {
 namespace {
@@ -31,17 +32,16 @@ class AggregatorServiceTest : public ::testing::Test {
     core_ = *AggregationCore::Create(config);
     service_ = std::make_unique<AggregatorService>(core_.get(), kToken);
     reaper_ = std::make_unique<RoundReaper>(core_.get(), absl::Milliseconds(20));
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    builder.SetMaxReceiveMessageSize(max_receive_bytes);
-    builder.RegisterService(service_.get());
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
-    ASSERT_GT(port_, 0);
+    InProcessServerOptions options;
+    options.max_receive_bytes = max_receive_bytes;
+    absl::StatusOr<std::unique_ptr<InProcessServer>> server = InProcessServer::Start({service_.get()}, options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    port_ = server_->port();
   }
 
   void TearDown() override {
-    if (server_) server_->Shutdown(std::chrono::system_clock::now());
+    if (server_) server_->Shutdown();
     reaper_.reset();
   }
 
@@ -81,7 +81,7 @@ class AggregatorServiceTest : public ::testing::Test {
   std::unique_ptr<AggregationCore> core_;
   std::unique_ptr<AggregatorService> service_;
   std::unique_ptr<RoundReaper> reaper_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<InProcessServer> server_;
   int port_ = 0;
 };
 

@@ -10,6 +10,7 @@
 #include "common/sketch_hash.h"
 #include "proto/run_config.h"
 #include "server/coordinator_test_jobs.h"
+#include "tests/in_process_server.h"
 
 namespace sketchfuse {
 namespace {
@@ -23,14 +24,10 @@ class CoordinatorServiceTest : public ::testing::Test {
     ASSERT_TRUE(core.ok()) << core.status();
     core_ = *std::move(core);
     service_ = std::make_unique<CoordinatorService>(core_.get(), "secret", shard_token_);
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(service_.get());
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(port, 0);
-    stub_ = v1::Coordinator::NewStub(
-        grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+    absl::StatusOr<std::unique_ptr<InProcessServer>> server = InProcessServer::Start({service_.get()});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    stub_ = v1::Coordinator::NewStub(grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
   }
   void TearDown() override { server_->Shutdown(); }
 
@@ -54,7 +51,7 @@ class CoordinatorServiceTest : public ::testing::Test {
   std::string shard_token_;  // set by fixtures that separate the roles
   std::unique_ptr<CoordinatorCore> core_;
   std::unique_ptr<CoordinatorService> service_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<InProcessServer> server_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
 };
 

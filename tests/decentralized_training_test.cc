@@ -148,8 +148,8 @@ TEST(FailoverTest, WorkersFallBackWhenEveryServerDiesAndReturnWhenTheServersRest
   const std::string out0 = cluster.WorkerOut(0);
   ASSERT_TRUE(std::regex_search(out0, port, std::regex("serves metrics on 127.0.0.1:([0-9]+)"))) << out0;
   const std::string scrape = HttpGet(std::stoi(port[1]), "/metrics");
-  EXPECT_GE(MetricValue(scrape, "sketchfuse_worker_steps_total{route=\"collective\"}"), 1) << scrape;
-  EXPECT_GE(MetricValue(scrape, "sketchfuse_worker_steps_total{route=\"ps\"}"), 60) << scrape;
+  EXPECT_GE(MetricValue(scrape, "sketchfuse_worker_steps_total{route=\"decentralized\"}"), 1) << scrape;
+  EXPECT_GE(MetricValue(scrape, "sketchfuse_worker_steps_total{route=\"centralized\"}"), 60) << scrape;
   EXPECT_GT(MetricValue(scrape, "sketchfuse_worker_bytes_sent_total"), 0) << scrape;
   EXPECT_GT(MetricValue(scrape, "sketchfuse_worker_residual_norm"), 0) << scrape;
   const std::vector<WorkerResult> results = cluster.WaitForWorkers();
@@ -169,7 +169,7 @@ TEST(FailoverTest, WorkersFallBackWhenEveryServerDiesAndReturnWhenTheServersRest
   // The timeline shows both routes: pushes to the servers, and collectives.
   const std::string trace = ReadFileOrEmpty(cluster.dir() + "/trace0.json");
   EXPECT_NE(trace.find("\"name\": \"push, server sum and decode\""), std::string::npos);
-  EXPECT_NE(trace.find("\"route\": \"collective\""), std::string::npos);
+  EXPECT_NE(trace.find("\"route\": \"decentralized\""), std::string::npos);
   EXPECT_NE(trace.find("\"name\": \"backward\""), std::string::npos);
 }
 

@@ -19,8 +19,9 @@
 #include "gtest/gtest.h"
 #include "server/aggregation_core.h"
 #include "worker/collective/local_group.h"
-#include "worker/collective_scheme.h"
-#include "worker/group_compressors.h"
+#include "worker/schemes/collective_scheme.h"
+#include "worker/compression/group_compressors.h"
+#include "worker/schemes/scheme_registry.h"
 
 namespace sketchfuse {
 namespace {
@@ -52,7 +53,7 @@ Update ServerUpdate(const v1::JobConfig& job, const std::vector<std::vector<floa
   std::unique_ptr<AggregationCore> core = *AggregationCore::Create(config);
   Update update;
   for (int w = 0; w < kWorld; ++w) {
-    GroupCompressors stack = *GroupCompressors::Create(job);
+    GroupCompressors stack = *CompressorsFor(job);
     Payload payload = *stack.Encode(0, grads[w], {});
     if (sent != nullptr && payload.inserted.has_value()) {
       for (uint32_t index : *payload.inserted) (*sent)[index] += grads[w][index];

@@ -51,7 +51,7 @@ TEST(SketchQualityTest, SketchRoutesStayNearDenseAllreduceAt10xAnd50x) {
     int shards;
     double margin;
   };
-  // The registry's defaults are 10x for both routes (worker/scheme_registry.cc);
+  // The registry's defaults are 10x for both routes (worker/schemes/scheme_registry.cc);
   // 50x: a fifth of the selection in a sketch of the same shape per selected
   // coordinate (sketch_allreduce sends its sketch 1.5 times in a 4-ring).
   const Case cases[] = {

@@ -12,7 +12,7 @@
 // exits: the launcher runs it once before starting the servers.
 //
 // Exit status: 0 when the run is done, 2 on an error, 3 (kExitDiverged) when
-// the run diverged, on this worker or on another (worker/divergence.h).
+// the run diverged, on this worker or on another (worker/core/divergence.h).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -28,22 +28,19 @@
 #include "proto/run_config.h"
 #include "torch/utils.h"
 #include "worker/collective/collective_factory.h"
-#include "worker/collective_scheme.h"
-#include "worker/coordinator_client.h"
-#include "worker/divergence.h"
-#include "worker/divergence_notice.h"
+#include "worker/core/divergence.h"
 #include "worker/gpu/device_memory.h"
-#include "worker/group_compressors.h"
-#include "worker/hybrid_scheme.h"
+#include "worker/pipeline/job_plan.h"
+#include "worker/rpc/coordinator_client.h"
+#include "worker/rpc/divergence_notice.h"
+#include "worker/rpc/transport_faults.h"
+#include "worker/schemes/scheme_factory.h"
+#include "worker/schemes/scheme_registry.h"
+#include "worker/training/synthetic_runner.h"
+#include "worker/training/trainer.h"
+#include "worker/training/worker_metrics.h"
+#include "worker/training/workloads.h"
 #include "proto/job_config_file.h"
-#include "worker/job_plan.h"
-#include "worker/ps_scheme.h"
-#include "worker/scheme_registry.h"
-#include "worker/synthetic_runner.h"
-#include "worker/transport_faults.h"
-#include "worker/trainer.h"
-#include "worker/workloads.h"
-#include "worker/worker_metrics.h"
 #include "daemon/memory_tuning.h"
 #include "daemon/metrics_endpoint.h"
 
@@ -136,7 +133,7 @@ ABSL_FLAG(int, push_attempts, 5,
           "restarting) and after the shard failed its round at the round deadline (a straggler).");
 ABSL_FLAG(std::string, inject_faults, "",
           "Tests only: faults the centralized route injects into its own pushes, each retried like a real one, "
-          "e.g. fail_before_send=0.05,drop_reply=0.05,delay=0.05:20ms,seed=1 (worker/transport_faults.h).");
+          "e.g. fail_before_send=0.05,drop_reply=0.05,delay=0.05:20ms,seed=1 (worker/rpc/transport_faults.h).");
 ABSL_FLAG(int64_t, inject_nan_gradient_at_step, -1,
           "Tests only: mlp and cnn: in this step this worker's first gradient of the backward pass gets a NaN, as "
           "if its backward pass had overflowed (the run then diverges; see the exit status). -1: never.");
@@ -185,9 +182,6 @@ absl::StatusOr<sketchfuse::v1::RunConfig> RunFromFlags() {
   run.set_compressor(absl::GetFlag(FLAGS_compressor).empty() ? scheme->default_compressor_spec
                                                              : absl::GetFlag(FLAGS_compressor));
   run.set_second_round(absl::GetFlag(FLAGS_second_round));
-  if (run.second_round() && run.scheme() != "sketch_allreduce" && run.scheme() != "sketch_ps") {
-    return absl::InvalidArgumentError("--second_round is for --scheme=sketch_ps or sketch_allreduce only");
-  }
   run.set_fusion(absl::GetFlag(FLAGS_fusion));
   run.set_seed(absl::GetFlag(FLAGS_seed));
   run.set_batch_size(batch);
@@ -213,6 +207,7 @@ absl::StatusOr<sketchfuse::v1::RunConfig> RunFromFlags() {
   if (absl::Status s = sketchfuse::CheckSchemeCompressor(run.scheme(), run.compressor()); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--scheme/--compressor: ", s.message()));
   }
+  if (absl::Status s = sketchfuse::CheckRunScheme(run); !s.ok()) return s;
   run.set_device(absl::GetFlag(FLAGS_device));
   if (run.device() == "auto") {
     sketchfuse::v1::RunConfig on_gpu = run;
@@ -283,8 +278,7 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_print_route)) {
     absl::StatusOr<sketchfuse::SchemeInfo> scheme = sketchfuse::FindScheme(absl::GetFlag(FLAGS_scheme));
     if (!scheme.ok()) return Fail(scheme.status());
-    const char* routes[] = {"centralized", "decentralized", "hybrid"};
-    std::cout << routes[static_cast<int>(scheme->route)] << std::endl;
+    std::cout << sketchfuse::RouteName(scheme->route) << std::endl;
     return 0;
   }
   absl::StatusOr<sketchfuse::v1::RunConfig> run = RunFromFlags();
@@ -336,7 +330,6 @@ int main(int argc, char** argv) {
     return Fail(absl::InvalidArgumentError(
         "--join_timeout_s, --push_timeout_s, --push_attempts, --collective_timeout_s and --probe_every must be >= 1"));
   }
-  const sketchfuse::Route route = sketchfuse::SchemeRoute(run->scheme());
   sketchfuse::CollectiveConfig collective_config;
   collective_config.backend = absl::GetFlag(FLAGS_collective);
   collective_config.hostname = absl::GetFlag(FLAGS_collective_host);
@@ -386,11 +379,10 @@ int main(int argc, char** argv) {
   policy.push_deadline = absl::Seconds(push_s);
   policy.max_attempts = attempts;
   policy.inject = *faults;
-  const sketchfuse::PsTransport* transport = nullptr;  // the centralized route's, for the fault report
   // The decentralized route: every worker joins the collective group at
   // start-up (auto's fallback is then always ready).
   std::unique_ptr<sketchfuse::Collective> collective;
-  if (route != sketchfuse::Route::kCentralized) {
+  if (sketchfuse::NeedsCollective(run->scheme())) {
     collective_config.prefix = absl::StrCat("collective/", joined->fingerprint());
     absl::StatusOr<std::unique_ptr<sketchfuse::Collective>> made = sketchfuse::MakeCollective(
         collective_config, coordinator, static_cast<int>(joined->rank()), static_cast<int>(joined->world_size()));
@@ -399,26 +391,16 @@ int main(int argc, char** argv) {
     std::cout << "sketchfuse_worker: " << worker_id << " joined the " << collective->backend()
               << " collective group as rank " << collective->rank() << " of " << collective->size() << std::endl;
   }
-  std::unique_ptr<sketchfuse::AggregationScheme> scheme;
-  if (route == sketchfuse::Route::kCentralized) {
-    absl::StatusOr<std::unique_ptr<sketchfuse::PsScheme>> ps = sketchfuse::PsScheme::Create(*joined, *channel, policy);
-    if (!ps.ok()) return Fail(ps.status());
-    transport = &(*ps)->transport();
-    scheme = *std::move(ps);
-  } else if (route == sketchfuse::Route::kDecentralized) {
-    absl::StatusOr<std::unique_ptr<sketchfuse::CollectiveScheme>> decentralized =
-        sketchfuse::CollectiveScheme::Create(joined->job(), collective.get());
-    if (!decentralized.ok()) return Fail(decentralized.status());
-    scheme = *std::move(decentralized);
-  } else {
-    sketchfuse::HybridOptions hybrid;
-    hybrid.probe_every = probe_every;
-    hybrid.log = [worker_id](const std::string& line) { std::cout << worker_id << " " << line << std::endl; };
-    absl::StatusOr<std::unique_ptr<sketchfuse::HybridScheme>> both =
-        sketchfuse::HybridScheme::Create(*joined, *channel, policy, collective.get(), hybrid);
-    if (!both.ok()) return Fail(both.status());
-    scheme = *std::move(both);
-  }
+  sketchfuse::SchemeEnvironment environment;
+  environment.rpc = *channel;
+  environment.retry = policy;
+  environment.collective = collective.get();
+  environment.hybrid.probe_every = probe_every;
+  environment.hybrid.log = [worker_id](const std::string& line) { std::cout << worker_id << " " << line << std::endl; };
+  absl::StatusOr<sketchfuse::BuiltScheme> built = sketchfuse::MakeScheme(*joined, std::move(environment));
+  if (!built.ok()) return Fail(built.status());
+  std::unique_ptr<sketchfuse::AggregationScheme> scheme = std::move(built->scheme);
+  const sketchfuse::PsTransport* transport = built->transport;  // the centralized route's, for the fault report
 
   // A divergence anywhere stops the whole job: the worker that sees it posts
   // this run's notice; every worker watches for it (below) and, when a step

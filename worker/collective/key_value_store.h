@@ -1,6 +1,6 @@
 // The rendezvous store the collectives need: Gloo's ranks publish their
 // addresses through it, NCCL's rank 0 its unique id. In a job it is the
-// coordinator's key-value store (worker/coordinator_client.h implements this
+// coordinator's key-value store (worker/rpc/coordinator_client.h implements this
 // interface); ranks that run as threads of one process share an
 // InMemoryKeyValueStore.
 #ifndef SKETCHFUSE_WORKER_COLLECTIVE_KEY_VALUE_STORE_H_

@@ -9,7 +9,7 @@
 #include "common/test_vectors.h"
 #include "cuda/gpu_test_util.h"
 #include "worker/collective/local_group.h"
-#include "worker/collective_scheme.h"
+#include "worker/schemes/collective_scheme.h"
 
 namespace sketchfuse {
 namespace {

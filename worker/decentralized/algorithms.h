@@ -2,7 +2,7 @@
 // the Collective interface. Each takes this worker's encoded group and
 // returns the update every worker applies (the SUM over workers, identical
 // on every rank) and the settlement of this worker's residual (see
-// worker/group_compressors.h), which the caller applies only once the update
+// worker/compression/settlement.h), which the caller applies only once the update
 // is applied.
 //
 // Conservation: with error feedback, for every algorithm but one-round
@@ -31,7 +31,7 @@
 #include "common/compressor.h"
 #include "common/payload.h"
 #include "worker/collective/collective.h"
-#include "worker/group_compressors.h"
+#include "worker/compression/settlement.h"
 
 namespace sketchfuse {
 

@@ -1,7 +1,8 @@
 // The compression state of one fusion group on a GPU worker: the job's
 // count_sketch compressor under error feedback, and momentum correction when
 // the run uses it, with the residual, the velocity and the sketch in device
-// memory. It does on the device what the CPU stack of worker/group_compressors.h
+// memory: the DeviceStack (worker/compression/device_stack.h) of a GPU worker.
+// It does on the device what the CPU stack of worker/compression/group_compressors.h
 // does on the host:
 //
 //   Encode(g):   u = m * u + g; e = e + u (e = e + g without momentum);
@@ -30,11 +31,12 @@
 #include "common/compressor.h"
 #include "common/error_feedback.h"
 #include "common/payload.h"
-#include "worker/gradient_view.h"
+#include "worker/compression/device_stack.h"
+#include "worker/core/gradient_view.h"
 
 namespace sketchfuse {
 
-class DeviceGroupState {
+class DeviceGroupState final : public DeviceStack {
  public:
   // The state of a group of `dim` elements encoded with `layout` (from the
   // compressor's SketchLayoutFor(dim)); `momentum` in [0, 1), or negative for
@@ -43,28 +45,28 @@ class DeviceGroupState {
   // RESOURCE_EXHAUSTED when device memory runs out.
   static absl::StatusOr<std::unique_ptr<DeviceGroupState>> Create(const Compressor::SketchLayout& layout,
                                                                   uint64_t dim, float momentum);
-  ~DeviceGroupState();
+  ~DeviceGroupState() override;
 
-  uint64_t dim() const;
+  uint64_t dim() const override;
 
   // Accumulates `grad` (device memory, dim elements) and returns the sketch
   // of the residual. INVALID_ARGUMENT for a host view or another size.
-  absl::StatusOr<Payload> Encode(GradientView grad);
+  absl::StatusOr<Payload> Encode(GradientView grad) override;
 
   // The heavy hitters of `aggregate`, a sketch of this group's shape and dim
   // (INVALID_ARGUMENT otherwise).
-  absl::StatusOr<Update> Decode(const Payload& aggregate);
+  absl::StatusOr<Update> Decode(const Payload& aggregate) override;
 
   // Zeroes the residual at `release` and the velocity at `velocity_mask`.
   // INVALID_ARGUMENT (state unchanged) if either does not fit the group.
-  absl::Status Settle(const Coordinates& release, const Coordinates& velocity_mask);
+  absl::Status Settle(const Coordinates& release, const Coordinates& velocity_mask) override;
 
   // Host copies of the residual and the velocity (empty without momentum),
   // and their restoration (INVALID_ARGUMENT unless sizes fit; an empty
   // vector restores zeros).
-  absl::StatusOr<std::vector<float>> Residual() const;
-  absl::StatusOr<std::vector<float>> Velocity() const;
-  absl::Status Restore(absl::Span<const float> residual, absl::Span<const float> velocity);
+  absl::StatusOr<std::vector<float>> Residual() const override;
+  absl::StatusOr<std::vector<float>> Velocity() const override;
+  absl::Status Restore(absl::Span<const float> residual, absl::Span<const float> velocity) override;
 
  private:
   struct Impl;

@@ -19,7 +19,8 @@
 #include "gtest/gtest.h"
 #include "worker/gpu/device_group_state.h"
 #include "worker/gpu/device_memory.h"
-#include "worker/group_compressors.h"
+#include "worker/compression/group_compressors.h"
+#include "worker/schemes/scheme_registry.h"
 
 namespace sketchfuse {
 namespace {
@@ -68,8 +69,8 @@ TEST(DeviceGroupStateTest, EncodeDecodeAndSettleMatchTheHostStack) {
   SKIP_WITHOUT_GPU();
   for (double momentum : {0.0, 0.9}) {
     SCOPED_TRACE(testing::Message() << "momentum " << momentum);
-    absl::StatusOr<GroupCompressors> host = GroupCompressors::Create(Job("cpu", momentum));
-    absl::StatusOr<GroupCompressors> gpu = GroupCompressors::Create(Job("gpu", momentum));
+    absl::StatusOr<GroupCompressors> host = CompressorsFor(Job("cpu", momentum));
+    absl::StatusOr<GroupCompressors> gpu = CompressorsFor(Job("gpu", momentum));
     ASSERT_TRUE(host.ok()) << host.status();
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     ASSERT_TRUE(gpu->on_device());
@@ -108,7 +109,7 @@ TEST(DeviceGroupStateTest, EncodeDecodeAndSettleMatchTheHostStack) {
 
 TEST(DeviceGroupStateTest, RefusesMisfitsAndKeepsItsState) {
   SKIP_WITHOUT_GPU();
-  absl::StatusOr<GroupCompressors> gpu = GroupCompressors::Create(Job("gpu", 0.9));
+  absl::StatusOr<GroupCompressors> gpu = CompressorsFor(Job("gpu", 0.9));
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   const std::vector<float> grad = HeavyTailed(1000, 1);
   // A host gradient for groups on the GPU.
@@ -146,7 +147,7 @@ TEST(DeviceGroupStateTest, RefusesMisfitsAndKeepsItsState) {
   EXPECT_EQ(gpu->Settle(2, give_back).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(gpu->SaveState(), before);
   // A restored state reads back as saved; a misfit is refused.
-  absl::StatusOr<GroupCompressors> other = GroupCompressors::Create(Job("gpu", 0.9));
+  absl::StatusOr<GroupCompressors> other = CompressorsFor(Job("gpu", 0.9));
   ASSERT_TRUE(other.ok());
   ASSERT_TRUE(other->RestoreState(before).ok());
   EXPECT_EQ(other->SaveState(), before);

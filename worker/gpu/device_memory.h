@@ -17,8 +17,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "worker/fusion_buffers.h"
-#include "worker/gradient_view.h"
+#include "worker/pipeline/fusion_buffers.h"
+#include "worker/core/gradient_view.h"
 
 namespace sketchfuse {
 

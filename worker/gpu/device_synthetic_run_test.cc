@@ -11,9 +11,9 @@
 #include "cuda/gpu_test_util.h"
 #include "gtest/gtest.h"
 #include "worker/collective/local_group.h"
-#include "worker/collective_scheme.h"
-#include "worker/job_plan.h"
-#include "worker/synthetic_runner.h"
+#include "worker/schemes/collective_scheme.h"
+#include "worker/pipeline/job_plan.h"
+#include "worker/training/synthetic_runner.h"
 
 namespace sketchfuse {
 namespace {

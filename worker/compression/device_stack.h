@@ -1,0 +1,50 @@
+// The compression state of one fusion group kept in device memory: what
+// GroupCompressors delegates to when the run places its groups on the GPU.
+// worker/gpu/device_group_state.h implements it on the kernels of cuda/;
+// the scheme layer (worker/schemes/scheme_registry.h CompressorsFor) hands
+// its factory to GroupCompressors::Create, so compression never depends on
+// the GPU code.
+#ifndef SKETCHFUSE_WORKER_COMPRESSION_DEVICE_STACK_H_
+#define SKETCHFUSE_WORKER_COMPRESSION_DEVICE_STACK_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/compressor.h"
+#include "common/error_feedback.h"
+#include "common/payload.h"
+#include "worker/core/gradient_view.h"
+
+namespace sketchfuse {
+
+class DeviceStack {
+ public:
+  virtual ~DeviceStack() = default;
+  virtual uint64_t dim() const = 0;
+  // Accumulates `grad` (device memory, dim elements) and returns the sketch
+  // of the residual. INVALID_ARGUMENT for a host view or another size.
+  virtual absl::StatusOr<Payload> Encode(GradientView grad) = 0;
+  // The heavy hitters of `aggregate`, a sketch of this group's shape and dim.
+  virtual absl::StatusOr<Update> Decode(const Payload& aggregate) = 0;
+  // Zeroes the residual at `release` and the velocity at `velocity_mask`.
+  // INVALID_ARGUMENT (state unchanged) if either does not fit the group.
+  virtual absl::Status Settle(const Coordinates& release, const Coordinates& velocity_mask) = 0;
+  // Host copies of the residual and the velocity (empty without momentum),
+  // and their restoration (an empty vector restores zeros).
+  virtual absl::StatusOr<std::vector<float>> Residual() const = 0;
+  virtual absl::StatusOr<std::vector<float>> Velocity() const = 0;
+  virtual absl::Status Restore(absl::Span<const float> residual, absl::Span<const float> velocity) = 0;
+};
+
+// Builds a group's device state from its sketch layout, its size and the
+// momentum of momentum correction (negative: none).
+using DeviceStackFactory = std::function<absl::StatusOr<std::unique_ptr<DeviceStack>>(
+    const Compressor::SketchLayout& layout, uint64_t dim, float momentum)>;
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_WORKER_COMPRESSION_DEVICE_STACK_H_

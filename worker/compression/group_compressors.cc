@@ -1,0 +1,253 @@
+#include "worker/compression/group_compressors.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/compressor_registry.h"
+#include "worker/core/divergence.h"
+
+namespace sketchfuse {
+
+absl::StatusOr<GroupCompressors> GroupCompressors::Create(const v1::JobConfig& job, StackOptions options) {
+  if (!(options.worker_momentum < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("momentum must be in [0, 1); got ", options.worker_momentum));
+  }
+  const bool on_device = static_cast<bool>(options.device);
+  std::vector<Stack> stacks;
+  for (const v1::GroupConfig& group : job.groups()) {
+    absl::StatusOr<std::unique_ptr<Compressor>> compressor = CompressorRegistry::Default().Create(group.compressor());
+    if (!compressor.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("group ", group.group(), ": ", compressor.status().message()));
+    }
+    Stack stack;
+    stack.top = *std::move(compressor);
+    if (on_device) {
+      const std::optional<Compressor::SketchLayout> layout = stack.top->SketchLayoutFor(group.dim());
+      if (!layout.has_value()) {
+        return absl::InvalidArgumentError(absl::StrCat("group ", group.group(), ": device=gpu needs a count_sketch "
+                                                       "compressor; got ", stack.top->spec()));
+      }
+      if (layout->method != Compressor::SketchLayout::Method::kEstimate) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "group ", group.group(), ": device=gpu runs count_sketch with method=estimate; the peeling decode "
+            "(method=peel, the default) and FetchSGD's sketch-space state run on the host: use --device=cpu, or "
+            "method=estimate; got ",
+            stack.top->spec()));
+      }
+      absl::StatusOr<std::unique_ptr<DeviceStack>> device = options.device(*layout, group.dim(), options.worker_momentum);
+      if (!device.ok()) {
+        return absl::Status(device.status().code(),
+                            absl::StrCat("group ", group.group(), " on the GPU: ", device.status().message()));
+      }
+      stack.device = *std::move(device);
+      stacks.push_back(std::move(stack));
+      continue;
+    }
+    if (const std::optional<Compressor::SketchLayout> layout = stack.top->SketchLayoutFor(group.dim());
+        layout.has_value() && layout->method == Compressor::SketchLayout::Method::kFetchSgd) {
+      // FetchSGD: error and momentum live with the sum, in sketch space.
+      stacks.push_back(std::move(stack));
+      continue;
+    }
+    if (options.error_feedback) {
+      auto ef = std::make_unique<ErrorFeedback>(std::move(stack.top));
+      stack.error_feedback = ef.get();
+      stack.top = std::move(ef);
+    }
+    if (options.worker_momentum >= 0) {
+      auto momentum = std::make_unique<Momentum>(std::move(stack.top), options.worker_momentum);
+      stack.momentum = momentum.get();
+      stack.top = std::move(momentum);
+    }
+    stack.release_cap = options.release_cap;
+    stacks.push_back(std::move(stack));
+  }
+  return GroupCompressors(std::move(stacks), on_device);
+}
+
+absl::Status GroupCompressors::CheckGroup(int group) const {
+  if (group < 0 || group >= size()) {
+    return absl::InvalidArgumentError(absl::StrCat("group index ", group, " is out of range [0, ", size(), ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Payload> GroupCompressors::Encode(int group, GradientView grad, const EncodeContext& context) {
+  if (absl::Status s = CheckGroup(group); !s.ok()) return s;
+  if (grad.on_device() != on_device_) {
+    return absl::FailedPreconditionError(absl::StrCat("group ", group, ": a gradient in ",
+                                                      grad.on_device() ? "device" : "host", " memory for groups kept on the ",
+                                                      on_device_ ? "GPU" : "host"));
+  }
+  Stack& stack = stacks_[group];
+  absl::StatusOr<Payload> payload = on_device_ ? stack.device->Encode(grad) : stack.top->Encode(grad.host(), context);
+  stack.sent_fraction = 1;
+  if (payload.ok() && stack.release_cap > 0) CapRelease(stack, &*payload);
+  // A finite gradient can still overflow the residual it is added to: such a
+  // payload is never sent (the servers would refuse it; a collective would
+  // spread it to every worker).
+  if (payload.ok()) {
+    if (absl::Status s = CheckFiniteValues("payload", static_cast<int64_t>(context.step), group, payload->values);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return payload;
+}
+
+void GroupCompressors::CapRelease(Stack& stack, Payload* payload) {
+  // What the payload releases: a sparse payload's values, or the residual at
+  // a selective sketch's inserted coordinates.
+  double sent = 0;
+  if (payload->kind == PayloadKind::kSparse) {
+    for (float v : payload->values) sent += static_cast<double>(v) * v;
+  } else if (payload->kind == PayloadKind::kSketch && payload->inserted.has_value()) {
+    const absl::Span<const float> e = stack.error_feedback->residual();
+    for (uint32_t i : *payload->inserted) sent += static_cast<double>(e[i]) * e[i];
+  } else {
+    return;  // dense, or a sketch of the whole group: no per-coordinate release
+  }
+  double velocity = 0;
+  for (float v : stack.momentum->velocity()) velocity += static_cast<double>(v) * v;
+  const double limit = stack.release_cap * std::sqrt(velocity);
+  sent = std::sqrt(sent);
+  if (!(sent > limit) || !(limit > 0)) return;
+  stack.sent_fraction = static_cast<float>(limit / sent);
+  for (float& v : payload->values) v *= stack.sent_fraction;
+}
+
+absl::StatusOr<Update> GroupCompressors::Decode(int group, const Payload& aggregate) {
+  if (absl::Status s = CheckGroup(group); !s.ok()) return s;
+  if (on_device_) {
+    if (absl::Status s = stacks_[group].top->CheckPayload(aggregate); !s.ok()) return s;
+    return stacks_[group].device->Decode(aggregate);
+  }
+  return stacks_[group].top->Decode(aggregate);
+}
+
+absl::Span<const float> GroupCompressors::residual(int group) const {
+  const ErrorFeedback* ef = stacks_[group].error_feedback;
+  return ef == nullptr ? absl::Span<const float>() : ef->residual();
+}
+
+absl::Span<const float> GroupCompressors::EncodedInput(int group, GradientView grad) const {
+  const Stack& stack = stacks_[group];
+  if (stack.error_feedback != nullptr) return stack.error_feedback->residual();
+  if (stack.momentum != nullptr) return stack.momentum->velocity();
+  return grad.host();
+}
+
+bool GroupCompressors::has_error_feedback() const {
+  return on_device_ || (!stacks_.empty() && stacks_.front().error_feedback != nullptr);
+}
+
+absl::Status GroupCompressors::Settle(int group, const Settlement& settlement) {
+  if (absl::Status s = CheckGroup(group); !s.ok()) return s;
+  Stack& stack = stacks_[group];
+  if (stack.device != nullptr) {
+    if (settlement.give_back.dense || !settlement.give_back.indices.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("group ", group, ": a group on the GPU takes nothing back"));
+    }
+    if (absl::Status s = stack.device->Settle(settlement.release, settlement.velocity_mask); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("group ", group, " ", s.message()));
+    }
+    return absl::OkStatus();
+  }
+  // Validate every part first, so a misfit changes nothing.
+  if (stack.momentum != nullptr) {
+    if (absl::Status s = ValidateCoordinates(settlement.velocity_mask, stack.momentum->velocity().size()); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("group ", group, " velocity mask: ", s.message()));
+    }
+  }
+  if (stack.error_feedback != nullptr) {
+    const size_t dim = stack.error_feedback->residual().size();
+    if (absl::Status s = ValidateCoordinates(settlement.release, dim); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("group ", group, " release: ", s.message()));
+    }
+    if (absl::Status s = ValidateUpdate(settlement.give_back, dim); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("group ", group, " give-back: ", s.message()));
+    }
+  }
+  if (stack.momentum != nullptr) {
+    if (absl::Status s = stack.momentum->MaskVelocity(settlement.velocity_mask); !s.ok()) return s;
+  }
+  if (stack.error_feedback != nullptr) {
+    // A capped payload sent only sent_fraction of each released coordinate:
+    // the rest stays.
+    Update kept;
+    if (stack.sent_fraction < 1 && !settlement.release.all) {
+      const absl::Span<const float> e = stack.error_feedback->residual();
+      kept.dim = e.size();
+      kept.indices = settlement.release.indices;
+      for (uint32_t i : kept.indices) kept.values.push_back((1 - stack.sent_fraction) * e[i]);
+    }
+    if (absl::Status s = stack.error_feedback->Release(settlement.release); !s.ok()) return s;
+    if (absl::Status s = stack.error_feedback->AddBack(settlement.give_back); !s.ok()) return s;
+    if (!kept.indices.empty()) {
+      if (absl::Status s = stack.error_feedback->AddBack(kept); !s.ok()) return s;
+    }
+    stack.sent_fraction = 1;
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::vector<float>> GroupCompressors::SaveState() const {
+  std::vector<std::vector<float>> state;
+  for (const Stack& stack : stacks_) {
+    if (stack.device != nullptr) {
+      // A failed copy (a lost device) leaves the entries empty: the state
+      // cannot be read back then, and a restart begins from zero residuals.
+      absl::StatusOr<std::vector<float>> residual = stack.device->Residual();
+      absl::StatusOr<std::vector<float>> velocity = stack.device->Velocity();
+      state.push_back(residual.ok() ? *std::move(residual) : std::vector<float>());
+      state.push_back(velocity.ok() ? *std::move(velocity) : std::vector<float>());
+      continue;
+    }
+    state.emplace_back();
+    if (stack.error_feedback != nullptr) {
+      state.back().assign(stack.error_feedback->residual().begin(), stack.error_feedback->residual().end());
+    }
+    state.emplace_back();
+    if (stack.momentum != nullptr) {
+      state.back().assign(stack.momentum->velocity().begin(), stack.momentum->velocity().end());
+    }
+  }
+  return state;
+}
+
+absl::Status GroupCompressors::RestoreState(const std::vector<std::vector<float>>& state) {
+  if (state.size() != 2 * stacks_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("saved state has ", state.size(), " entries; the job's ",
+                                                   stacks_.size(), " groups need ", 2 * stacks_.size()));
+  }
+  for (size_t g = 0; g < stacks_.size(); ++g) {
+    const Stack& stack = stacks_[g];
+    if (stack.device != nullptr) {
+      const size_t dim = stack.device->dim();
+      if ((!state[2 * g].empty() && state[2 * g].size() != dim) ||
+          (!state[2 * g + 1].empty() && state[2 * g + 1].size() != dim)) {
+        return absl::InvalidArgumentError(absl::StrCat("saved state of group ", g, " does not fit its ", dim,
+                                                       " elements"));
+      }
+      continue;
+    }
+    if ((!state[2 * g].empty() && stack.error_feedback == nullptr) ||
+        (!state[2 * g + 1].empty() && stack.momentum == nullptr)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "saved state of group ", g, " has error-feedback or momentum state this run does not keep"));
+    }
+  }
+  for (size_t g = 0; g < stacks_.size(); ++g) {
+    if (stacks_[g].device != nullptr) {
+      if (absl::Status s = stacks_[g].device->Restore(state[2 * g], state[2 * g + 1]); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat("saved state of group ", g, ": ", s.message()));
+      }
+      continue;
+    }
+    if (stacks_[g].error_feedback != nullptr) stacks_[g].error_feedback->RestoreResidual(state[2 * g]);
+    if (stacks_[g].momentum != nullptr) stacks_[g].momentum->RestoreVelocity(state[2 * g + 1]);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sketchfuse

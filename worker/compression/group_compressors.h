@@ -1,0 +1,128 @@
+// A worker's per-group compression state, shared by every scheme: for each
+// fusion group of the job, its compressor (the job's spec for the group)
+// under error feedback and momentum correction when the scheme layer asks
+// for them (StackOptions). Encode accumulates the group's gradient into the
+// residual and encodes it; Settle, once the step's update is applied,
+// releases from the residual what the update carried and gives back what a
+// decentralized scheme received and dropped. So, for every scheme, whatever
+// was not applied stays in some worker's residual.
+//
+// Placement: given a DeviceStackFactory, every group's state lives on the GPU
+// (worker/compression/device_stack.h): gradients arrive in device memory,
+// encode and decode run there, and only sketches cross to the host. The
+// scheme layer allows that for the count_sketch schemes without exact second
+// rounds (CheckDevicePlacement); the host stack serves every scheme.
+//
+// NOTE: not thread-safe; a group is used by one thread at a time.
+#ifndef SKETCHFUSE_WORKER_COMPRESSION_GROUP_COMPRESSORS_H_
+#define SKETCHFUSE_WORKER_COMPRESSION_GROUP_COMPRESSORS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/compressor.h"
+#include "common/error_feedback.h"
+#include "proto/job_config.pb.h"
+#include "worker/compression/device_stack.h"
+#include "worker/compression/settlement.h"
+#include "worker/core/gradient_view.h"
+
+namespace sketchfuse {
+
+// How every group's compressor is decorated: the scheme layer derives it
+// from the run and the scheme's traits (worker/schemes/scheme_registry.h
+// StackOptionsOf), so this library knows no scheme.
+struct StackOptions {
+  // Error feedback: the residual keeps what was not sent.
+  bool error_feedback = true;
+  // Momentum correction on the worker, before compression, with
+  // momentum-factor masking (DGC): the momentum in [0, 1), or negative for
+  // none (the optimizer keeps it, or the run has none).
+  float worker_momentum = -1;
+  // The release cap (> 0: a payload releases at most release_cap times the
+  // norm of the group's velocity; the rest stays in the residual), 0: none.
+  float release_cap = 0;
+  // Set: every group's state lives on the GPU, built by this factory
+  // (worker/gpu/device_group_state.h); unset: on the host.
+  DeviceStackFactory device;
+};
+
+class GroupCompressors {
+ public:
+  // One stack per group of `job` (job.groups[g].compressor, decorated as
+  // `options` say), on the host, or on the GPU when options.device is set.
+  // A group whose count_sketch keeps its state in sketch space
+  // (method=fetchsgd) gets neither error feedback nor momentum: the sum
+  // keeps them. INVALID_ARGUMENT naming the group for a bad spec or a group
+  // that cannot live on the GPU; FAILED_PRECONDITION for a GPU state without
+  // a GPU.
+  static absl::StatusOr<GroupCompressors> Create(const v1::JobConfig& job, StackOptions options);
+
+  GroupCompressors(GroupCompressors&&) = default;
+  GroupCompressors& operator=(GroupCompressors&&) = default;
+
+  int size() const { return static_cast<int>(stacks_.size()); }
+  // OK if 0 <= group < size(); INVALID_ARGUMENT otherwise.
+  absl::Status CheckGroup(int group) const;
+
+  bool on_device() const { return on_device_; }
+
+  // Accumulates `grad` and encodes the group (Compressor::Encode). When the
+  // stacks cap releases (StackOptions::release_cap) and the payload would carry more than
+  // release_cap * ||velocity|| (L2), its values are scaled down to that (a
+  // sparse payload's values; a sketch of a selection is linear in them), and
+  // Settle keeps the unsent part of each released coordinate.
+  // FAILED_PRECONDITION for a gradient in the other placement's memory; the
+  // divergence of `context.step` (worker/core/divergence.h, DATA_LOSS, "payload")
+  // for a payload holding a NaN or an infinity (a residual that overflowed).
+  absl::StatusOr<Payload> Encode(int group, GradientView grad, const EncodeContext& context);
+  // Decodes an aggregate with the group's compressor (on the GPU when the
+  // groups are there).
+  absl::StatusOr<Update> Decode(int group, const Payload& aggregate);
+  const Compressor& compressor(int group) const { return *stacks_[group].top; }
+
+  // The group's residual after the last Encode (the values Encode saw); empty
+  // without error feedback, and for groups on the GPU (see SaveState).
+  absl::Span<const float> residual(int group) const;
+  bool has_error_feedback() const;
+  // The vector the group's inner compressor encoded last: the residual under
+  // error feedback, else the velocity under momentum, else `grad` itself.
+  // Host placement only: empty for groups on the GPU.
+  absl::Span<const float> EncodedInput(int group, GradientView grad) const;
+
+  // Applies a step's settlement. INVALID_ARGUMENT (state unchanged) if a
+  // part does not fit the group.
+  absl::Status Settle(int group, const Settlement& settlement);
+
+  // Two entries per group, the residual then the velocity (empty when the
+  // run keeps none), and their restoration (INVALID_ARGUMENT if the state
+  // does not fit the groups).
+  std::vector<std::vector<float>> SaveState() const;
+  absl::Status RestoreState(const std::vector<std::vector<float>>& state);
+
+ private:
+  struct Stack {
+    std::unique_ptr<Compressor> top;
+    ErrorFeedback* error_feedback = nullptr;  // inside top, or null
+    Momentum* momentum = nullptr;             // inside top, or null
+    // On the GPU: the state, and `top` is the bare compressor (for its spec
+    // and payload checks).
+    std::unique_ptr<DeviceStack> device;
+    // StackOptions::release_cap.
+    float release_cap = 0;
+    // The factor the last payload's values were scaled by (1: sent whole).
+    float sent_fraction = 1;
+  };
+  GroupCompressors(std::vector<Stack> stacks, bool on_device) : stacks_(std::move(stacks)), on_device_(on_device) {}
+  // Scales `payload` down to the stack's release cap, if it is above it.
+  static void CapRelease(Stack& stack, Payload* payload);
+
+  std::vector<Stack> stacks_;
+  bool on_device_ = false;
+};
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_WORKER_COMPRESSION_GROUP_COMPRESSORS_H_

@@ -1,0 +1,34 @@
+#include "worker/compression/settlement.h"
+
+#include <algorithm>
+#include <iterator>
+
+namespace sketchfuse {
+
+Settlement SettleAt(const Update& update) {
+  Settlement settlement;
+  settlement.release = Coordinates::Of(update);
+  settlement.velocity_mask = settlement.release;
+  settlement.give_back.dim = update.dim;
+  return settlement;
+}
+
+Settlement SettleSent(const Payload& sent, const Update& update) {
+  const std::vector<uint32_t>* carried = nullptr;
+  if (sent.kind == PayloadKind::kSparse) carried = &sent.indices;
+  if (sent.kind == PayloadKind::kSketch && sent.inserted.has_value()) carried = &*sent.inserted;
+  if (carried == nullptr) return SettleAt(update);
+  Settlement settlement;
+  settlement.release.dim = update.dim;
+  settlement.give_back.dim = update.dim;
+  if (update.dense) {
+    settlement.release.indices = *carried;  // every coordinate was applied
+  } else {
+    std::set_intersection(update.indices.begin(), update.indices.end(), carried->begin(), carried->end(),
+                          std::back_inserter(settlement.release.indices));
+  }
+  settlement.velocity_mask = settlement.release;
+  return settlement;
+}
+
+}  // namespace sketchfuse

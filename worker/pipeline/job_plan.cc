@@ -1,0 +1,89 @@
+#include "worker/pipeline/job_plan.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/compressor.h"
+#include "common/compressor_registry.h"
+#include "common/cost_model.h"
+#include "common/fusion_planner.h"
+#include "worker/schemes/scheme_registry.h"
+
+namespace sketchfuse {
+namespace {
+
+// A cost model for planning on a loopback cluster of small machines: about
+// 2 GB/s of compression, 1 GB/s of transfer of the compressed payload and a
+// 300 us round latency. Only the ratios matter to the planner's choice.
+GroupCostModel LoopbackCostModel() {
+  GroupCostModel model;
+  model.compress = {20e-6, 0.5e-9};
+  model.transfer = {300e-6, 0.1e-9};
+  model.decode = {50e-6, 0.5e-9};
+  return model;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::JobConfig> MakeJobConfig(const std::string& job_name, uint32_t world_size,
+                                            const v1::RunConfig& run, uint32_t round_deadline_ms) {
+  if (job_name.empty()) return absl::InvalidArgumentError("the job name is empty");
+  if (world_size == 0) return absl::InvalidArgumentError("the world size is 0");
+  if (run.layer_sizes().empty()) return absl::InvalidArgumentError("the run has no layers");
+  if (absl::Status s = CheckSchemeCompressor(run.scheme(), run.compressor()); !s.ok()) return s;
+  std::vector<LayerTiming> layers;
+  // Backward time grows with the layer: the synthetic profiles' modelled time
+  // per element, else 1 ns per element (a CPU's order).
+  const double ns_per_element = run.backward_ns_per_element() > 0 ? run.backward_ns_per_element() : 1.0;
+  for (uint64_t size : run.layer_sizes()) {
+    layers.push_back({static_cast<int64_t>(size), 1e-9 * ns_per_element * static_cast<double>(size)});
+  }
+  absl::StatusOr<FusionPlan> plan = PlanByMode(run.fusion(), layers, LoopbackCostModel());
+  if (!plan.ok()) return plan.status();
+
+  absl::StatusOr<CompressorSpec> spec = ParseCompressorSpec(run.compressor());
+  if (!spec.ok()) return spec.status();
+  if (spec->name == "count_sketch") {
+    spec->params["seed"] = absl::StrCat(run.seed());
+    // FetchSGD's momentum lives with the sum: the servers read it from here.
+    if (KeepsSketchSpaceState(run.compressor())) spec->params["momentum"] = absl::StrCat(run.momentum());
+  }
+  const std::string group_compressor = spec->ToString();
+
+  v1::JobConfig job;
+  job.set_job(job_name);
+  job.set_world_size(world_size);
+  job.set_round_deadline_ms(round_deadline_ms);
+  job.set_hash_seed(run.seed());
+  *job.mutable_run() = run;
+  for (size_t g = 0; g < plan->groups.size(); ++g) {
+    const FusionGroup& fused = plan->groups[g];
+    v1::GroupConfig* group = job.add_groups();
+    group->set_group(static_cast<uint32_t>(g));
+    group->set_dim(static_cast<uint64_t>(fused.num_elements));
+    group->set_layer_begin(fused.first_layer);
+    group->set_layer_end(fused.first_layer + fused.num_layers);
+    group->set_compressor(group_compressor);
+    absl::StatusOr<std::unique_ptr<Compressor>> check =
+        CompressorRegistry::Default().Create(group_compressor);
+    if (!check.ok()) return check.status();
+    if (absl::StatusOr<SchemeInfo> scheme = FindScheme(run.scheme()); scheme.ok() && scheme->servers_reselect_top_k) {
+      // The server keeps the k largest of the union, k as each worker's.
+      absl::StatusOr<uint64_t> k = SpecSelectionSize(group_compressor, group->dim());
+      if (!k.ok()) return k.status();
+      group->set_reselect_top_k(*k);
+    }
+  }
+  return job;
+}
+
+std::vector<GroupLayout> GroupLayouts(const v1::JobConfig& job) {
+  std::vector<GroupLayout> layouts;
+  for (const v1::GroupConfig& g : job.groups()) {
+    layouts.push_back({static_cast<int>(g.layer_begin()), static_cast<int>(g.layer_end() - g.layer_begin())});
+  }
+  return layouts;
+}
+
+
+}  // namespace sketchfuse

@@ -1,0 +1,30 @@
+// The job configuration a launcher writes for a run: the fusion plan over the
+// run's layers (common/fusion_planner.h), each group's compressor with the
+// job's hash seed, and the server-side settings the scheme needs. Servers and
+// the coordinator read it; workers check their own run against it on join.
+#ifndef SKETCHFUSE_WORKER_PIPELINE_JOB_PLAN_H_
+#define SKETCHFUSE_WORKER_PIPELINE_JOB_PLAN_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/job_config.pb.h"
+#include "worker/pipeline/step_pipeline.h"
+
+namespace sketchfuse {
+
+// The job for `run` (whose layer_sizes, scheme, compressor and fusion mode
+// must be set) with `world_size` workers. Count-Sketch groups get seed =
+// run.seed; topk_ps groups get the server's re-selection at the groups' k.
+// INVALID_ARGUMENT for an unknown fusion mode, scheme or compressor, or a
+// compressor that does not fit the scheme.
+absl::StatusOr<v1::JobConfig> MakeJobConfig(const std::string& job_name, uint32_t world_size,
+                                            const v1::RunConfig& run, uint32_t round_deadline_ms = 60000);
+
+// The pipeline layout of a job's groups.
+std::vector<GroupLayout> GroupLayouts(const v1::JobConfig& job);
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_WORKER_PIPELINE_JOB_PLAN_H_

@@ -1,0 +1,151 @@
+#include "worker/pipeline/step_stats.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "worker/pipeline/trace_writer.h"
+
+namespace sketchfuse {
+
+StepPhases PhasesOf(const StepTimeline& timeline) {
+  StepPhases phases;
+  phases.backward = std::max(0.0, absl::ToDoubleSeconds(timeline.backward_end - timeline.begin));
+  for (const std::vector<TraceSpan>& spans : timeline.groups) {
+    for (const TraceSpan& span : spans) {
+      const double seconds = std::max(0.0, absl::ToDoubleSeconds(span.end - span.begin));
+      if (span.name == "compress") {
+        phases.compress += seconds;
+      } else if (span.name == "decode") {
+        phases.decode += seconds;
+      } else {
+        phases.communicate += seconds;
+      }
+    }
+  }
+  return phases;
+}
+
+StepReport StepStats::Add(int64_t step, double seconds, double loss, const StepTraffic& traffic,
+                          const StepPhases& phases) {
+  step_seconds_.push_back(seconds);
+  step_phases_.push_back(phases);
+  window_loss_ += loss;
+  window_seconds_ += seconds;
+  window_bytes_ += traffic.bytes_sent;
+  window_dense_ += traffic.dense_bytes;
+  ++window_steps_;
+  total_seconds_ += seconds;
+  total_bytes_ += traffic.bytes_sent;
+  total_dense_ += traffic.dense_bytes;
+  ++measured_steps_;
+  const bool collective = traffic.collective_groups > 0;
+  if (collective) ++collective_steps_;
+  return StepReport{step, seconds, loss, traffic.bytes_sent, traffic.dense_bytes, collective, phases};
+}
+
+Progress StepStats::TakeWindow(int64_t step, int epoch, double residual_norm) {
+  Progress p;
+  p.epoch = epoch;
+  p.step = step + 1;
+  p.train_loss = window_steps_ > 0 ? window_loss_ / window_steps_ : 0;
+  p.step_seconds = window_steps_ > 0 ? window_seconds_ / window_steps_ : 0;
+  p.bytes_sent_per_step = window_steps_ > 0 ? static_cast<double>(window_bytes_) / window_steps_ : 0;
+  p.compression_ratio = window_bytes_ > 0 ? static_cast<double>(window_dense_) / window_bytes_ : 0;
+  p.elapsed_seconds = absl::ToDoubleSeconds(absl::Now() - start_);
+  p.residual_norm = residual_norm;
+  window_loss_ = window_seconds_ = 0;
+  window_bytes_ = window_dense_ = 0;
+  window_steps_ = 0;
+  return p;
+}
+
+void StepStats::Summarize(int64_t steps, TrainingSummary* summary) const {
+  summary->steps = steps;
+  summary->wall_seconds = absl::ToDoubleSeconds(absl::Now() - start_);
+  summary->mean_step_seconds = measured_steps_ > 0 ? total_seconds_ / measured_steps_ : 0;
+  summary->bytes_sent_per_step = measured_steps_ > 0 ? static_cast<double>(total_bytes_) / measured_steps_ : 0;
+  summary->compression_ratio = total_bytes_ > 0 ? static_cast<double>(total_dense_) / total_bytes_ : 0;
+  summary->collective_steps = collective_steps_;
+  const size_t first = step_seconds_.size() > 1 ? 1 : 0;
+  std::vector<double> steady(step_seconds_.begin() + first, step_seconds_.end());
+  summary->steady_steps = static_cast<int64_t>(steady.size());
+  summary->median_step_seconds = 0;
+  summary->mean_phases = StepPhases();
+  if (steady.empty()) return;
+  std::sort(steady.begin(), steady.end());
+  const size_t n = steady.size();
+  summary->median_step_seconds = n % 2 == 1 ? steady[n / 2] : 0.5 * (steady[n / 2 - 1] + steady[n / 2]);
+  for (size_t i = first; i < step_phases_.size(); ++i) {
+    summary->mean_phases.backward += step_phases_[i].backward / n;
+    summary->mean_phases.compress += step_phases_[i].compress / n;
+    summary->mean_phases.communicate += step_phases_[i].communicate / n;
+    summary->mean_phases.decode += step_phases_[i].decode / n;
+  }
+}
+
+double StepStats::ElapsedSeconds() const { return absl::ToDoubleSeconds(absl::Now() - start_); }
+
+double ResidualNormOf(const std::vector<std::vector<float>>& state) {
+  double sum = 0;
+  for (size_t i = 0; i < state.size(); i += 2) {
+    for (float x : state[i]) sum += static_cast<double>(x) * x;
+  }
+  return std::sqrt(sum);
+}
+
+std::string JsonNumber(double value, int decimals) {
+  if (!std::isfinite(value)) return "null";
+  return absl::StrFormat("%.*f", decimals, value);
+}
+
+namespace {
+
+std::string DivergenceJson(const std::optional<Divergence>& d) {
+  if (!d.has_value()) return "null";
+  return absl::StrCat("{\"step\": ", d->step, ", \"group\": ", d->group >= 0 ? absl::StrCat(d->group) : "null",
+                      ", \"worker\": ", JsonString(d->worker), ", \"what\": ", JsonString(d->what),
+                      ", \"index\": ", d->index >= 0 ? absl::StrCat(d->index) : "null",
+                      ", \"value\": ", JsonString(absl::StrCat(d->value)), ", \"message\": ",
+                      JsonString(d->Describe()), "}");
+}
+
+}  // namespace
+
+std::string SummaryJson(const SummaryHeader& h, const TrainingSummary& summary) {
+  std::string epochs;
+  for (const Progress& p : summary.epochs) {
+    absl::StrAppend(&epochs, epochs.empty() ? "" : ", ", "{\"epoch\": ", p.epoch, ", \"step\": ", p.step,
+                    ", \"train_loss\": ", JsonNumber(p.train_loss, 6), ", \"test_loss\": ", JsonNumber(p.test_loss, 6),
+                    ", \"test_accuracy\": ", JsonNumber(p.test_accuracy, 6),
+                    ", \"elapsed_s\": ", JsonNumber(p.elapsed_seconds, 3), "}");
+  }
+  std::string curve;
+  for (const CurvePoint& c : summary.curve) {
+    absl::StrAppend(&curve, curve.empty() ? "" : ", ", "{\"step\": ", c.step,
+                    ", \"elapsed_s\": ", JsonNumber(c.elapsed_seconds, 3),
+                    ", \"test_accuracy\": ", JsonNumber(c.test_accuracy, 6),
+                    ", \"test_loss\": ", JsonNumber(c.test_loss, 6), ", \"bytes_sent\": ", c.bytes_sent, "}");
+  }
+  const StepPhases& phases = summary.mean_phases;
+  return absl::StrCat(
+      "{\"worker\": ", JsonString(h.worker), ", \"rank\": ", h.rank, ", \"workload\": ", JsonString(h.workload),
+      ", \"scheme\": ", JsonString(h.scheme), ", \"compressor\": ", JsonString(h.compressor),
+      ", \"fusion\": ", JsonString(h.fusion), ", \"run\": ", JsonString(h.run), ", \"steps\": ", summary.steps,
+      ", \"resumed_from_step\": ", summary.resumed_from_step,
+      ", \"final_test_accuracy\": ", JsonNumber(summary.final_test_accuracy, 6),
+      ", \"diverged\": ", DivergenceJson(summary.diverged), ", \"wall_s\": ", JsonNumber(summary.wall_seconds, 3),
+      ", \"eval_s\": ", JsonNumber(summary.eval_seconds, 3),
+      ", \"mean_step_s\": ", JsonNumber(summary.mean_step_seconds, 6),
+      ", \"bytes_sent_per_step\": ", JsonNumber(summary.bytes_sent_per_step, 1),
+      ", \"compression_ratio\": ", JsonNumber(summary.compression_ratio, 3),
+      ", \"collective_steps\": ", summary.collective_steps, ", \"steady_steps\": ", summary.steady_steps,
+      ", \"median_step_s\": ", JsonNumber(summary.median_step_seconds, 6),
+      ", \"phases_s\": {\"backward\": ", JsonNumber(phases.backward, 6),
+      ", \"compress\": ", JsonNumber(phases.compress, 6), ", \"communicate\": ", JsonNumber(phases.communicate, 6),
+      ", \"decode\": ", JsonNumber(phases.decode, 6), "}, \"epochs\": [", epochs, "], \"curve\": [", curve, "]}");
+}
+
+}  // namespace sketchfuse

@@ -1,0 +1,197 @@
+#include "worker/rpc/ps_transport.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "proto/grpc_status.h"
+#include "proto/health.grpc.pb.h"
+#include "proto/push_codec.h"
+
+namespace sketchfuse {
+
+struct PsTransport::Call {
+  int shard = 0;
+  uint32_t group = 0;
+  bool second_round = false;
+  grpc::ByteBuffer request;  // shares the payload's values (push_codec)
+  grpc::ByteBuffer reply;
+  std::unique_ptr<grpc::ClientContext> context;
+  absl::Time deadline;  // of the attempt in flight
+  int attempts = 0;
+  absl::Duration backoff;
+  PushDone done;
+};
+
+PsTransport::PsTransport(const std::vector<std::string>& shard_addresses, RpcChannelOptions options,
+                         RetryPolicy policy)
+    : options_(std::move(options)), policy_(policy), addresses_(shard_addresses), dice_(policy.inject) {
+  for (const std::string& address : addresses_) {
+    stubs_.push_back(std::make_unique<grpc::GenericStub>(MakeRpcChannel(address, options_)));
+  }
+}
+
+absl::Status PsTransport::ProbeShards(absl::Duration timeout) const {
+  for (size_t shard = 0; shard < addresses_.size(); ++shard) {
+    auto health = grpc::health::v1::Health::NewStub(MakeRpcChannel(addresses_[shard], options_));
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    grpc::health::v1::HealthCheckRequest request;
+    grpc::health::v1::HealthCheckResponse response;
+    const grpc::Status status = health->Check(&context, request, &response);
+    if (!status.ok()) {
+      return absl::UnavailableError(absl::StrCat("shard ", shard, " at ", addresses_[shard],
+                                                 " does not answer its health check: ", status.error_message()));
+    }
+    if (response.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
+      return absl::UnavailableError(absl::StrCat("shard ", shard, " at ", addresses_[shard], " is not serving"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void PsTransport::Reconnect() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t shard = 0; shard < addresses_.size(); ++shard) {
+    stubs_[shard] = std::make_unique<grpc::GenericStub>(MakeRpcChannel(addresses_[shard], options_));
+  }
+}
+
+PsTransport::~PsTransport() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_.wait(lock, [this] { return in_flight_ == 0; });
+}
+
+void PsTransport::Push(int shard, const std::string& job, uint64_t step, uint32_t group, uint32_t worker,
+                       std::shared_ptr<const Payload> payload, PushDone done) {
+  Send(shard, job, step, group, /*second_round=*/false, worker, std::move(payload), std::move(done));
+}
+
+void PsTransport::PushSecondRound(int shard, const std::string& job, uint64_t step, uint32_t group,
+                                  uint32_t worker, std::shared_ptr<const Payload> payload, PushDone done) {
+  Send(shard, job, step, group, /*second_round=*/true, worker, std::move(payload), std::move(done));
+}
+
+void PsTransport::Send(int shard, const std::string& job, uint64_t step, uint32_t group, bool second_round,
+                       uint32_t worker, std::shared_ptr<const Payload> payload, PushDone done) {
+  if (shard < 0 || shard >= num_shards()) {
+    done(absl::InvalidArgumentError(absl::StrCat("group ", group, " maps to shard ", shard, " of ",
+                                                 num_shards())));
+    return;
+  }
+  auto call = std::make_shared<Call>();
+  call->shard = shard;
+  call->group = group;
+  call->second_round = second_round;
+  v1::RoundKey round;
+  round.set_job(job);
+  round.set_step(step);
+  round.set_group(group);
+  round.set_second_round(second_round);
+  call->request = EncodePushRequest(round, worker, std::move(payload));
+  call->backoff = policy_.initial_backoff;
+  call->done = std::move(done);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++in_flight_;
+  }
+  Attempt(std::move(call));
+}
+
+void PsTransport::Attempt(std::shared_ptr<Call> call) {
+  ++call->attempts;
+  switch (dice_.Draw()) {
+    case FaultDice::Fault::kNone:
+      Send(std::move(call), /*drop_reply=*/false);
+      return;
+    case FaultDice::Fault::kFailBeforeSend:
+      ++injected_;
+      Finish(std::move(call), grpc::Status(grpc::StatusCode::UNAVAILABLE, "injected fault: failed before sending"));
+      return;
+    case FaultDice::Fault::kDropReply:
+      ++injected_;
+      Send(std::move(call), /*drop_reply=*/true);
+      return;
+    case FaultDice::Fault::kDelay: {
+      ++injected_;
+      const absl::Duration wait = policy_.inject.delay_time;
+      std::thread([this, call, wait] {
+        absl::SleepFor(wait);
+        Send(call, /*drop_reply=*/false);
+      }).detach();
+      return;
+    }
+  }
+}
+
+void PsTransport::Send(std::shared_ptr<Call> call, bool drop_reply) {
+  call->context = std::make_unique<grpc::ClientContext>();
+  AddCallCredentials(options_, *call->context);
+  call->deadline = absl::Now() + policy_.push_deadline;
+  call->context->set_deadline(absl::ToChronoTime(call->deadline));
+  call->reply.Clear();
+  // A re-push sends the same buffer again: gRPC sends a copy that shares its
+  // slices and leaves `request` as it was.
+  stubs_[call->shard]->UnaryCall(call->context.get(), kPushMethod, grpc::StubOptions(), &call->request,
+                                 &call->reply, [this, call, drop_reply](grpc::Status status) {
+                                   if (status.ok() && drop_reply) {
+                                     status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                                           "injected fault: the reply was lost");
+                                   }
+                                   Finish(call, status);
+                                 });
+}
+
+void PsTransport::Finish(std::shared_ptr<Call> call, const grpc::Status& status) {
+  // DEADLINE_EXCEEDED before this attempt's own deadline comes from the
+  // shard: it failed the round at its round deadline and freed it, so a
+  // re-push starts it afresh and the late workers can still join it.
+  const bool round_failed_by_shard =
+      status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && absl::Now() < call->deadline;
+  // RESOURCE_EXHAUSTED: the shard's caps on open rounds or held bytes; its
+  // rounds in flight complete and free them.
+  if ((status.error_code() == grpc::StatusCode::UNAVAILABLE || round_failed_by_shard ||
+       status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) &&
+      call->attempts < policy_.max_attempts) {
+    ++retries_;
+    // Back off on a thread of our own: gRPC's callback threads must not block.
+    const absl::Duration wait = call->backoff;
+    call->backoff = std::min(call->backoff * 2, policy_.max_backoff);
+    std::thread([this, call, wait] {
+      absl::SleepFor(wait);
+      Attempt(call);
+    }).detach();
+    return;
+  }
+  absl::StatusOr<PushOutcome> outcome;
+  if (!status.ok()) {
+    outcome = absl::Status(FromGrpcStatus(status).code(),
+                           absl::StrCat(call->second_round ? "second-round push" : "push",
+                                        " of group ", call->group, " to shard ", call->shard, " (",
+                                        addresses_[call->shard], ") failed after ", call->attempts,
+                                        " attempt(s): ", status.error_message()));
+  } else {
+    absl::StatusOr<PushReplyParts> reply = DecodePushReply(call->reply);
+    call->reply.Clear();
+    if (!reply.ok()) {
+      // Another hash family is the shard's build, not a garbled reply.
+      const bool foreign = reply.status().code() == absl::StatusCode::kFailedPrecondition;
+      outcome = absl::Status(
+          foreign ? absl::StatusCode::kFailedPrecondition : absl::StatusCode::kInternal,
+          absl::StrCat("shard ", call->shard, " (", addresses_[call->shard], ") answered group ", call->group,
+                       foreign ? ": " : " with a malformed update: ", reply.status().message()));
+    } else {
+      PushOutcome ok;
+      ok.update = std::move(reply->update);
+      ok.contributors = reply->contributors;
+      ok.attempts = call->attempts;
+      ok.bytes_sent = call->request.Length();
+      outcome = std::move(ok);
+    }
+  }
+  call->done(std::move(outcome));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (--in_flight_ == 0) idle_.notify_all();
+}
+
+}  // namespace sketchfuse

@@ -1,0 +1,95 @@
+// The interface every aggregation scheme implements, centralized (sketch_ps,
+// topk_ps, dense_ps), decentralized (dense_allreduce, sketch_allreduce,
+// topk_allgather, gtopk, importance_allreduce, spardl) or both (auto): it
+// turns each worker's fused gradient of a group into the update that every
+// worker applies.
+//
+// Contract, per step:
+//  1. Exchange is called once per group, from one thread (the worker's
+//     communication thread), in group order (the order of the plan, the same
+//     on every worker; collectives depend on it). `done` runs exactly once,
+//     on any thread, with the update holding the SUM over the job's workers
+//     (the caller divides by the world size), or with an error.
+//  2. Once every group's `done` has run, Reconcile is called once (from the
+//     trainer's thread) with every group's result; a scheme may repair failed
+//     groups there (the hybrid redoes them on the decentralized route).
+//  3. After the caller has applied the step's updates it calls OnApplied for
+//     each group, so error feedback keeps what was not applied. Residual state
+//     changes only there: a step that is not applied loses nothing.
+#ifndef SKETCHFUSE_WORKER_SCHEMES_AGGREGATION_SCHEME_H_
+#define SKETCHFUSE_WORKER_SCHEMES_AGGREGATION_SCHEME_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/payload.h"
+#include "worker/core/gradient_view.h"
+#include "worker/schemes/route.h"
+
+namespace sketchfuse {
+
+// A phase of a group's exchange, for the per-step timeline (compress, push,
+// wait, communicate, decode).
+struct TraceSpan {
+  std::string name;
+  absl::Time begin;
+  absl::Time end;
+};
+
+struct ExchangeResult {
+  Update update;
+  // Bytes this worker sent for the group (payload as serialized on the wire,
+  // or as the collective's algorithm sends it).
+  size_t bytes_sent = 0;
+  // Bytes of the group's dense gradient (4 per element), for the ratio.
+  size_t dense_bytes = 0;
+  // The route that produced the update (kCentralized or kDecentralized).
+  Route route = Route::kCentralized;
+  // Where the exchange's time went, in order.
+  std::vector<TraceSpan> spans;
+};
+
+using ExchangeDone = std::function<void(absl::StatusOr<ExchangeResult>)>;
+
+class AggregationScheme {
+ public:
+  virtual ~AggregationScheme() = default;
+
+  virtual std::string name() const = 0;
+
+  // True when Exchange needs the group's parameter values (importance-weighted
+  // selection); the caller then passes them, else an empty span.
+  virtual bool needs_parameters() const { return false; }
+
+  // Starts the exchange of `group`'s gradient for `step`. `grad` (host or,
+  // on a GPU worker, device memory) and `params` are only read before
+  // Exchange returns.
+  virtual void Exchange(uint64_t step, int group, GradientView grad, absl::Span<const float> params,
+                        ExchangeDone done) = 0;
+
+  // Every group's result of `step`, in group order; the scheme may replace
+  // failed results. An error here fails the step.
+  virtual absl::Status Reconcile(uint64_t step, std::vector<absl::StatusOr<ExchangeResult>>& results) {
+    return absl::OkStatus();
+  }
+
+  // The step's update for `group` was applied.
+  virtual absl::Status OnApplied(int group, const Update& update) = 0;
+
+  // The per-group state a restarted worker needs: two entries per group, the
+  // error-feedback residual then the velocity (an empty vector for state a
+  // group does not keep); and its restoration. RestoreState:
+  // INVALID_ARGUMENT if the state does not fit.
+  virtual std::vector<std::vector<float>> SaveState() const = 0;
+  virtual absl::Status RestoreState(const std::vector<std::vector<float>>& state) = 0;
+};
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_WORKER_SCHEMES_AGGREGATION_SCHEME_H_

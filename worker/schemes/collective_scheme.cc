@@ -1,0 +1,148 @@
+#include "worker/schemes/collective_scheme.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "worker/schemes/scheme_registry.h"
+
+namespace sketchfuse {
+
+absl::StatusOr<std::unique_ptr<CollectiveScheme>> CollectiveScheme::Create(const v1::JobConfig& job,
+                                                                          Collective* collective) {
+  if (collective == nullptr) return absl::InvalidArgumentError("no collective");
+  const v1::RunConfig& run = job.run();
+  if (absl::Status s = CheckRunScheme(run); !s.ok()) return s;
+  const SchemeInfo scheme_info = *FindScheme(run.scheme());
+  if (scheme_info.route != Route::kDecentralized) {
+    return absl::InvalidArgumentError(absl::StrCat("'", run.scheme(), "' is not a decentralized scheme"));
+  }
+  if (job.world_size() != static_cast<uint32_t>(collective->size())) {
+    return absl::InvalidArgumentError(absl::StrCat("the job has ", job.world_size(), " workers; the collective ",
+                                                   collective->size(), " ranks"));
+  }
+  absl::StatusOr<GroupCompressors> compressors = CompressorsFor(job);
+  if (!compressors.ok()) return compressors.status();
+  std::vector<uint64_t> selection;
+  for (const v1::GroupConfig& group : job.groups()) {
+    absl::StatusOr<uint64_t> k = SpecSelectionSize(group.compressor(), group.dim());
+    if (!k.ok()) return k.status();
+    selection.push_back(*k);
+  }
+  std::vector<std::unique_ptr<FetchSgdState>> fetchsgd(job.groups_size());
+  for (int g = 0; g < job.groups_size(); ++g) {
+    const std::optional<Compressor::SketchLayout> layout = compressors->compressor(g).SketchLayoutFor(job.groups(g).dim());
+    if (!layout.has_value() || layout->method != Compressor::SketchLayout::Method::kFetchSgd) continue;
+    absl::StatusOr<FetchSgdState> state =
+        FetchSgdState::Create(layout->shape, job.groups(g).dim(), layout->heavy_hitters, layout->momentum);
+    if (!state.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("group ", job.groups(g).group(), ": ", state.status().message()));
+    }
+    fetchsgd[g] = std::make_unique<FetchSgdState>(*std::move(state));
+  }
+  auto scheme = std::unique_ptr<CollectiveScheme>(new CollectiveScheme(
+      scheme_info, *std::move(compressors), std::move(selection), run.second_round(), collective));
+  scheme->fetchsgd_ = std::move(fetchsgd);
+  return scheme;
+}
+
+CollectiveScheme::CollectiveScheme(SchemeInfo scheme, GroupCompressors compressors, std::vector<uint64_t> selection,
+                                   bool second_round, Collective* collective)
+    : scheme_(std::move(scheme)),
+      compressors_(std::move(compressors)),
+      selection_(std::move(selection)),
+      second_round_(second_round),
+      collective_(collective),
+      pending_(compressors_.size()) {}
+
+void CollectiveScheme::Exchange(uint64_t step, int group, GradientView grad,
+                                absl::Span<const float> params, ExchangeDone done) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<Payload> payload = compressors_.Encode(group, grad, EncodeContext{step, params});
+  if (!payload.ok()) {
+    done(payload.status());
+    return;
+  }
+  GroupInput input;
+  input.step = step;
+  input.group = group;
+  input.payload = &*payload;
+  input.encoded = compressors_.EncodedInput(group, grad);
+  input.k = selection_[group];
+  input.second_round = second_round_;
+  if (fetchsgd_[group] != nullptr) {
+    // FetchSGD: the allreduced sum steps this worker's copy of the state.
+    input.decode = [this, group](const Payload& sum) { return fetchsgd_[group]->Step(sum); };
+  } else {
+    input.decode = [this, group](const Payload& sum) { return compressors_.Decode(group, sum); };
+  }
+  const uint64_t bytes_before = collective_->bytes_sent();
+  const absl::Time encoded = absl::Now();
+  absl::StatusOr<GroupOutcome> outcome = scheme_.algorithm(*collective_, input);
+  if (!outcome.ok()) {
+    done(absl::Status(outcome.status().code(),
+                      absl::StrCat(scheme_.name, " of group ", group, " at step ", step, ": ", outcome.status().message())));
+    return;
+  }
+  pending_[group] = std::move(outcome->settlement);
+  ExchangeResult result;
+  result.update = std::move(outcome->update);
+  result.bytes_sent = collective_->bytes_sent() - bytes_before;
+  result.dense_bytes = grad.size() * sizeof(float);
+  result.route = Route::kDecentralized;
+  result.spans = CollectiveSpans(encoded, absl::Now(), outcome->decode_time);
+  result.spans.insert(result.spans.begin(), TraceSpan{"compress", start, encoded});
+  done(std::move(result));
+}
+
+std::vector<TraceSpan> CollectiveSpans(absl::Time begin, absl::Time end, absl::Duration decode) {
+  if (decode <= absl::ZeroDuration()) return {{"communicate", begin, end}};
+  return {{"communicate", begin, end - decode}, {"decode", end - decode, end}};
+}
+
+std::vector<std::vector<float>> CollectiveScheme::SaveState() const {
+  std::vector<std::vector<float>> state = compressors_.SaveState();
+  for (size_t g = 0; g < fetchsgd_.size(); ++g) {
+    if (fetchsgd_[g] == nullptr) continue;
+    const std::vector<float> saved = fetchsgd_[g]->Save();  // momentum, then error
+    const size_t half = saved.size() / 2;
+    state[2 * g].assign(saved.begin() + half, saved.end());
+    state[2 * g + 1].assign(saved.begin(), saved.begin() + half);
+  }
+  return state;
+}
+
+absl::Status CollectiveScheme::RestoreState(const std::vector<std::vector<float>>& state) {
+  if (state.size() != 2 * fetchsgd_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("saved state has ", state.size(), " entries; the job's ",
+                                                   fetchsgd_.size(), " groups need ", 2 * fetchsgd_.size()));
+  }
+  std::vector<std::vector<float>> host = state;
+  std::vector<std::unique_ptr<FetchSgdState>> restored(fetchsgd_.size());
+  for (size_t g = 0; g < fetchsgd_.size(); ++g) {
+    if (fetchsgd_[g] == nullptr) continue;
+    std::vector<float> saved = state[2 * g + 1];  // momentum, then error
+    saved.insert(saved.end(), state[2 * g].begin(), state[2 * g].end());
+    restored[g] = std::make_unique<FetchSgdState>(*fetchsgd_[g]);
+    if (absl::Status s = restored[g]->Restore(saved); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("saved state of group ", g, ": ", s.message()));
+    }
+    host[2 * g].clear();
+    host[2 * g + 1].clear();
+  }
+  if (absl::Status s = compressors_.RestoreState(host); !s.ok()) return s;
+  for (size_t g = 0; g < fetchsgd_.size(); ++g) {
+    if (restored[g] != nullptr) fetchsgd_[g] = std::move(restored[g]);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CollectiveScheme::OnApplied(int group, const Update& update) {
+  if (absl::Status s = compressors_.CheckGroup(group); !s.ok()) return s;
+  if (!pending_[group].has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat("group ", group, " has no exchanged update to settle"));
+  }
+  absl::Status settled = compressors_.Settle(group, *pending_[group]);
+  pending_[group].reset();
+  return settled;
+}
+
+}  // namespace sketchfuse

@@ -1,0 +1,99 @@
+// --scheme=auto: the hybrid of the two routes. Centralized Count-Sketch
+// aggregation (sketch_ps) while the aggregation servers answer; the same
+// sketches allreduced among the workers (sketch_allreduce) when they do not.
+//
+// Each group is encoded once per step. On the centralized route, a push that
+// fails past its retry budget fails the group on that worker; at the end of
+// the step (Reconcile) the workers allreduce one flag per group, so all of
+// them learn which groups failed anywhere, and redo exactly those groups by
+// allreducing the payloads they already encoded (sketches are linear: the
+// allreduced table is the one the server would have summed). Every worker
+// then applies the same updates; no residual has changed before that, so no
+// step is lost or applied twice. The workers stay on the decentralized route
+// and, every `probe_every` steps, probe every shard's health; when all
+// workers see every shard serving (a second one-flag allreduce), they return
+// to the centralized route from the next step. Each switch is logged.
+#ifndef SKETCHFUSE_WORKER_SCHEMES_HYBRID_SCHEME_H_
+#define SKETCHFUSE_WORKER_SCHEMES_HYBRID_SCHEME_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/coordinator.pb.h"
+#include "worker/schemes/aggregation_scheme.h"
+#include "worker/collective/collective.h"
+#include "worker/decentralized/algorithms.h"
+#include "worker/schemes/ps_scheme.h"
+#include "worker/schemes/scheme_registry.h"
+
+namespace sketchfuse {
+
+struct HybridOptions {
+  // Steps on the decentralized route between health probes of the shards.
+  int probe_every = 20;
+  absl::Duration probe_timeout = absl::Seconds(1);
+  // Receives one line per route switch (default: standard error).
+  std::function<void(const std::string&)> log;
+};
+
+class HybridScheme final : public AggregationScheme {
+ public:
+  enum class Mode { kCentralized, kDecentralized };
+
+  // The joined job must run a hybrid scheme (auto) with a count_sketch compressor;
+  // `collective` (not owned) must outlive the scheme.
+  static absl::StatusOr<std::unique_ptr<HybridScheme>> Create(const v1::JoinReply& joined,
+                                                              RpcChannelOptions rpc, RetryPolicy policy,
+                                                              Collective* collective, HybridOptions options);
+
+  std::string name() const override { return scheme_.name; }
+  void Exchange(uint64_t step, int group, GradientView grad, absl::Span<const float> params,
+                ExchangeDone done) override;
+  absl::Status Reconcile(uint64_t step, std::vector<absl::StatusOr<ExchangeResult>>& results) override;
+  // Both routes apply the decoded top-k of the same summed sketch, so the
+  // settlement is the centralized scheme's.
+  absl::Status OnApplied(int group, const Update& update) override {
+    return centralized_->OnApplied(group, update);
+  }
+  std::vector<std::vector<float>> SaveState() const override { return centralized_->SaveState(); }
+  absl::Status RestoreState(const std::vector<std::vector<float>>& state) override {
+    return centralized_->RestoreState(state);
+  }
+
+  // The route the next step takes, and how many switches so far.
+  Mode mode() const { return mode_; }
+  int switches() const { return switches_; }
+
+ private:
+  HybridScheme(SchemeInfo scheme, std::unique_ptr<PsScheme> centralized, Collective* collective,
+               HybridOptions options)
+      : scheme_(std::move(scheme)),
+        centralized_(std::move(centralized)),
+        collective_(collective),
+        options_(std::move(options)) {}
+  // sketch_allreduce of `payload`, `group`'s encoded sketch of this step.
+  absl::StatusOr<ExchangeResult> ExchangeByCollective(uint64_t step, int group, const Payload& payload,
+                                                      size_t dense_bytes);
+  void Log(const std::string& line) const;
+
+  // The scheme (auto): its algorithm is the fallback's.
+  const SchemeInfo scheme_;
+  // The centralized route (pushes as sketch_ps does), whose compressor stacks and encoded
+  // payloads the fallback reuses.
+  std::unique_ptr<PsScheme> centralized_;
+  Collective* const collective_;
+  const HybridOptions options_;
+
+  // Read and written by Exchange (communication thread) and Reconcile
+  // (trainer thread), which never run at once (the pipeline's contract).
+  Mode mode_ = Mode::kCentralized;
+  int steps_decentralized_ = 0;
+  int switches_ = 0;
+};
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_WORKER_SCHEMES_HYBRID_SCHEME_H_

@@ -1,0 +1,155 @@
+#include "worker/schemes/ps_scheme.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "worker/schemes/scheme_registry.h"
+
+namespace sketchfuse {
+
+absl::StatusOr<ShardRoute> RouteToShards(const v1::JoinReply& joined) {
+  const v1::JobConfig& job = joined.job();
+  if (joined.shard_of_group_size() != job.groups_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("the shard map covers ", joined.shard_of_group_size(),
+                                                   " groups; the job has ", job.groups_size()));
+  }
+  ShardRoute route;
+  route.addresses.resize(joined.shards_size());
+  for (const v1::ShardAddress& shard : joined.shards()) {
+    if (shard.shard() >= route.addresses.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("shard index ", shard.shard(), " out of range"));
+    }
+    route.addresses[shard.shard()] = shard.address();
+  }
+  for (int g = 0; g < job.groups_size(); ++g) {
+    if (joined.shard_of_group(g) >= route.addresses.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("group ", job.groups(g).group(), " maps to shard ",
+                                                     joined.shard_of_group(g), " of ", route.addresses.size()));
+    }
+    route.shard_of_group.push_back(static_cast<int>(joined.shard_of_group(g)));
+  }
+  return route;
+}
+
+absl::StatusOr<std::unique_ptr<PsScheme>> PsScheme::Create(const v1::JoinReply& joined,
+                                                          RpcChannelOptions options, RetryPolicy policy) {
+  const v1::JobConfig& job = joined.job();
+  if (absl::Status s = CheckRunScheme(job.run()); !s.ok()) return s;
+  // The hybrid's centralized side is this scheme too.
+  if (SchemeRoute(job.run().scheme()) == Route::kDecentralized) {
+    return absl::InvalidArgumentError(absl::StrCat("'", job.run().scheme(), "' is not a centralized scheme"));
+  }
+  absl::StatusOr<ShardRoute> route = RouteToShards(joined);
+  if (!route.ok()) return route.status();
+  absl::StatusOr<GroupCompressors> compressors = CompressorsFor(job);
+  if (!compressors.ok()) return compressors.status();
+  std::vector<uint32_t> group_ids;
+  for (const v1::GroupConfig& group : job.groups()) group_ids.push_back(group.group());
+  auto transport = std::make_unique<PsTransport>(route->addresses, std::move(options), policy);
+  auto scheme = std::unique_ptr<PsScheme>(new PsScheme(job.run().scheme(), job.job(), joined.rank(),
+                                                       std::move(group_ids), std::move(route->shard_of_group),
+                                                       *std::move(compressors), std::move(transport)));
+  scheme->second_round_ = job.run().second_round();
+  return scheme;
+}
+
+PsScheme::PsScheme(std::string scheme, std::string job, uint32_t rank, std::vector<uint32_t> group_ids,
+                   std::vector<int> shard_of_group, GroupCompressors compressors,
+                   std::unique_ptr<PsTransport> transport)
+    : scheme_(std::move(scheme)),
+      job_(std::move(job)),
+      rank_(rank),
+      group_ids_(std::move(group_ids)),
+      shard_of_group_(std::move(shard_of_group)),
+      compressors_(std::move(compressors)),
+      transport_(std::move(transport)),
+      last_payloads_(compressors_.size()),
+      last_payload_steps_(compressors_.size(), UINT64_MAX) {}
+
+absl::StatusOr<std::shared_ptr<const Payload>> PsScheme::Encode(uint64_t step, int group, GradientView grad,
+                                                                absl::Span<const float> params) {
+  last_payloads_[group].reset();
+  last_payload_steps_[group] = UINT64_MAX;
+  absl::StatusOr<Payload> payload = compressors_.Encode(group, grad, EncodeContext{step, params});
+  if (!payload.ok()) return payload.status();
+  last_payloads_[group] = std::make_shared<const Payload>(*std::move(payload));
+  last_payload_steps_[group] = step;
+  return last_payloads_[group];
+}
+
+void PsScheme::Exchange(uint64_t step, int group, GradientView grad, absl::Span<const float> params,
+                        ExchangeDone done) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::shared_ptr<const Payload>> payload = Encode(step, group, grad, params);
+  if (!payload.ok()) {
+    done(payload.status());
+    return;
+  }
+  const TraceSpan compress{"compress", start, absl::Now()};
+  const size_t dense_bytes = grad.size() * sizeof(float);
+  const absl::Time pushed = absl::Now();
+  // The values a second round sums: what this worker encoded (its residual),
+  // which stays put until the group's update is applied.
+  const absl::Span<const float> encoded = second_round_ ? compressors_.EncodedInput(group, grad) : absl::Span<const float>();
+  transport_->Push(
+      shard_of_group_[group], job_, step, group_ids_[group], rank_, last_payloads_[group],
+      [this, done = std::move(done), step, group, encoded, dense_bytes, compress,
+       pushed](absl::StatusOr<PushOutcome> outcome) mutable {
+        if (!outcome.ok()) {
+          done(outcome.status());
+          return;
+        }
+        ExchangeResult result;
+        result.update = std::move(outcome->update);
+        result.bytes_sent = outcome->bytes_sent;
+        result.dense_bytes = dense_bytes;
+        result.route = Route::kCentralized;
+        result.spans = {compress, {"push, server sum and decode", pushed, absl::Now()}};
+        if (!second_round_) {
+          done(std::move(result));
+          return;
+        }
+        PushSecondRound(step, group, encoded, std::move(result), std::move(done));
+      });
+}
+
+void PsScheme::PushSecondRound(uint64_t step, int group, absl::Span<const float> encoded, ExchangeResult first,
+                               ExchangeDone done) {
+  const Update& candidates = first.update;
+  if (candidates.dense || encoded.size() != candidates.dim) {
+    done(absl::InternalError(absl::StrCat("group ", group, ": the first round's answer cannot start a second round")));
+    return;
+  }
+  auto exact = std::make_shared<Payload>();
+  exact->kind = PayloadKind::kSparse;
+  exact->dim = candidates.dim;
+  exact->indices = candidates.indices;
+  exact->values.reserve(candidates.indices.size());
+  for (uint32_t i : candidates.indices) {
+    if (i >= encoded.size()) {
+      done(absl::InternalError(absl::StrCat("group ", group, ": candidate ", i, " is out of range")));
+      return;
+    }
+    exact->values.push_back(encoded[i]);
+  }
+  const absl::Time pushed = absl::Now();
+  transport_->PushSecondRound(
+      shard_of_group_[group], job_, step, group_ids_[group], rank_, std::move(exact),
+      [first = std::move(first), done = std::move(done), pushed](absl::StatusOr<PushOutcome> outcome) mutable {
+        if (!outcome.ok()) {
+          done(outcome.status());
+          return;
+        }
+        first.update = std::move(outcome->update);
+        first.bytes_sent += outcome->bytes_sent;
+        first.spans.push_back({"second round: exact values", pushed, absl::Now()});
+        done(std::move(first));
+      });
+}
+
+absl::Status PsScheme::OnApplied(int group, const Update& update) {
+  if (absl::Status s = compressors_.CheckGroup(group); !s.ok()) return s;
+  if (second_round_ || last_payloads_[group] == nullptr) return compressors_.Settle(group, SettleAt(update));
+  return compressors_.Settle(group, SettleSent(*last_payloads_[group], update));
+}
+
+}  // namespace sketchfuse

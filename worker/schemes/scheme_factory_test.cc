@@ -1,0 +1,109 @@
+// The scheme factory builds every scheme of the registry on its route from a
+// joined job, and refuses what a run cannot be, before any communication.
+#include "worker/schemes/scheme_factory.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/collective/local_group.h"
+#include "worker/schemes/scheme_registry.h"
+
+namespace sketchfuse {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A joined job of two workers and two groups running `scheme` with its
+// default compressor, served by one shard (never contacted here: channels
+// connect lazily).
+v1::JoinReply Joined(const std::string& scheme, bool second_round = false) {
+  const SchemeInfo info = *FindScheme(scheme);
+  v1::JoinReply joined;
+  joined.set_rank(0);
+  joined.set_world_size(2);
+  v1::JobConfig* job = joined.mutable_job();
+  job->set_job("factory");
+  job->set_world_size(2);
+  v1::RunConfig* run = job->mutable_run();
+  run->set_scheme(scheme);
+  run->set_compressor(info.default_compressor_spec);
+  run->set_error_feedback(true);
+  run->set_momentum(0.9);
+  run->set_second_round(second_round);
+  for (uint32_t g = 0; g < 2; ++g) {
+    v1::GroupConfig* group = job->add_groups();
+    group->set_group(g);
+    group->set_dim(1000 + 7 * g);
+    group->set_compressor(info.default_compressor_spec);
+    joined.add_shard_of_group(0);
+  }
+  joined.add_shards()->set_address("127.0.0.1:1");
+  return joined;
+}
+
+TEST(SchemeFactoryTest, BuildsEverySchemeOfTheRegistryOnItsRoute) {
+  for (const SchemeInfo& info : Schemes()) {
+    EXPECT_EQ(NeedsCollective(info.name), info.route != Route::kCentralized) << info.name;
+    const std::vector<absl::Status> ranks = RunOnLocalGlooGroup(2, [&](Collective& collective) -> absl::Status {
+      SchemeEnvironment environment;
+      environment.collective = &collective;
+      absl::StatusOr<BuiltScheme> built = MakeScheme(Joined(info.name), environment);
+      if (!built.ok()) return built.status();
+      EXPECT_EQ(built->scheme->name(), info.name);
+      EXPECT_EQ(built->scheme->needs_parameters(), info.needs_parameters) << info.name;
+      EXPECT_EQ(built->transport != nullptr, info.route == Route::kCentralized) << info.name;
+      return absl::OkStatus();
+    });
+    for (const absl::Status& s : ranks) EXPECT_TRUE(s.ok()) << info.name << ": " << s;
+  }
+}
+
+TEST(SchemeFactoryTest, RefusesWhatARunCannotBe) {
+  EXPECT_THAT(MakeScheme(Joined("topk_allgather"), {}).status().message(),
+              HasSubstr("scheme topk_allgather runs on the decentralized route: it needs a collective"));
+  EXPECT_THAT(MakeScheme(Joined("auto"), {}).status().message(), HasSubstr("runs on the hybrid route"));
+  v1::JoinReply unknown = Joined("topk_ps");
+  unknown.mutable_job()->mutable_run()->set_scheme("bogus");
+  EXPECT_THAT(MakeScheme(unknown, {}).status().message(), HasSubstr("unknown scheme 'bogus'"));
+  EXPECT_THAT(MakeScheme(Joined("topk_ps", /*second_round=*/true), {}).status().message(),
+              HasSubstr("--second_round is for --scheme=sketch_ps or sketch_allreduce only; the scheme is topk_ps"));
+  v1::JoinReply no_map = Joined("sketch_ps");
+  no_map.clear_shard_of_group();
+  EXPECT_THAT(MakeScheme(no_map, {}).status().message(), HasSubstr("the shard map covers 0 groups"));
+  v1::JoinReply on_gpu = Joined("topk_ps");
+  on_gpu.mutable_job()->mutable_run()->set_device("gpu");
+  EXPECT_THAT(MakeScheme(on_gpu, {}).status().message(), HasSubstr("device=gpu serves the count_sketch schemes"));
+}
+
+// The registry's entries agree with themselves: every default spec fits its
+// compressor, the routes that run collectives carry an algorithm, and the
+// traits that need a sketch are on count_sketch schemes only.
+TEST(SchemeRegistryTest, EveryEntryIsConsistent) {
+  for (const SchemeInfo& info : Schemes()) {
+    EXPECT_TRUE(CheckSchemeCompressor(info.name, info.default_compressor_spec).ok()) << info.name;
+    EXPECT_EQ(info.algorithm != nullptr, info.route != Route::kCentralized) << info.name;
+    if (info.second_round || info.runs_on_gpu) EXPECT_EQ(info.compressor, "count_sketch") << info.name;
+    if (!info.compresses) EXPECT_EQ(info.compressor, "dense") << info.name;
+    if (info.servers_reselect_top_k) EXPECT_EQ(info.route, Route::kCentralized) << info.name;
+  }
+  EXPECT_EQ(SchemesHelp().find("  sketch_ps: "), 0u);
+}
+
+TEST(SchemeRegistryTest, MomentumGoesWhereTheSchemeKeepsIt) {
+  v1::RunConfig run;
+  run.set_momentum(0.9);
+  run.set_compressor("topk:density=0.01");
+  run.set_scheme("topk_allgather");
+  EXPECT_EQ(MomentumPlaceOf(run), MomentumPlace::kWorker);
+  for (const char* dense : {"dense_allreduce", "dense_bf16_allreduce", "dense_ps"}) {
+    run.set_scheme(dense);
+    EXPECT_EQ(MomentumPlaceOf(run), MomentumPlace::kOptimizer) << dense;
+  }
+  run.set_scheme("sketch_ps");
+  run.set_compressor("count_sketch:method=fetchsgd");
+  EXPECT_EQ(MomentumPlaceOf(run), MomentumPlace::kSketch);
+  run.set_momentum(0);
+  EXPECT_EQ(MomentumPlaceOf(run), MomentumPlace::kNone);
+}
+
+}  // namespace
+}  // namespace sketchfuse

@@ -1,0 +1,219 @@
+#include "worker/schemes/scheme_registry.h"
+
+#include "worker/gpu/device_group_state.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
+#include "common/compressor_registry.h"
+#include "common/error_text.h"
+
+namespace sketchfuse {
+
+namespace {
+
+// The traits of a scheme (SchemeInfo's fields after the summary), as
+// designated initializers cannot be mixed with the leading fields.
+SchemeInfo Scheme(SchemeInfo info, bool compresses, bool capped_release, bool second_round, bool runs_on_gpu,
+                  bool servers_reselect_top_k, bool needs_parameters, DecentralizedFn algorithm) {
+  info.compresses = compresses;
+  info.capped_release = capped_release;
+  info.second_round = second_round;
+  info.runs_on_gpu = runs_on_gpu;
+  info.servers_reselect_top_k = servers_reselect_top_k;
+  info.needs_parameters = needs_parameters;
+  info.algorithm = algorithm;
+  return info;
+}
+
+constexpr bool kYes = true, kNo = false;
+
+}  // namespace
+
+const std::vector<SchemeInfo>& Schemes() {
+  //                                      compresses capped 2nd-round gpu reselect params algorithm
+  static const std::vector<SchemeInfo>* schemes = new std::vector<SchemeInfo>{
+      Scheme({"sketch_ps", Route::kCentralized, "count_sketch", "count_sketch:method=peel,density=0.00625,rows=4,width=4",
+              "Count-Sketch per fused group, summed on the servers, which decode the global top-k (Sketch-Fusion)"},
+             kYes, kYes, kYes, kYes, kNo, kNo, nullptr),
+      Scheme({"topk_ps", Route::kCentralized, "topk", "topk:density=0.01",
+              "local top-k, unioned and re-selected on the servers (BytePS-style baseline)"},
+             kYes, kYes, kNo, kNo, kYes, kNo, nullptr),
+      Scheme({"dense_ps", Route::kCentralized, "dense", "dense", "dense gradients summed on the servers"},
+             kNo, kNo, kNo, kNo, kNo, kNo, nullptr),
+      Scheme({"dense_allreduce", Route::kDecentralized, "dense", "dense",
+              "dense ring allreduce among the workers (the uncompressed baseline)"},
+             kNo, kNo, kNo, kNo, kNo, kNo, &DenseAllreduce),
+      Scheme({"dense_bf16_allreduce", Route::kDecentralized, "dense", "dense",
+              "dense ring allreduce with bfloat16 values on the wire, summed in float32 (the 16-bit baseline, 2x)"},
+             kNo, kNo, kNo, kNo, kNo, kNo, &DenseAllreduceBf16),
+      Scheme({"sketch_allreduce", Route::kDecentralized, "count_sketch",
+              "count_sketch:method=peel,density=0.0042,rows=4,width=4",
+              "allreduce of the sketches; every worker decodes the same top-k (gs-SGD global sketching)"},
+             kYes, kYes, kYes, kYes, kNo, kNo, &SketchAllreduce),
+      Scheme({"topk_allgather", Route::kDecentralized, "topk", "topk:density=0.01",
+              "local top-k, allgather of (index, value), summed"},
+             kYes, kYes, kNo, kNo, kNo, kNo, &TopKAllgather),
+      // gtopk applies k coordinates in all, where topk_allgather applies the
+      // union of P local top-k (3.7k at P = 4 on the Fashion-MNIST models), so
+      // it needs twice topk's density to hold accuracy (worker/README.md). Its
+      // tree compares the workers' values: no release cap.
+      Scheme({"gtopk", Route::kDecentralized, "topk", "topk:density=0.02",
+              "gTop-k: log2 P rounds of pairwise merge and top-k re-selection, then a broadcast"},
+             kYes, kNo, kNo, kNo, kNo, kNo, &GTopK),
+      // importance_allreduce's density is per rank: every rank names its k
+      // most important indices and all allreduce their values at the union
+      // (up to P k coordinates; 14x at P = 4 on the Fashion-MNIST models).
+      Scheme({"importance_allreduce", Route::kDecentralized, "importance", "importance:density=0.01",
+              "every rank names its important indices by |g|/|w| (allgather); all allreduce their values at the union"},
+             kYes, kNo, kNo, kNo, kNo, kYes, &ImportanceAllreduce),
+      Scheme({"spardl", Route::kDecentralized, "topk", "topk:density=0.01",
+              "SparDL: Spar-Reduce-Scatter and Spar-All-Gather with global residual collection"},
+             kYes, kNo, kNo, kNo, kNo, kNo, &SparDL),
+      // The hybrid pushes like sketch_ps and falls back to sketch_allreduce's
+      // algorithm; the servers decode in one round, so no second round.
+      Scheme({"auto", Route::kHybrid, "count_sketch", "count_sketch:method=peel,density=0.00625,rows=4,width=4",
+              "sketch_ps while the servers answer, sketch_allreduce when they fail; back when they are healthy"},
+             kYes, kYes, kNo, kYes, kNo, kNo, &SketchAllreduce),
+  };
+  return *schemes;
+}
+
+absl::StatusOr<SchemeInfo> FindScheme(const std::string& name) {
+  std::vector<std::string> names;
+  for (const SchemeInfo& scheme : Schemes()) {
+    if (scheme.name == name) return scheme;
+    names.push_back(scheme.name);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown scheme '", name, "'; the schemes are ", absl::StrJoin(names, ", ")));
+}
+
+absl::Status CheckSchemeCompressor(const std::string& scheme, const std::string& compressor) {
+  absl::StatusOr<SchemeInfo> info = FindScheme(scheme);
+  if (!info.ok()) return info.status();
+  absl::StatusOr<CompressorSpec> spec = ParseCompressorSpec(compressor);
+  if (!spec.ok()) return spec.status();
+  if (spec->name != info->compressor) {
+    return absl::InvalidArgumentError(absl::StrCat("scheme ", scheme, " needs the ", info->compressor,
+                                                   " compressor; got '", compressor, "'"));
+  }
+  // The parameters too (ranges, unknown names).
+  absl::StatusOr<std::unique_ptr<Compressor>> made = CompressorRegistry::Default().Create(compressor);
+  if (!made.ok()) return made.status();
+  return absl::OkStatus();
+}
+
+Route SchemeRoute(const std::string& scheme) {
+  absl::StatusOr<SchemeInfo> info = FindScheme(scheme);
+  return info.ok() ? info->route : Route::kCentralized;
+}
+
+absl::StatusOr<uint64_t> SpecSelectionSize(const std::string& spec, uint64_t dim) {
+  absl::StatusOr<CompressorSpec> parsed = ParseCompressorSpec(spec);
+  if (!parsed.ok()) return parsed.status();
+  double density = 0.001;
+  uint64_t k = 0;
+  if (auto it = parsed->params.find("density"); it != parsed->params.end()) {
+    if (!absl::SimpleAtod(it->second, &density)) {
+      return absl::InvalidArgumentError(absl::StrCat("density '", it->second, "' of '", spec, "' is not a number"));
+    }
+  }
+  if (auto it = parsed->params.find("k"); it != parsed->params.end()) {
+    if (!absl::SimpleAtoi(it->second, &k)) {
+      return absl::InvalidArgumentError(absl::StrCat("k '", it->second, "' of '", spec, "' is not a count"));
+    }
+  }
+  return SelectionSize(dim, density, k);
+}
+
+std::string SchemesHelp() {
+  std::string help;
+  for (const SchemeInfo& scheme : Schemes()) absl::StrAppend(&help, "  ", scheme.name, ": ", scheme.summary, "\n");
+  return help;
+}
+
+bool KeepsSketchSpaceState(const std::string& compressor_spec) {
+  absl::StatusOr<CompressorSpec> spec = ParseCompressorSpec(compressor_spec);
+  if (!spec.ok() || spec->name != "count_sketch") return false;
+  auto method = spec->params.find("method");
+  return method != spec->params.end() && method->second == "fetchsgd";
+}
+
+absl::Status CheckRunScheme(const v1::RunConfig& run) {
+  if (absl::Status s = CheckSchemeCompressor(run.scheme(), run.compressor()); !s.ok()) return s;
+  const SchemeInfo& info = *FindScheme(run.scheme());
+  if (run.second_round() && !info.second_round) {
+    std::vector<std::string> with;
+    for (const SchemeInfo& scheme : Schemes()) {
+      if (scheme.second_round) with.push_back(scheme.name);
+    }
+    return absl::InvalidArgumentError(absl::StrCat("--second_round is for --scheme=", absl::StrJoin(with, " or "),
+                                                   " only; the scheme is ", run.scheme()));
+  }
+  if (run.second_round() && KeepsSketchSpaceState(run.compressor())) {
+    return absl::InvalidArgumentError("FetchSGD (count_sketch method=fetchsgd) has no second round");
+  }
+  return CheckDevicePlacement(run);
+}
+
+MomentumPlace MomentumPlaceOf(const v1::RunConfig& run) {
+  if (!(run.momentum() > 0)) return MomentumPlace::kNone;
+  absl::StatusOr<SchemeInfo> info = FindScheme(run.scheme());
+  if (info.ok() && !info->compresses) return MomentumPlace::kOptimizer;
+  if (KeepsSketchSpaceState(run.compressor())) return MomentumPlace::kSketch;
+  return MomentumPlace::kWorker;
+}
+
+bool UsesMomentumCorrection(const v1::RunConfig& run) { return MomentumPlaceOf(run) == MomentumPlace::kWorker; }
+
+bool CapsRelease(const v1::RunConfig& run) {
+  if (!(run.release_cap() > 0) || run.second_round() || !run.error_feedback()) return false;
+  if (!UsesMomentumCorrection(run)) return false;
+  absl::StatusOr<SchemeInfo> info = FindScheme(run.scheme());
+  return info.ok() && info->capped_release;
+}
+
+absl::Status CheckDevicePlacement(const v1::RunConfig& run) {
+  if (run.device().empty() || run.device() == "cpu") return absl::OkStatus();
+  if (run.device() != "gpu") {
+    return absl::InvalidArgumentError(absl::StrCat("device must be cpu or gpu; got ", QuoteField(run.device())));
+  }
+  absl::StatusOr<SchemeInfo> info = FindScheme(run.scheme());
+  if (!info.ok() || !info->runs_on_gpu) {
+    std::vector<std::string> on_gpu;
+    for (const SchemeInfo& scheme : Schemes()) {
+      if (scheme.runs_on_gpu) on_gpu.push_back(scheme.name);
+    }
+    return absl::InvalidArgumentError(absl::StrCat("device=gpu serves the count_sketch schemes (",
+                                                   absl::StrJoin(on_gpu, ", "), "); got scheme ", run.scheme()));
+  }
+  if (!run.error_feedback()) return absl::InvalidArgumentError("device=gpu keeps error feedback; the run turns it off");
+  if (run.second_round()) {
+    return absl::InvalidArgumentError("device=gpu does not run the exact second round (it needs host residuals)");
+  }
+  return absl::OkStatus();
+}
+
+StackOptions StackOptionsOf(const v1::RunConfig& run) {
+  StackOptions options;
+  options.error_feedback = run.error_feedback();
+  options.worker_momentum = UsesMomentumCorrection(run) ? static_cast<float>(run.momentum()) : -1.0f;
+  options.release_cap = CapsRelease(run) ? static_cast<float>(run.release_cap()) : 0.0f;
+  if (run.device() == "gpu") {
+    options.device = [](const Compressor::SketchLayout& layout, uint64_t dim,
+                        float momentum) -> absl::StatusOr<std::unique_ptr<DeviceStack>> {
+      absl::StatusOr<std::unique_ptr<DeviceGroupState>> state = DeviceGroupState::Create(layout, dim, momentum);
+      if (!state.ok()) return state.status();
+      return std::unique_ptr<DeviceStack>(*std::move(state));
+    };
+  }
+  return options;
+}
+
+absl::StatusOr<GroupCompressors> CompressorsFor(const v1::JobConfig& job) {
+  if (absl::Status s = CheckDevicePlacement(job.run()); !s.ok()) return s;
+  return GroupCompressors::Create(job, StackOptionsOf(job.run()));
+}
+
+}  // namespace sketchfuse

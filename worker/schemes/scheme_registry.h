@@ -1,0 +1,127 @@
+// Every aggregation scheme a worker can run, as data in one table: its route,
+// the compressor family it needs and its default spec, its traits (momentum,
+// release cap, second round, GPU placement, server re-selection, parameters)
+// and, for the decentralized route, its algorithm. Everything that depends on
+// which scheme a run names asks this table; a new scheme is one entry here
+// plus its algorithm file (worker/decentralized/) or its server-side rule.
+// Selected by --scheme.
+#ifndef SKETCHFUSE_WORKER_SCHEMES_SCHEME_REGISTRY_H_
+#define SKETCHFUSE_WORKER_SCHEMES_SCHEME_REGISTRY_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/job_config.pb.h"
+#include "worker/compression/group_compressors.h"
+#include "worker/decentralized/algorithms.h"
+#include "worker/schemes/route.h"
+
+namespace sketchfuse {
+
+struct SchemeInfo {
+  std::string name;
+  Route route;
+  // Name of the compressor the scheme runs (the compressor registry's).
+  std::string compressor;
+  std::string default_compressor_spec;
+  std::string summary;
+
+  // Traits.
+  // Sends compressed gradients: momentum is kept on the worker before
+  // compression (momentum correction) or in sketch space (FetchSGD); a dense
+  // scheme leaves it to the optimizer.
+  bool compresses = true;
+  // The values a worker sends are the ones applied, so its release can be
+  // capped (--release_cap; see CapsRelease).
+  bool capped_release = false;
+  // An exact second round exists (--second_round).
+  bool second_round = false;
+  // Its groups may live on the GPU (--device=gpu).
+  bool runs_on_gpu = false;
+  // The servers keep the k largest coordinates of the workers' union.
+  bool servers_reselect_top_k = false;
+  // Its exchange needs the group's parameter values (importance weights).
+  bool needs_parameters = false;
+  // Decentralized route, and the hybrid's fallback: the algorithm every rank
+  // runs over the collective.
+  DecentralizedFn algorithm = nullptr;
+};
+
+// The schemes, centralized first.
+const std::vector<SchemeInfo>& Schemes();
+
+// The scheme called `name`; INVALID_ARGUMENT listing the schemes otherwise.
+absl::StatusOr<SchemeInfo> FindScheme(const std::string& name);
+
+// INVALID_ARGUMENT when `scheme` is unknown or `compressor` is not a valid
+// spec of the compressor the scheme needs.
+absl::Status CheckSchemeCompressor(const std::string& scheme, const std::string& compressor);
+
+// INVALID_ARGUMENT naming the misfit when the run's scheme, compressor,
+// second round and device do not go together (CheckSchemeCompressor, a
+// second round the scheme lacks or with FetchSGD, CheckDevicePlacement).
+absl::Status CheckRunScheme(const v1::RunConfig& run);
+
+// The scheme's route; kCentralized for an unknown name (check first).
+Route SchemeRoute(const std::string& scheme);
+
+// Coordinates a selecting compressor spec keeps of a group of `dim`
+// elements (its k, or its density times dim; density 0.001 when neither is
+// given). INVALID_ARGUMENT for a spec that does not parse.
+absl::StatusOr<uint64_t> SpecSelectionSize(const std::string& spec, uint64_t dim);
+
+// "name: summary" lines for --help.
+std::string SchemesHelp();
+
+// True for count_sketch method=fetchsgd: momentum and error live in sketch
+// space with the sum (common/fetchsgd_state.h), and workers keep neither (no
+// error feedback, no velocity): they sketch their raw gradients.
+bool KeepsSketchSpaceState(const std::string& compressor_spec);
+
+// Where a run keeps momentum (run.momentum):
+//   kOptimizer  the dense schemes leave it to the optimizer, exact there;
+//   kWorker     compressed schemes keep it on the worker, before
+//               compression, with momentum-factor masking (DGC's momentum
+//               correction): the velocity is accumulated per group and
+//               zeroed where an update was applied. Applying momentum after
+//               aggregation instead amplifies the bursts in which error
+//               feedback releases its residual, and costs accuracy;
+//   kSketch     count_sketch method=fetchsgd keeps it in sketch space where
+//               the sum is (common/fetchsgd_state.h), next to the error;
+//   kNone       momentum 0.
+enum class MomentumPlace { kNone, kOptimizer, kWorker, kSketch };
+MomentumPlace MomentumPlaceOf(const v1::RunConfig& run);
+bool UsesMomentumCorrection(const v1::RunConfig& run);
+
+// Whether the run caps what a worker releases per step (run.release_cap):
+// schemes with momentum correction whose payload values are what a worker
+// sends and is applied (SchemeInfo::capped_release: topk_allgather, topk_ps,
+// sketch_ps, sketch_allreduce, auto), without a second round (which sends
+// the residual's exact values). SparDL and importance_allreduce send values
+// from the residual itself; gtopk re-selects among the workers' values on
+// its tree, which scaled values would bias (measured: 3 points lost on the
+// MLP at its default density).
+bool CapsRelease(const v1::RunConfig& run);
+
+// OK if the run may keep its groups on the GPU (run.device "gpu"): a scheme
+// that runs on the GPU (the count_sketch schemes sketch_ps,
+// sketch_allreduce, auto) with error feedback and no second round.
+// INVALID_ARGUMENT naming the misfit otherwise (also for a device other than
+// "", "cpu" and "gpu"); OK for a host-placed run. Says nothing about whether
+// a GPU is present, nor about the workload (the worker daemon refuses the
+// LibTorch models, which train on the CPU).
+absl::Status CheckDevicePlacement(const v1::RunConfig& run);
+
+// The decoration of the run's compressor stacks (GroupCompressors), from its
+// scheme's traits: error feedback, where momentum goes, the release cap, and
+// on a GPU run the device state of worker/gpu/.
+StackOptions StackOptionsOf(const v1::RunConfig& run);
+
+// The job's compressor stacks as its run asks (CheckDevicePlacement, then
+// GroupCompressors::Create with StackOptionsOf).
+absl::StatusOr<GroupCompressors> CompressorsFor(const v1::JobConfig& job);
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_WORKER_SCHEMES_SCHEME_REGISTRY_H_
