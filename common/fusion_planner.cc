@@ -422,6 +422,12 @@ absl::StatusOr<std::vector<int>> AssignGroupsToShards(const FusionPlan& plan,
         "number of shards must be at least 1, got ", num_shards));
   }
   const size_t num_groups = plan.groups.size();
+  for (size_t g = 0; g < num_groups; ++g) {
+    if (plan.groups[g].num_elements < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("group ", g, " has a negative size (", plan.groups[g].num_elements, ")"));
+    }
+  }
   std::vector<size_t> order(num_groups);
   for (size_t g = 0; g < num_groups; ++g) order[g] = g;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
@@ -439,7 +445,9 @@ absl::StatusOr<std::vector<int>> AssignGroupsToShards(const FusionPlan& plan,
     Entry least = shards.top();
     shards.pop();
     assignment[g] = least.second;
-    least.first += plan.groups[g].num_elements;
+    const int64_t size = plan.groups[g].num_elements;
+    least.first = size > std::numeric_limits<int64_t>::max() - least.first ? std::numeric_limits<int64_t>::max()
+                                                                             : least.first + size;
     shards.push(least);
   }
   return assignment;

@@ -140,7 +140,8 @@ absl::StatusOr<FusionPlan> PlanByMode(absl::string_view mode,
 // decreasing num_elements (ties: lower group index first), each to the
 // currently least-loaded shard (ties: lower shard index). Returns the shard
 // index of each group, indexed like plan.groups. INVALID_ARGUMENT for
-// num_shards < 1.
+// num_shards < 1 or a group of negative size. Loads saturate at INT64_MAX
+// (sizes from a hostile job file must not overflow).
 absl::StatusOr<std::vector<int>> AssignGroupsToShards(const FusionPlan& plan,
                                                       int num_shards);
 

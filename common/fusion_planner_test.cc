@@ -413,6 +413,23 @@ TEST(PlanByModeTest, RejectsBadModes) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Found by job_config_fuzzer (UBSan: signed overflow of a shard's load).
+TEST(AssignGroupsToShardsTest, HugeSizesSaturateAndNegativeOnesAreRefused) {
+  FusionPlan plan;
+  const int64_t max = std::numeric_limits<int64_t>::max();
+  for (int64_t n : {max, int64_t{8444249301319679}, max, int64_t{1}}) plan.groups.push_back(FusionGroup{0, 1, n});
+  absl::StatusOr<std::vector<int>> shards = AssignGroupsToShards(plan, 1);
+  ASSERT_TRUE(shards.ok()) << shards.status();
+  EXPECT_EQ(*shards, (std::vector<int>{0, 0, 0, 0}));
+  shards = AssignGroupsToShards(plan, 2);
+  ASSERT_TRUE(shards.ok()) << shards.status();
+  // 0 and 2 (the largest) on shards 0 and 1; then both shards are full and
+  // tie, and the lower index takes the rest.
+  EXPECT_EQ(*shards, (std::vector<int>{0, 0, 1, 0}));
+  plan.groups.push_back(FusionGroup{0, 1, -5});
+  EXPECT_EQ(AssignGroupsToShards(plan, 2).status().message(), "group 4 has a negative size (-5)");
+}
+
 TEST(AssignGroupsToShardsTest, BalancesLoads) {
   FusionPlan plan;
   int first = 0;

@@ -139,25 +139,15 @@ class CoordinatorRolesTest : public CoordinatorServiceTest {
   }
 };
 
-v1::RegisterShardRequest Registration(const std::string& address) {
-  v1::RegisterShardRequest request;
-  request.set_job("j");
-  request.set_shard(0);
-  request.set_num_shards(1);
-  request.set_address(address);
-  request.set_sketch_hash_family(kSketchHashFamily);
-  return request;
-}
-
 TEST_F(CoordinatorRolesTest, AWorkersTokenCannotRegisterOrMoveAShard) {
   v1::RegisterShardReply reply;
-  grpc::Status status = stub_->RegisterShard(Context("shard-secret").get(), Registration("127.0.0.1:7000"), &reply);
+  grpc::Status status = stub_->RegisterShard(Context("shard-secret").get(), ShardZeroRegistration("127.0.0.1:7000"), &reply);
   ASSERT_TRUE(status.ok()) << status.error_message();
   // The worker token holder tries to move shard 0 to its own address.
-  status = stub_->RegisterShard(Context("secret").get(), Registration("10.6.6.6:7000"), &reply);
+  status = stub_->RegisterShard(Context("secret").get(), ShardZeroRegistration("10.6.6.6:7000"), &reply);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_NE(status.error_message().find("RegisterShard is for shards"), std::string::npos) << status.error_message();
-  status = stub_->RegisterShard(Context("wrong").get(), Registration("10.6.6.6:7000"), &reply);
+  status = stub_->RegisterShard(Context("wrong").get(), ShardZeroRegistration("10.6.6.6:7000"), &reply);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
   // The shard token is no worker's: Join, Set and Get refuse it.
   v1::JoinReply joined;

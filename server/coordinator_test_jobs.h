@@ -1,9 +1,12 @@
-// Small job configurations for the coordinator's tests (testonly).
+// Small job configurations and registrations for the coordinator's tests (testonly).
 #ifndef SKETCHFUSE_SERVER_COORDINATOR_TEST_JOBS_H_
 #define SKETCHFUSE_SERVER_COORDINATOR_TEST_JOBS_H_
 
 #include <cstdint>
+#include <string>
 
+#include "common/sketch_hash.h"
+#include "proto/coordinator.pb.h"
 #include "proto/job_config.pb.h"
 
 namespace sketchfuse {
@@ -22,6 +25,17 @@ inline v1::JobConfig SmallDenseJob(uint32_t world_size) {
   group->set_layer_end(1);
   group->set_compressor("dense");
   return job;
+}
+
+// Shard 0 of SmallDenseJob's single shard registering `address`.
+inline v1::RegisterShardRequest ShardZeroRegistration(const std::string& address) {
+  v1::RegisterShardRequest request;
+  request.set_job("j");
+  request.set_shard(0);
+  request.set_num_shards(1);
+  request.set_address(address);
+  request.set_sketch_hash_family(kSketchHashFamily);
+  return request;
 }
 
 }  // namespace sketchfuse

@@ -1,5 +1,8 @@
 #include "server/job_config.h"
 
+#include <cstdint>
+#include <limits>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/fusion_planner.h"
@@ -37,6 +40,9 @@ absl::Status ValidateGroupLayers(const v1::JobConfig& config) {
 absl::StatusOr<std::vector<int>> ShardOfGroups(const v1::JobConfig& config, int num_shards) {
   FusionPlan plan;
   for (const v1::GroupConfig& g : config.groups()) {
+    if (g.dim() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return absl::InvalidArgumentError(absl::StrCat("group ", g.group(), " has dim ", g.dim(), ", past 2^63 - 1"));
+    }
     plan.groups.push_back({0, 1, static_cast<int64_t>(g.dim())});
   }
   return AssignGroupsToShards(plan, num_shards);

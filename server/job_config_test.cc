@@ -51,6 +51,11 @@ TEST(JobConfigTest, BadFilesAndConfigsAreRefusedByName) {
   EXPECT_NE(s.message().find("unknown compressor 'sketchy'"), std::string::npos) << s;
   EXPECT_EQ(ShardConfig(config, 1, 1).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ShardConfig(config, 0, 0).status().code(), absl::StatusCode::kInvalidArgument);
+
+  config.mutable_groups(0)->set_dim(uint64_t{1} << 63);
+  s = ShardOfGroups(config, 2).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "group 0 has dim 9223372036854775808, past 2^63 - 1");
 }
 
 }  // namespace

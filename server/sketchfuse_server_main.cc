@@ -11,7 +11,8 @@
 // directory after a crash, it takes those answers up again, so workers that
 // re-push a round their dead predecessor finished get the same answer. A
 // shard registered with a remote coordinator registers again every 2 s, so a
-// restarted coordinator learns every shard's address again.
+// restarted coordinator learns every shard's address again
+// (server/shard_registrar.h).
 #include <signal.h>
 #include <unistd.h>
 
@@ -21,7 +22,6 @@
 #include <sstream>
 #include <atomic>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -43,6 +43,7 @@
 #include "daemon/metrics_endpoint.h"
 #include "server/coordinator_service.h"
 #include "server/job_config.h"
+#include "server/shard_registrar.h"
 
 ABSL_FLAG(std::string, job_config, "",
           "Required. The job's aggregation configuration: a v1.JobConfig file in JSON (.json) "
@@ -139,63 +140,6 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials() {
     options.pem_root_certs = *ca_pem;
   }
   return grpc::SslServerCredentials(options);
-}
-
-// One registration of this shard with the remote coordinator.
-grpc::Status RegisterOnce(sketchfuse::v1::Coordinator::Stub& stub,
-                          const sketchfuse::v1::RegisterShardRequest& request,
-                          const sketchfuse::RpcChannelOptions& options) {
-  grpc::ClientContext context;
-  sketchfuse::AddCallCredentials(options, context);
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  sketchfuse::v1::RegisterShardReply reply;
-  return stub.RegisterShard(&context, request, &reply);
-}
-
-// Registers this shard with a remote coordinator, retrying while it is not
-// up yet (UNAVAILABLE) for up to a minute or until `stopping`.
-absl::Status RegisterRemotely(sketchfuse::v1::Coordinator::Stub& stub,
-                              const sketchfuse::v1::RegisterShardRequest& request,
-                              const sketchfuse::RpcChannelOptions& options, const std::atomic<bool>& stopping) {
-  const absl::Time give_up = absl::Now() + absl::Minutes(1);
-  while (true) {
-    grpc::Status status = RegisterOnce(stub, request, options);
-    if (status.ok()) return absl::OkStatus();
-    const bool retry = status.error_code() == grpc::StatusCode::UNAVAILABLE ||
-                       status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
-    if (stopping) return absl::CancelledError("shutting down before registering with the coordinator");
-    if (!retry || absl::Now() > give_up) {
-      return absl::Status(sketchfuse::FromGrpcStatus(status).code(),
-                          absl::StrCat("registering with the coordinator at ",
-                                       absl::GetFlag(FLAGS_coordinator_address), ": ", status.error_message()));
-    }
-    absl::SleepFor(absl::Milliseconds(200));
-  }
-}
-
-// Registers again every `period` until `stopping`, so that a coordinator that
-// restarted (and forgot the shards) learns this shard's address again.
-// Failures are logged when the outcome changes, never fatal.
-void KeepRegistered(sketchfuse::v1::Coordinator::Stub& stub, const sketchfuse::v1::RegisterShardRequest& request,
-                    const sketchfuse::RpcChannelOptions& options, const std::atomic<bool>& stopping,
-                    absl::Duration period) {
-  bool last_ok = true;
-  while (true) {
-    for (absl::Time next = absl::Now() + period; absl::Now() < next;) {
-      if (stopping) return;
-      absl::SleepFor(absl::Milliseconds(50));
-    }
-    const grpc::Status status = RegisterOnce(stub, request, options);
-    if (status.ok() != last_ok) {
-      if (status.ok()) {
-        std::cout << "sketchfuse_server: registered again with the coordinator" << std::endl;
-      } else {
-        std::cerr << "sketchfuse_server: cannot reach the coordinator to register again (will retry): "
-                  << status.error_message() << std::endl;
-      }
-      last_ok = status.ok();
-    }
-  }
 }
 
 std::string AdvertisedAddress(int bound_port) {
@@ -417,8 +361,7 @@ int main(int argc, char** argv) {
   registration.set_address(AdvertisedAddress(bound_port));
   registration.set_sketch_hash_family(sketchfuse::kSketchHashFamily);
   std::atomic<int> exit_code{0};
-  std::atomic<bool> stopping{false};
-  std::thread registrar;
+  std::unique_ptr<sketchfuse::ShardRegistrar> registrar;
   if (coordinator != nullptr) {
     absl::Status registered = coordinator->RegisterShard(registration);
     if (!registered.ok()) {
@@ -428,32 +371,24 @@ int main(int argc, char** argv) {
     std::cout << "sketchfuse_server: serving the coordinator of job '" << shard->job << "' (run "
               << coordinator->fingerprint() << ")" << std::endl;
   } else if (!absl::GetFlag(FLAGS_coordinator_address).empty()) {
-    registrar = std::thread([&registration, &client, &exit_code, &stopping] {
-      auto stub = sketchfuse::v1::Coordinator::NewStub(
-          sketchfuse::MakeRpcChannel(absl::GetFlag(FLAGS_coordinator_address), *client));
-      absl::Status registered = RegisterRemotely(*stub, registration, *client, stopping);
-      if (registered.ok()) {
-        std::cout << "sketchfuse_server: registered as " << registration.address() << " with the coordinator at "
-                  << absl::GetFlag(FLAGS_coordinator_address) << std::endl;
-        KeepRegistered(*stub, registration, *client, stopping, absl::Seconds(2));
-        return;
-      }
-      if (stopping) return;
-      std::cerr << "sketchfuse_server: error: " << registered.message() << std::endl;
-      exit_code = 1;
-      kill(getpid(), SIGTERM);
-    });
+    const std::string coordinator_address = absl::GetFlag(FLAGS_coordinator_address);
+    registrar = std::make_unique<sketchfuse::ShardRegistrar>(
+        sketchfuse::ShardRegistrar::OverGrpc(coordinator_address, *client), registration, coordinator_address,
+        sketchfuse::RegistrarOptions{}, [&exit_code](const absl::Status& failed) {
+          std::cerr << "sketchfuse_server: error: " << failed.message() << std::endl;
+          exit_code = 1;
+          kill(getpid(), SIGTERM);
+        });
   }
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);
-  stopping = true;
   std::cout << "sketchfuse_server: signal " << signal_number << ", shutting down" << std::endl;
   server->GetHealthCheckService()->SetServingStatus(false);
   const int failed = (*core)->FailAllRounds(absl::UnavailableError("the aggregation server is shutting down"));
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   reaper.reset();
-  if (registrar.joinable()) registrar.join();
+  registrar.reset();
   const sketchfuse::AggregationCore::Stats stats = (*core)->stats();
   std::cout << "sketchfuse_server: stopped after " << stats.rounds_completed << " rounds ("
             << failed << " open rounds failed at shutdown)" << std::endl;

@@ -15,6 +15,7 @@
 #include "worker/core/divergence.h"
 #include "worker/pipeline/job_plan.h"
 #include "tests/in_process_server.h"
+#include "worker/rpc/grpc_ps_transport.h"
 #include "worker/schemes/ps_scheme.h"
 
 namespace sketchfuse {
@@ -96,7 +97,7 @@ TEST_F(PipelineTest, DenseUpdatesAreTheSumsOfTheWorkersFusedGradients) {
   std::vector<std::unique_ptr<PsScheme>> schemes;
   std::vector<std::unique_ptr<StepPipeline>> pipelines;
   for (int w = 0; w < 2; ++w) {
-    absl::StatusOr<std::unique_ptr<PsScheme>> scheme = PsScheme::Create(joined_[w], {}, {});
+    absl::StatusOr<std::unique_ptr<PsScheme>> scheme = PsScheme::Create(joined_[w], GrpcTransports({}, {}));
     ASSERT_TRUE(scheme.ok()) << scheme.status();
     schemes.push_back(*std::move(scheme));
     absl::StatusOr<std::unique_ptr<StepPipeline>> pipeline = StepPipeline::Create(
@@ -135,7 +136,7 @@ TEST_F(PipelineTest, SketchUpdatesAreSparseAndIdenticalOnEveryWorker) {
   std::vector<std::unique_ptr<PsScheme>> schemes;
   std::vector<std::unique_ptr<StepPipeline>> pipelines;
   for (int w = 0; w < 2; ++w) {
-    schemes.push_back(*PsScheme::Create(joined_[w], {}, {}));
+    schemes.push_back(*PsScheme::Create(joined_[w], GrpcTransports({}, {})));
     pipelines.push_back(*StepPipeline::Create(std::vector<int64_t>(sizes.begin(), sizes.end()),
                                               GroupLayouts(job_), schemes.back().get()));
   }
@@ -157,7 +158,7 @@ TEST_F(PipelineTest, SketchUpdatesAreSparseAndIdenticalOnEveryWorker) {
 TEST_F(PipelineTest, EarlyGroupsAreExchangedWhileTheBackwardPassContinues) {
   const std::vector<uint64_t> sizes = {100, 100, 100, 100};
   StartJob(1, sizes, "dense_ps", "dense", "per_layer");
-  std::unique_ptr<PsScheme> scheme = *PsScheme::Create(joined_[0], {}, {});
+  std::unique_ptr<PsScheme> scheme = *PsScheme::Create(joined_[0], GrpcTransports({}, {}));
   std::unique_ptr<StepPipeline> pipeline =
       *StepPipeline::Create({100, 100, 100, 100}, GroupLayouts(job_), scheme.get());
   // A backward pass that takes 50 ms per layer.
@@ -180,7 +181,7 @@ TEST_F(PipelineTest, EarlyGroupsAreExchangedWhileTheBackwardPassContinues) {
 TEST_F(PipelineTest, RefusesBadLayerGradientsAndFailsTheStep) {
   const std::vector<uint64_t> sizes = {10, 10};
   StartJob(1, sizes, "dense_ps", "dense", "single");
-  std::unique_ptr<PsScheme> scheme = *PsScheme::Create(joined_[0], {}, {});
+  std::unique_ptr<PsScheme> scheme = *PsScheme::Create(joined_[0], GrpcTransports({}, {}));
   std::unique_ptr<StepPipeline> pipeline = *StepPipeline::Create({10, 10}, GroupLayouts(job_), scheme.get());
   pipeline->BeginStep(0);
   std::vector<float> g(10, 1.0f), wrong(9, 1.0f);

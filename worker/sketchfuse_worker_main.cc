@@ -33,9 +33,11 @@
 #include "worker/pipeline/job_plan.h"
 #include "worker/rpc/coordinator_client.h"
 #include "worker/rpc/divergence_notice.h"
+#include "worker/rpc/grpc_ps_transport.h"
 #include "worker/rpc/transport_faults.h"
 #include "worker/schemes/scheme_factory.h"
 #include "worker/schemes/scheme_registry.h"
+#include "worker/training/run_request.h"
 #include "worker/training/synthetic_runner.h"
 #include "worker/training/trainer.h"
 #include "worker/training/worker_metrics.h"
@@ -158,73 +160,28 @@ int Fail(const absl::Status& status) {
 }
 
 
+// The run the flags ask for (worker/training/run_request.h checks it).
 absl::StatusOr<sketchfuse::v1::RunConfig> RunFromFlags() {
-  const int world = absl::GetFlag(FLAGS_world_size), epochs = absl::GetFlag(FLAGS_epochs);
-  const int batch = absl::GetFlag(FLAGS_batch_size);
-  const double lr = absl::GetFlag(FLAGS_learning_rate), momentum = absl::GetFlag(FLAGS_momentum);
-  if (world < 1) return absl::InvalidArgumentError(absl::StrCat("--world_size must be >= 1; got ", world));
-  if (epochs < 1) return absl::InvalidArgumentError(absl::StrCat("--epochs must be >= 1; got ", epochs));
-  if (batch < 1) return absl::InvalidArgumentError(absl::StrCat("--batch_size must be >= 1; got ", batch));
-  if (!(lr > 0) || !std::isfinite(lr)) {
-    return absl::InvalidArgumentError(absl::StrCat("--learning_rate must be > 0; got ", lr));
-  }
-  if (!(momentum >= 0 && momentum < 1)) {
-    return absl::InvalidArgumentError(absl::StrCat("--momentum must be in [0, 1); got ", momentum));
-  }
-  if (absl::GetFlag(FLAGS_train_examples) < 0 || absl::GetFlag(FLAGS_test_examples) < 0) {
-    return absl::InvalidArgumentError("--train_examples and --test_examples must be >= 0");
-  }
-  absl::StatusOr<sketchfuse::SchemeInfo> scheme = sketchfuse::FindScheme(absl::GetFlag(FLAGS_scheme));
-  if (!scheme.ok()) return absl::InvalidArgumentError(absl::StrCat("--scheme: ", scheme.status().message()));
-  sketchfuse::v1::RunConfig run;
-  run.set_workload(absl::GetFlag(FLAGS_workload));
-  run.set_scheme(scheme->name);
-  run.set_compressor(absl::GetFlag(FLAGS_compressor).empty() ? scheme->default_compressor_spec
-                                                             : absl::GetFlag(FLAGS_compressor));
-  run.set_second_round(absl::GetFlag(FLAGS_second_round));
-  run.set_fusion(absl::GetFlag(FLAGS_fusion));
-  run.set_seed(absl::GetFlag(FLAGS_seed));
-  run.set_batch_size(batch);
-  run.set_learning_rate(lr);
-  run.set_momentum(momentum);
-  run.set_error_feedback(absl::GetFlag(FLAGS_error_feedback));
-  const double release_cap = absl::GetFlag(FLAGS_release_cap);
-  if (!(release_cap >= 0) || !std::isfinite(release_cap)) {
-    return absl::InvalidArgumentError(absl::StrCat("--release_cap must be a finite number >= 0; got ", release_cap));
-  }
-  run.set_release_cap(release_cap);
-  run.set_epochs(epochs);
-  run.set_train_examples(absl::GetFlag(FLAGS_train_examples));
-  run.set_test_examples(absl::GetFlag(FLAGS_test_examples));
-  if (sketchfuse::IsSyntheticWorkload(run.workload())) {
-    if (absl::GetFlag(FLAGS_synthetic_steps) < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--synthetic_steps must be >= 1; got ", absl::GetFlag(FLAGS_synthetic_steps)));
-    }
-    run.set_synthetic_steps(absl::GetFlag(FLAGS_synthetic_steps));
-    run.set_backward_ns_per_element(absl::GetFlag(FLAGS_backward_ns_per_element));
-  }
-  if (absl::Status s = sketchfuse::CheckSchemeCompressor(run.scheme(), run.compressor()); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--scheme/--compressor: ", s.message()));
-  }
-  if (absl::Status s = sketchfuse::CheckRunScheme(run); !s.ok()) return s;
-  run.set_device(absl::GetFlag(FLAGS_device));
-  if (run.device() == "auto") {
-    sketchfuse::v1::RunConfig on_gpu = run;
-    on_gpu.set_device("gpu");
-    const bool gpu = sketchfuse::IsSyntheticWorkload(run.workload()) &&
-                     sketchfuse::CheckDevicePlacement(on_gpu).ok() && sketchfuse::CheckGpuWorker().ok();
-    run.set_device(gpu ? "gpu" : "cpu");
-  }
-  if (absl::Status s = sketchfuse::CheckDevicePlacement(run); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--device: ", s.message()));
-  }
-  if (run.device() == "gpu" && !sketchfuse::IsSyntheticWorkload(run.workload())) {
-    return absl::InvalidArgumentError(absl::StrCat("--device=gpu is for the synthetic workloads; ", run.workload(),
-                                                   " trains with LibTorch on the CPU"));
-  }
-  if (absl::Status s = sketchfuse::DescribeRun(world, &run); !s.ok()) return s;
-  return run;
+  sketchfuse::RunRequest request;
+  request.world_size = absl::GetFlag(FLAGS_world_size);
+  request.workload = absl::GetFlag(FLAGS_workload);
+  request.scheme = absl::GetFlag(FLAGS_scheme);
+  request.compressor = absl::GetFlag(FLAGS_compressor);
+  request.second_round = absl::GetFlag(FLAGS_second_round);
+  request.fusion = absl::GetFlag(FLAGS_fusion);
+  request.seed = absl::GetFlag(FLAGS_seed);
+  request.batch_size = absl::GetFlag(FLAGS_batch_size);
+  request.learning_rate = absl::GetFlag(FLAGS_learning_rate);
+  request.momentum = absl::GetFlag(FLAGS_momentum);
+  request.error_feedback = absl::GetFlag(FLAGS_error_feedback);
+  request.release_cap = absl::GetFlag(FLAGS_release_cap);
+  request.epochs = absl::GetFlag(FLAGS_epochs);
+  request.train_examples = absl::GetFlag(FLAGS_train_examples);
+  request.test_examples = absl::GetFlag(FLAGS_test_examples);
+  request.synthetic_steps = absl::GetFlag(FLAGS_synthetic_steps);
+  request.backward_ns_per_element = absl::GetFlag(FLAGS_backward_ns_per_element);
+  request.device = absl::GetFlag(FLAGS_device);
+  return sketchfuse::BuildRunConfig(request);
 }
 
 sketchfuse::SummaryHeader HeaderOf(const std::string& worker_id, uint32_t rank,

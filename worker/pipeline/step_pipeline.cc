@@ -27,28 +27,9 @@ absl::StatusOr<std::unique_ptr<StepPipeline>> StepPipeline::Create(std::vector<i
                                                                    const BufferFactory& make_buffers,
                                                                    bool check_gradients) {
   if (scheme == nullptr) return absl::InvalidArgumentError("no aggregation scheme");
-  int next = 0;
-  for (size_t g = 0; g < groups.size(); ++g) {
-    if (groups[g].first_layer != next || groups[g].num_layers < 1) {
-      return absl::InvalidArgumentError(absl::StrCat("group ", g, " starts at layer ", groups[g].first_layer,
-                                                     " with ", groups[g].num_layers,
-                                                     " layers; expected a non-empty range from layer ", next));
-    }
-    next += groups[g].num_layers;
-  }
-  if (next != static_cast<int>(layer_sizes.size())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the groups cover ", next, " layers; the model has ", layer_sizes.size()));
-  }
-  std::vector<int64_t> group_sizes;
-  for (const GroupLayout& group : groups) {
-    int64_t size = 0;
-    for (int l = group.first_layer; l < group.first_layer + group.num_layers; ++l) {
-      if (layer_sizes[l] <= 0) return absl::InvalidArgumentError(absl::StrCat("layer ", l, " is empty"));
-      size += layer_sizes[l];
-    }
-    group_sizes.push_back(size);
-  }
+  absl::StatusOr<FusionLayout> layout = FusionLayout::Create(std::move(layer_sizes), std::move(groups));
+  if (!layout.ok()) return layout.status();
+  const std::vector<int64_t>& group_sizes = layout->group_sizes();
   std::unique_ptr<FusionBuffers> buffers;
   if (make_buffers) {
     absl::StatusOr<std::unique_ptr<FusionBuffers>> made = make_buffers(group_sizes);
@@ -57,36 +38,21 @@ absl::StatusOr<std::unique_ptr<StepPipeline>> StepPipeline::Create(std::vector<i
   } else {
     buffers = MakeHostFusionBuffers(group_sizes);
   }
-  return std::unique_ptr<StepPipeline>(new StepPipeline(std::move(layer_sizes), std::move(groups), scheme,
-                                                        std::move(group_sizes), std::move(buffers),
-                                                        check_gradients));
+  return std::unique_ptr<StepPipeline>(
+      new StepPipeline(*std::move(layout), scheme, std::move(buffers), check_gradients));
 }
 
-StepPipeline::StepPipeline(std::vector<int64_t> layer_sizes, std::vector<GroupLayout> groups,
-                           AggregationScheme* scheme, std::vector<int64_t> group_sizes,
-                           std::unique_ptr<FusionBuffers> buffers, bool check_gradients)
-    : layer_sizes_(std::move(layer_sizes)),
-      groups_(std::move(groups)),
-      scheme_(scheme),
-      check_gradients_(check_gradients),
-      group_sizes_(std::move(group_sizes)),
-      buffers_(std::move(buffers)) {
-  layer_offsets_.resize(layer_sizes_.size());
-  group_of_layer_.resize(layer_sizes_.size());
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    int64_t offset = 0;
-    for (int l = groups_[g].first_layer; l < groups_[g].first_layer + groups_[g].num_layers; ++l) {
-      layer_offsets_[l] = offset;
-      group_of_layer_[l] = static_cast<int>(g);
-      offset += layer_sizes_[l];
-    }
-    parameter_buffers_.emplace_back(scheme_->needs_parameters() ? group_sizes_[g] : 0);
+StepPipeline::StepPipeline(FusionLayout layout, AggregationScheme* scheme, std::unique_ptr<FusionBuffers> buffers,
+                           bool check_gradients)
+    : layout_(std::move(layout)), scheme_(scheme), check_gradients_(check_gradients), buffers_(std::move(buffers)) {
+  for (int g = 0; g < layout_.num_groups(); ++g) {
+    parameter_buffers_.emplace_back(scheme_->needs_parameters() ? layout_.group_size(g) : 0);
   }
-  layer_seen_.assign(layer_sizes_.size(), true);  // no step begun
-  layers_missing_.assign(groups_.size(), 0);
-  ready_.assign(groups_.size(), false);
-  next_to_exchange_ = static_cast<int>(groups_.size());  // no step begun
-  results_.resize(groups_.size());
+  layer_seen_.assign(layout_.num_layers(), true);  // no step begun
+  layers_missing_.assign(layout_.num_groups(), 0);
+  ready_.assign(layout_.num_groups(), false);
+  next_to_exchange_ = layout_.num_groups();  // no step begun
+  results_.resize(layout_.num_groups());
   communication_ = std::thread([this] { CommunicationLoop(); });
 }
 
@@ -108,9 +74,9 @@ void StepPipeline::BeginStep(uint64_t step) {
   std::lock_guard<std::mutex> lock(mu_);
   step_ = step;
   step_begin_ = absl::Now();
-  layer_seen_.assign(layer_sizes_.size(), false);
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    layers_missing_[g] = groups_[g].num_layers;
+  layer_seen_.assign(layout_.num_layers(), false);
+  for (int g = 0; g < layout_.num_groups(); ++g) {
+    layers_missing_[g] = layout_.group(g).num_layers;
     ready_[g] = false;
     results_[g].reset();
   }
@@ -121,26 +87,26 @@ void StepPipeline::BeginStep(uint64_t step) {
 
 absl::Status StepPipeline::AddLayerParameters(int layer, absl::Span<const float> params) {
   if (!scheme_->needs_parameters()) return absl::OkStatus();
-  if (layer < 0 || layer >= static_cast<int>(layer_sizes_.size())) {
-    return absl::InvalidArgumentError(absl::StrCat("layer ", layer, " is out of range [0, ", layer_sizes_.size(), ")"));
+  if (layer < 0 || layer >= layout_.num_layers()) {
+    return absl::InvalidArgumentError(absl::StrCat("layer ", layer, " is out of range [0, ", layout_.num_layers(), ")"));
   }
-  if (static_cast<int64_t>(params.size()) != layer_sizes_[layer]) {
+  if (static_cast<int64_t>(params.size()) != layout_.layer_size(layer)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("layer ", layer, " has ", layer_sizes_[layer], " elements; got ", params.size(), " parameters"));
+        absl::StrCat("layer ", layer, " has ", layout_.layer_size(layer), " elements; got ", params.size(), " parameters"));
   }
   std::lock_guard<std::mutex> lock(mu_);
-  const int g = group_of_layer_[layer];
-  std::memcpy(parameter_buffers_[g].data() + layer_offsets_[layer], params.data(), params.size() * sizeof(float));
+  const int g = layout_.group_of_layer(layer);
+  std::memcpy(parameter_buffers_[g].data() + layout_.layer_offset(layer), params.data(), params.size() * sizeof(float));
   return absl::OkStatus();
 }
 
 absl::Status StepPipeline::AddLayerGradient(int layer, GradientView grad) {
   absl::Status error;
-  if (layer < 0 || layer >= static_cast<int>(layer_sizes_.size())) {
-    error = absl::InvalidArgumentError(absl::StrCat("layer ", layer, " is out of range [0, ", layer_sizes_.size(), ")"));
-  } else if (static_cast<int64_t>(grad.size()) != layer_sizes_[layer]) {
+  if (layer < 0 || layer >= layout_.num_layers()) {
+    error = absl::InvalidArgumentError(absl::StrCat("layer ", layer, " is out of range [0, ", layout_.num_layers(), ")"));
+  } else if (static_cast<int64_t>(grad.size()) != layout_.layer_size(layer)) {
     error = absl::InvalidArgumentError(
-        absl::StrCat("layer ", layer, " has ", layer_sizes_[layer], " elements; got a gradient of ", grad.size()));
+        absl::StrCat("layer ", layer, " has ", layout_.layer_size(layer), " elements; got a gradient of ", grad.size()));
   }
   std::lock_guard<std::mutex> lock(mu_);
   // An in-flight exchange of an aborted step may still read the buffers.
@@ -153,10 +119,10 @@ absl::Status StepPipeline::AddLayerGradient(int layer, GradientView grad) {
     changed_.notify_all();
     return error;
   }
-  const int g = group_of_layer_[layer];
+  const int g = layout_.group_of_layer(layer);
   // Different layers write disjoint ranges; the group is not handed over
   // before its last layer is in, so the copy may run under the lock cheaply.
-  if (absl::Status written = buffers_->Write(g, layer_offsets_[layer], grad); !written.ok()) {
+  if (absl::Status written = buffers_->Write(g, layout_.layer_offset(layer), grad); !written.ok()) {
     error = absl::Status(written.code(), absl::StrCat("layer ", layer, ": ", written.message()));
     if (step_error_.ok()) step_error_ = error;
     changed_.notify_all();
@@ -191,7 +157,7 @@ void StepPipeline::MarkBackwardEnd() {
 }
 
 bool StepPipeline::HasGroupToExchangeLocked() const {
-  return aborted_.ok() && next_to_exchange_ < static_cast<int>(groups_.size()) && ready_[next_to_exchange_];
+  return aborted_.ok() && next_to_exchange_ < layout_.num_groups() && ready_[next_to_exchange_];
 }
 
 void StepPipeline::AbortLocked(const absl::Status& why) {
@@ -293,8 +259,8 @@ absl::StatusOr<std::vector<Update>> StepPipeline::FinishStep(absl::Duration time
 }
 
 absl::Status StepPipeline::Applied(const std::vector<Update>& updates) {
-  if (updates.size() != groups_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(updates.size(), " updates for ", groups_.size(), " groups"));
+  if (updates.size() != static_cast<size_t>(layout_.num_groups())) {
+    return absl::InvalidArgumentError(absl::StrCat(updates.size(), " updates for ", layout_.num_groups(), " groups"));
   }
   for (size_t g = 0; g < updates.size(); ++g) {
     if (absl::Status s = scheme_->OnApplied(static_cast<int>(g), updates[g]); !s.ok()) return s;

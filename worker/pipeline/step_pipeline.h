@@ -34,15 +34,10 @@
 #include "absl/types/span.h"
 #include "worker/schemes/aggregation_scheme.h"
 #include "worker/pipeline/fusion_buffers.h"
+#include "worker/pipeline/fusion_layout.h"
 #include "worker/core/gradient_view.h"
 
 namespace sketchfuse {
-
-// A group of the plan: layers [first_layer, first_layer + num_layers).
-struct GroupLayout {
-  int first_layer = 0;
-  int num_layers = 0;
-};
 
 // What happened when, in one step, in the order it happened (seq).
 struct PipelineEvent {
@@ -73,7 +68,7 @@ struct StepTraffic {
 class StepPipeline {
  public:
   // INVALID_ARGUMENT unless the groups tile the layers in order and every
-  // layer size is positive. `make_buffers` makes the fusion buffers for the
+  // layer size is positive (FusionLayout::Create). `make_buffers` makes the fusion buffers for the
   // group sizes (default: host memory; a GPU worker's are on the device).
   // `check_gradients` false skips the check for NaN and infinity, for
   // callers whose gradients are finite by construction (the synthetic runner
@@ -130,26 +125,23 @@ class StepPipeline {
   StepTraffic traffic() const;
   StepTimeline timeline() const;
 
-  int num_groups() const { return static_cast<int>(groups_.size()); }
-  int64_t group_size(int group) const { return group_sizes_[group]; }
-  // Element offset of `layer` within its group's buffer, and its group.
-  int64_t layer_offset(int layer) const { return layer_offsets_[layer]; }
-  int group_of_layer(int layer) const { return group_of_layer_[layer]; }
+  int num_groups() const { return layout_.num_groups(); }
+  int64_t group_size(int group) const { return layout_.group_size(group); }
+  // Where each layer lies in the fusion buffers, and the inverse (a layer's
+  // values within its group's update).
+  const FusionLayout& layout() const { return layout_; }
 
  private:
-  StepPipeline(std::vector<int64_t> layer_sizes, std::vector<GroupLayout> groups, AggregationScheme* scheme,
-               std::vector<int64_t> group_sizes, std::unique_ptr<FusionBuffers> buffers, bool check_gradients);
+  StepPipeline(FusionLayout layout, AggregationScheme* scheme, std::unique_ptr<FusionBuffers> buffers,
+               bool check_gradients);
   void RecordLocked(PipelineEvent::Kind kind, int group);
   void AbortLocked(const absl::Status& why);
   bool HasGroupToExchangeLocked() const;
   void CommunicationLoop();
 
-  const std::vector<int64_t> layer_sizes_;
-  const std::vector<GroupLayout> groups_;
+  const FusionLayout layout_;
   AggregationScheme* const scheme_;
   const bool check_gradients_;
-  std::vector<int64_t> group_sizes_, layer_offsets_;
-  std::vector<int> group_of_layer_;
   std::unique_ptr<FusionBuffers> buffers_;  // one per group
   std::vector<std::vector<float>> parameter_buffers_;  // one per group, when the scheme needs them
 

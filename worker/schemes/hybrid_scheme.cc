@@ -12,7 +12,7 @@
 namespace sketchfuse {
 
 absl::StatusOr<std::unique_ptr<HybridScheme>> HybridScheme::Create(const v1::JoinReply& joined,
-                                                                  RpcChannelOptions rpc, RetryPolicy policy,
+                                                                  const TransportFactory& make_transport,
                                                                   Collective* collective, HybridOptions options) {
   const v1::JobConfig& job = joined.job();
   if (SchemeRoute(job.run().scheme()) != Route::kHybrid) {
@@ -32,7 +32,7 @@ absl::StatusOr<std::unique_ptr<HybridScheme>> HybridScheme::Create(const v1::Joi
   }
   // The centralized route pushes the same job's sketches to its servers
   // (and refuses what the scheme's traits do not allow, a second round).
-  absl::StatusOr<std::unique_ptr<PsScheme>> centralized = PsScheme::Create(joined, std::move(rpc), policy);
+  absl::StatusOr<std::unique_ptr<PsScheme>> centralized = PsScheme::Create(joined, make_transport);
   if (!centralized.ok()) return centralized.status();
   return std::unique_ptr<HybridScheme>(
       new HybridScheme(scheme, *std::move(centralized), collective, std::move(options)));

@@ -44,9 +44,10 @@ class HybridScheme final : public AggregationScheme {
   enum class Mode { kCentralized, kDecentralized };
 
   // The joined job must run a hybrid scheme (auto) with a count_sketch compressor;
-  // `collective` (not owned) must outlive the scheme.
+  // `collective` (not owned) must outlive the scheme. The centralized route
+  // pushes through the transport `make_transport` makes (PsScheme::Create).
   static absl::StatusOr<std::unique_ptr<HybridScheme>> Create(const v1::JoinReply& joined,
-                                                              RpcChannelOptions rpc, RetryPolicy policy,
+                                                              const TransportFactory& make_transport,
                                                               Collective* collective, HybridOptions options);
 
   std::string name() const override { return scheme_.name; }

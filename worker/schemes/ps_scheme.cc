@@ -31,7 +31,7 @@ absl::StatusOr<ShardRoute> RouteToShards(const v1::JoinReply& joined) {
 }
 
 absl::StatusOr<std::unique_ptr<PsScheme>> PsScheme::Create(const v1::JoinReply& joined,
-                                                          RpcChannelOptions options, RetryPolicy policy) {
+                                                          const TransportFactory& make_transport) {
   const v1::JobConfig& job = joined.job();
   if (absl::Status s = CheckRunScheme(job.run()); !s.ok()) return s;
   // The hybrid's centralized side is this scheme too.
@@ -44,7 +44,12 @@ absl::StatusOr<std::unique_ptr<PsScheme>> PsScheme::Create(const v1::JoinReply& 
   if (!compressors.ok()) return compressors.status();
   std::vector<uint32_t> group_ids;
   for (const v1::GroupConfig& group : job.groups()) group_ids.push_back(group.group());
-  auto transport = std::make_unique<PsTransport>(route->addresses, std::move(options), policy);
+  if (!make_transport) return absl::InvalidArgumentError("no transport to the shards");
+  std::unique_ptr<PsTransport> transport = make_transport(route->addresses);
+  if (transport == nullptr || transport->num_shards() != static_cast<int>(route->addresses.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("the transport does not reach the job's ", route->addresses.size(),
+                                                   " shards"));
+  }
   auto scheme = std::unique_ptr<PsScheme>(new PsScheme(job.run().scheme(), job.job(), joined.rank(),
                                                        std::move(group_ids), std::move(route->shard_of_group),
                                                        *std::move(compressors), std::move(transport)));

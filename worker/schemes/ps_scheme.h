@@ -33,10 +33,12 @@ absl::StatusOr<ShardRoute> RouteToShards(const v1::JoinReply& joined);
 // (Sketched-SGD), so the residuals release exactly what was applied.
 class PsScheme final : public AggregationScheme {
  public:
-  // Builds one compressor stack per group of the joined job, and a transport
-  // to its shards. INVALID_ARGUMENT for a job this scheme cannot run.
+  // Builds one compressor stack per group of the joined job, and the
+  // transport `make_transport` makes to its shards (GrpcTransports for a
+  // real job). INVALID_ARGUMENT for a job this scheme cannot run, or a
+  // transport that does not reach every shard of the job.
   static absl::StatusOr<std::unique_ptr<PsScheme>> Create(const v1::JoinReply& joined,
-                                                          RpcChannelOptions options, RetryPolicy policy);
+                                                          const TransportFactory& make_transport);
 
   std::string name() const override { return scheme_; }
   void Exchange(uint64_t step, int group, GradientView grad, absl::Span<const float> params,

@@ -21,11 +21,13 @@ absl::StatusOr<BuiltScheme> MakeScheme(const v1::JoinReply& joined, SchemeEnviro
     return absl::InvalidArgumentError(
         absl::StrCat("scheme ", run.scheme(), " runs on the ", RouteName(info->route), " route: it needs a collective"));
   }
+  const TransportFactory make_transport =
+      environment.transport ? environment.transport : GrpcTransports(environment.rpc, environment.retry);
   BuiltScheme built;
   switch (info->route) {
     case Route::kCentralized: {
       absl::StatusOr<std::unique_ptr<PsScheme>> ps =
-          PsScheme::Create(joined, std::move(environment.rpc), environment.retry);
+          PsScheme::Create(joined, make_transport);
       if (!ps.ok()) return ps.status();
       built.transport = &(*ps)->transport();
       built.scheme = *std::move(ps);
@@ -40,8 +42,7 @@ absl::StatusOr<BuiltScheme> MakeScheme(const v1::JoinReply& joined, SchemeEnviro
     }
     case Route::kHybrid: {
       absl::StatusOr<std::unique_ptr<HybridScheme>> hybrid =
-          HybridScheme::Create(joined, std::move(environment.rpc), environment.retry, environment.collective,
-                               std::move(environment.hybrid));
+          HybridScheme::Create(joined, make_transport, environment.collective, std::move(environment.hybrid));
       if (!hybrid.ok()) return hybrid.status();
       built.scheme = *std::move(hybrid);
       break;

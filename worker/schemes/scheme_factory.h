@@ -11,6 +11,7 @@
 #include "proto/coordinator.pb.h"
 #include "proto/rpc_channel.h"
 #include "worker/collective/collective.h"
+#include "worker/rpc/grpc_ps_transport.h"
 #include "worker/rpc/ps_transport.h"
 #include "worker/schemes/aggregation_scheme.h"
 #include "worker/schemes/hybrid_scheme.h"
@@ -22,6 +23,9 @@ struct SchemeEnvironment {
   // The centralized route's channels to the shards and its retry policy.
   RpcChannelOptions rpc;
   RetryPolicy retry;
+  // Makes the centralized route's transport; empty: gRPC with `rpc` and
+  // `retry` (GrpcTransports). Tests of failover give a loopback's.
+  TransportFactory transport;
   // The decentralized and hybrid routes' group (not owned; it must outlive
   // the scheme and have the job's world size).
   Collective* collective = nullptr;

@@ -79,14 +79,26 @@ const std::vector<SchemeInfo>& Schemes() {
   return *schemes;
 }
 
-absl::StatusOr<SchemeInfo> FindScheme(const std::string& name) {
+namespace {
+
+// The names of the schemes whose entry satisfies `trait`, in registry order.
+template <typename Trait>
+std::vector<std::string> NamesWith(Trait trait) {
   std::vector<std::string> names;
   for (const SchemeInfo& scheme : Schemes()) {
-    if (scheme.name == name) return scheme;
-    names.push_back(scheme.name);
+    if (trait(scheme)) names.push_back(scheme.name);
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown scheme '", name, "'; the schemes are ", absl::StrJoin(names, ", ")));
+  return names;
+}
+
+}  // namespace
+
+absl::StatusOr<SchemeInfo> FindScheme(const std::string& name) {
+  for (const SchemeInfo& scheme : Schemes()) {
+    if (scheme.name == name) return scheme;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown scheme '", name, "'; the schemes are ",
+                                                 absl::StrJoin(NamesWith([](const SchemeInfo&) { return true; }), ", ")));
 }
 
 absl::Status CheckSchemeCompressor(const std::string& scheme, const std::string& compressor) {
@@ -144,10 +156,7 @@ absl::Status CheckRunScheme(const v1::RunConfig& run) {
   if (absl::Status s = CheckSchemeCompressor(run.scheme(), run.compressor()); !s.ok()) return s;
   const SchemeInfo& info = *FindScheme(run.scheme());
   if (run.second_round() && !info.second_round) {
-    std::vector<std::string> with;
-    for (const SchemeInfo& scheme : Schemes()) {
-      if (scheme.second_round) with.push_back(scheme.name);
-    }
+    const std::vector<std::string> with = NamesWith([](const SchemeInfo& scheme) { return scheme.second_round; });
     return absl::InvalidArgumentError(absl::StrCat("--second_round is for --scheme=", absl::StrJoin(with, " or "),
                                                    " only; the scheme is ", run.scheme()));
   }
@@ -181,10 +190,7 @@ absl::Status CheckDevicePlacement(const v1::RunConfig& run) {
   }
   absl::StatusOr<SchemeInfo> info = FindScheme(run.scheme());
   if (!info.ok() || !info->runs_on_gpu) {
-    std::vector<std::string> on_gpu;
-    for (const SchemeInfo& scheme : Schemes()) {
-      if (scheme.runs_on_gpu) on_gpu.push_back(scheme.name);
-    }
+    const std::vector<std::string> on_gpu = NamesWith([](const SchemeInfo& scheme) { return scheme.runs_on_gpu; });
     return absl::InvalidArgumentError(absl::StrCat("device=gpu serves the count_sketch schemes (",
                                                    absl::StrJoin(on_gpu, ", "), "); got scheme ", run.scheme()));
   }

@@ -182,11 +182,13 @@ absl::Status Trainer::TrainStep(int64_t step, const torch::Tensor& images, const
         s.apply_buffer[update.indices[i]] = update.values[i] * scale;
       }
     }
-    for (int layer = 0; layer < num_params; ++layer) {
-      if (pipeline_->group_of_layer(layer) != g) continue;
+    // Unfusion: each layer of the group takes its values of the update.
+    const FusionLayout& layout = pipeline_->layout();
+    const GroupLayout& layers = layout.group(g);
+    for (int layer = layers.first_layer; layer < layers.first_layer + layers.num_layers; ++layer) {
       torch::Tensor& p = s.params[num_params - 1 - layer];
-      p.mutable_grad() =
-          torch::from_blob(s.apply_buffer.data() + pipeline_->layer_offset(layer), p.sizes(), torch::kFloat32).clone();
+      absl::Span<const float> values = layout.LayerOf(layer, s.apply_buffer);
+      p.mutable_grad() = torch::from_blob(const_cast<float*>(values.data()), p.sizes(), torch::kFloat32).clone();
     }
   }
   s.optimizer->step();

@@ -1,4 +1,4 @@
-#include "worker/rpc/ps_transport.h"
+#include "worker/rpc/grpc_ps_transport.h"
 
 #include <algorithm>
 #include <thread>
@@ -10,7 +10,28 @@
 
 namespace sketchfuse {
 
-struct PsTransport::Call {
+// A push, shared by its attempts, the threads that back off between them and
+// gRPC's completion callbacks. The transport counts live Calls: its
+// destructor (and Reconnect) waits until every Call is destroyed, so the last
+// reference to a channel is always dropped by the transport, never by a
+// Call's ClientContext on one of gRPC's callback threads (where Debian's gRPC
+// 1.51 tears its callback completion queue down from its own thread and later
+// aborts with "assertion failed: prior > 0"; grpc/grpc#32584).
+struct GrpcPsTransport::Call {
+  explicit Call(GrpcPsTransport* transport) : alive(transport) {}
+
+  // Declared first, so destroyed last, after the context.
+  struct Alive {
+    explicit Alive(GrpcPsTransport* transport) : transport(transport) {
+      std::lock_guard<std::mutex> lock(transport->mu_);
+      ++transport->live_calls_;
+    }
+    ~Alive() {
+      std::lock_guard<std::mutex> lock(transport->mu_);
+      if (--transport->live_calls_ == 0) transport->idle_.notify_all();
+    }
+    GrpcPsTransport* const transport;
+  } alive;
   int shard = 0;
   uint32_t group = 0;
   bool second_round = false;
@@ -23,7 +44,7 @@ struct PsTransport::Call {
   PushDone done;
 };
 
-PsTransport::PsTransport(const std::vector<std::string>& shard_addresses, RpcChannelOptions options,
+GrpcPsTransport::GrpcPsTransport(const std::vector<std::string>& shard_addresses, RpcChannelOptions options,
                          RetryPolicy policy)
     : options_(std::move(options)), policy_(policy), addresses_(shard_addresses), dice_(policy.inject) {
   for (const std::string& address : addresses_) {
@@ -31,7 +52,7 @@ PsTransport::PsTransport(const std::vector<std::string>& shard_addresses, RpcCha
   }
 }
 
-absl::Status PsTransport::ProbeShards(absl::Duration timeout) const {
+absl::Status GrpcPsTransport::ProbeShards(absl::Duration timeout) const {
   for (size_t shard = 0; shard < addresses_.size(); ++shard) {
     auto health = grpc::health::v1::Health::NewStub(MakeRpcChannel(addresses_[shard], options_));
     grpc::ClientContext context;
@@ -50,59 +71,46 @@ absl::Status PsTransport::ProbeShards(absl::Duration timeout) const {
   return absl::OkStatus();
 }
 
-void PsTransport::Reconnect() {
-  std::lock_guard<std::mutex> lock(mu_);
+void GrpcPsTransport::Reconnect() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_.wait(lock, [this] { return live_calls_ == 0; });  // the old channels go here, not on gRPC's threads
   for (size_t shard = 0; shard < addresses_.size(); ++shard) {
     stubs_[shard] = std::make_unique<grpc::GenericStub>(MakeRpcChannel(addresses_[shard], options_));
   }
 }
 
-PsTransport::~PsTransport() {
+GrpcPsTransport::~GrpcPsTransport() {
   std::unique_lock<std::mutex> lock(mu_);
-  idle_.wait(lock, [this] { return in_flight_ == 0; });
+  idle_.wait(lock, [this] { return live_calls_ == 0; });
 }
 
-void PsTransport::Push(int shard, const std::string& job, uint64_t step, uint32_t group, uint32_t worker,
-                       std::shared_ptr<const Payload> payload, PushDone done) {
-  Send(shard, job, step, group, /*second_round=*/false, worker, std::move(payload), std::move(done));
-}
-
-void PsTransport::PushSecondRound(int shard, const std::string& job, uint64_t step, uint32_t group,
-                                  uint32_t worker, std::shared_ptr<const Payload> payload, PushDone done) {
-  Send(shard, job, step, group, /*second_round=*/true, worker, std::move(payload), std::move(done));
-}
-
-void PsTransport::Send(int shard, const std::string& job, uint64_t step, uint32_t group, bool second_round,
-                       uint32_t worker, std::shared_ptr<const Payload> payload, PushDone done) {
+void GrpcPsTransport::Send(PushTarget target, std::shared_ptr<const Payload> payload, PushDone done) {
+  const int shard = target.shard;
   if (shard < 0 || shard >= num_shards()) {
-    done(absl::InvalidArgumentError(absl::StrCat("group ", group, " maps to shard ", shard, " of ",
+    done(absl::InvalidArgumentError(absl::StrCat("group ", target.group, " maps to shard ", shard, " of ",
                                                  num_shards())));
     return;
   }
-  auto call = std::make_shared<Call>();
+  auto call = std::make_shared<Call>(this);
   call->shard = shard;
-  call->group = group;
-  call->second_round = second_round;
+  call->group = target.group;
+  call->second_round = target.second_round;
   v1::RoundKey round;
-  round.set_job(job);
-  round.set_step(step);
-  round.set_group(group);
-  round.set_second_round(second_round);
-  call->request = EncodePushRequest(round, worker, std::move(payload));
+  round.set_job(target.job);
+  round.set_step(target.step);
+  round.set_group(target.group);
+  round.set_second_round(target.second_round);
+  call->request = EncodePushRequest(round, target.worker, std::move(payload));
   call->backoff = policy_.initial_backoff;
   call->done = std::move(done);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++in_flight_;
-  }
   Attempt(std::move(call));
 }
 
-void PsTransport::Attempt(std::shared_ptr<Call> call) {
+void GrpcPsTransport::Attempt(std::shared_ptr<Call> call) {
   ++call->attempts;
   switch (dice_.Draw()) {
     case FaultDice::Fault::kNone:
-      Send(std::move(call), /*drop_reply=*/false);
+      SendAttempt(std::move(call), /*drop_reply=*/false);
       return;
     case FaultDice::Fault::kFailBeforeSend:
       ++injected_;
@@ -110,21 +118,21 @@ void PsTransport::Attempt(std::shared_ptr<Call> call) {
       return;
     case FaultDice::Fault::kDropReply:
       ++injected_;
-      Send(std::move(call), /*drop_reply=*/true);
+      SendAttempt(std::move(call), /*drop_reply=*/true);
       return;
     case FaultDice::Fault::kDelay: {
       ++injected_;
       const absl::Duration wait = policy_.inject.delay_time;
       std::thread([this, call, wait] {
         absl::SleepFor(wait);
-        Send(call, /*drop_reply=*/false);
+        SendAttempt(call, /*drop_reply=*/false);
       }).detach();
       return;
     }
   }
 }
 
-void PsTransport::Send(std::shared_ptr<Call> call, bool drop_reply) {
+void GrpcPsTransport::SendAttempt(std::shared_ptr<Call> call, bool drop_reply) {
   call->context = std::make_unique<grpc::ClientContext>();
   AddCallCredentials(options_, *call->context);
   call->deadline = absl::Now() + policy_.push_deadline;
@@ -142,7 +150,7 @@ void PsTransport::Send(std::shared_ptr<Call> call, bool drop_reply) {
                                  });
 }
 
-void PsTransport::Finish(std::shared_ptr<Call> call, const grpc::Status& status) {
+void GrpcPsTransport::Finish(std::shared_ptr<Call> call, const grpc::Status& status) {
   // DEADLINE_EXCEEDED before this attempt's own deadline comes from the
   // shard: it failed the round at its round deadline and freed it, so a
   // re-push starts it afresh and the late workers can still join it.
@@ -190,8 +198,12 @@ void PsTransport::Finish(std::shared_ptr<Call> call, const grpc::Status& status)
     }
   }
   call->done(std::move(outcome));
-  std::lock_guard<std::mutex> lock(mu_);
-  if (--in_flight_ == 0) idle_.notify_all();
+}
+
+TransportFactory GrpcTransports(RpcChannelOptions options, RetryPolicy policy) {
+  return [options, policy](const std::vector<std::string>& shard_addresses) -> std::unique_ptr<PsTransport> {
+    return std::make_unique<GrpcPsTransport>(shard_addresses, options, policy);
+  };
 }
 
 }  // namespace sketchfuse

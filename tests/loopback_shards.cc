@@ -1,0 +1,155 @@
+#include "tests/loopback_shards.h"
+
+#include <condition_variable>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "proto/push_codec.h"
+#include "server/job_config.h"
+
+namespace sketchfuse {
+
+class LoopbackShards::Transport final : public PsTransport {
+ public:
+  explicit Transport(LoopbackShards* shards) : shards_(shards) {}
+  ~Transport() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    idle_.wait(lock, [this] { return in_flight_ == 0; });
+  }
+
+  int num_shards() const override { return shards_->num_shards_; }
+
+  absl::Status ProbeShards(absl::Duration) const override {
+    std::lock_guard<std::mutex> lock(shards_->mu_);
+    return shards_->down_ ? absl::UnavailableError("loopback shard 0 is down") : absl::OkStatus();
+  }
+  void Reconnect() override {}
+  uint64_t injected_faults() const override { return 0; }
+  uint64_t retries() const override { return 0; }
+
+ protected:
+  void Send(PushTarget target, std::shared_ptr<const Payload> payload, PushDone done) override {
+    if (target.shard < 0 || target.shard >= num_shards()) {
+      done(absl::InvalidArgumentError(absl::StrCat("group ", target.group, " maps to shard ", target.shard)));
+      return;
+    }
+    std::shared_ptr<AggregationCore> core;
+    {
+      std::lock_guard<std::mutex> lock(shards_->mu_);
+      if (shards_->down_) {
+        done(absl::UnavailableError(absl::StrCat("push of group ", target.group, ": loopback shard ", target.shard,
+                                                 " is down")));
+        return;
+      }
+      core = shards_->cores_[target.shard];
+      ++shards_->pushes_;
+    }
+    v1::RoundKey round;
+    round.set_job(target.job);
+    round.set_step(target.step);
+    round.set_group(target.group);
+    round.set_second_round(target.second_round);
+    const size_t bytes = EncodePushRequest(round, target.worker, payload).Length();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++in_flight_;
+    }
+    // The core answers every push of a round on the thread of the push that
+    // completes it: push from a thread of our own, as a server's handler would.
+    std::thread([this, core, target, payload, bytes, done = std::move(done)]() mutable {
+      core->Push(RoundKey{target.job, target.step, target.group, target.second_round}, target.worker, *payload,
+                 absl::Now(), [this, target, bytes, done = std::move(done)](absl::StatusOr<RoundResult> result) {
+                   absl::StatusOr<PushOutcome> outcome;
+                   bool lost = false;
+                   {
+                     std::lock_guard<std::mutex> lock(shards_->mu_);
+                     lost = shards_->replies_lost_.count(target.worker) > 0;
+                   }
+                   if (!result.ok()) {
+                     outcome = result.status();
+                   } else if (lost) {
+                     outcome = absl::UnavailableError(
+                         absl::StrCat("push of group ", target.group, ": the loopback lost the reply"));
+                   } else {
+                     PushOutcome ok;
+                     ok.update = *result->update;
+                     ok.contributors = result->contributors;
+                     ok.attempts = 1;
+                     ok.bytes_sent = bytes;
+                     outcome = std::move(ok);
+                   }
+                   done(std::move(outcome));
+                   std::lock_guard<std::mutex> lock(mu_);
+                   if (--in_flight_ == 0) idle_.notify_all();
+                 });
+    }).detach();
+  }
+
+ private:
+  LoopbackShards* const shards_;
+  std::mutex mu_;
+  std::condition_variable idle_;
+  int in_flight_ = 0;
+};
+
+absl::StatusOr<std::unique_ptr<LoopbackShards>> LoopbackShards::Create(const v1::JobConfig& job, int num_shards) {
+  std::unique_ptr<LoopbackShards> shards(new LoopbackShards(job, num_shards));
+  std::lock_guard<std::mutex> lock(shards->mu_);
+  if (absl::Status s = shards->StartCoresLocked(); !s.ok()) return s;
+  return shards;
+}
+
+absl::Status LoopbackShards::StartCoresLocked() {
+  cores_.clear();
+  for (int s = 0; s < num_shards_; ++s) {
+    absl::StatusOr<AggregationConfig> config = ShardConfig(job_, s, num_shards_);
+    if (!config.ok()) return config.status();
+    absl::StatusOr<std::unique_ptr<AggregationCore>> core = AggregationCore::Create(*config);
+    if (!core.ok()) return core.status();
+    cores_.push_back(*std::move(core));
+  }
+  return absl::OkStatus();
+}
+
+TransportFactory LoopbackShards::Transports() {
+  return [this](const std::vector<std::string>&) -> std::unique_ptr<PsTransport> {
+    return std::make_unique<Transport>(this);
+  };
+}
+
+void LoopbackShards::SetDown(bool down) {
+  std::vector<std::shared_ptr<AggregationCore>> crashed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (down == down_) return;
+    down_ = down;
+    if (down) {
+      crashed = cores_;
+    } else {
+      absl::Status started = StartCoresLocked();
+      if (!started.ok()) std::abort();  // the same job started before
+    }
+  }
+  // Outside the lock: failing the rounds runs their pushes' callbacks.
+  for (const std::shared_ptr<AggregationCore>& core : crashed) {
+    core->FailAllRounds(absl::UnavailableError("the loopback shard crashed"));
+  }
+}
+
+void LoopbackShards::LoseRepliesTo(uint32_t worker, bool lose) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (lose) {
+    replies_lost_.insert(worker);
+  } else {
+    replies_lost_.erase(worker);
+  }
+}
+
+int64_t LoopbackShards::pushes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pushes_;
+}
+
+}  // namespace sketchfuse

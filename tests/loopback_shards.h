@@ -1,0 +1,64 @@
+// A job's aggregation shards as in-process AggregationCores (the servers'
+// real aggregation: sums, decode, idempotent rounds), reached without
+// sockets: each worker's PsTransport hands its pushes straight to the core
+// of the shard. Tests of the schemes' failover (the hybrid's fallback and
+// return) switch the shards down and up between steps, and lose a worker's
+// replies, deterministically; the gRPC transport's own retries are tested
+// against a real server (tests/grpc_ps_transport_test.cc).
+//
+// A loopback transport makes one attempt per push (it never retries), and
+// counts a push's bytes as the gRPC transport would send them
+// (proto/push_codec.h).
+#ifndef SKETCHFUSE_TESTS_LOOPBACK_SHARDS_H_
+#define SKETCHFUSE_TESTS_LOOPBACK_SHARDS_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/job_config.pb.h"
+#include "server/aggregation_core.h"
+#include "worker/rpc/ps_transport.h"
+
+namespace sketchfuse {
+
+class LoopbackShards {
+ public:
+  // The job's `num_shards` shards (server/job_config.h ShardConfig), up.
+  static absl::StatusOr<std::unique_ptr<LoopbackShards>> Create(const v1::JobConfig& job, int num_shards);
+
+  // Makes a worker's transport to these shards (they must outlive it).
+  TransportFactory Transports();
+
+  // Down: every push and every probe answers UNAVAILABLE, and the rounds
+  // open now fail with UNAVAILABLE (a crash). Up again: fresh cores, as
+  // shards restarted without state would be.
+  void SetDown(bool down);
+  // While set, `worker`'s pushes reach the shards (their rounds complete for
+  // the others) but their replies are lost: the worker gets UNAVAILABLE.
+  void LoseRepliesTo(uint32_t worker, bool lose);
+
+  // Pushes handed to the cores so far.
+  int64_t pushes() const;
+
+ private:
+  class Transport;
+  LoopbackShards(v1::JobConfig job, int num_shards) : job_(std::move(job)), num_shards_(num_shards) {}
+  absl::Status StartCoresLocked();
+
+  const v1::JobConfig job_;
+  const int num_shards_;
+  mutable std::mutex mu_;
+  // Shared with pushes in flight, which finish on the cores they started on.
+  std::vector<std::shared_ptr<AggregationCore>> cores_;
+  bool down_ = false;
+  std::set<uint32_t> replies_lost_;
+  int64_t pushes_ = 0;
+};
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_TESTS_LOOPBACK_SHARDS_H_

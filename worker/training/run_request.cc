@@ -1,0 +1,83 @@
+#include "worker/training/run_request.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "worker/gpu/device_memory.h"
+#include "worker/schemes/scheme_registry.h"
+#include "worker/training/workloads.h"
+
+namespace sketchfuse {
+
+absl::StatusOr<v1::RunConfig> BuildRunConfig(const RunRequest& request, const GpuCheck& gpu) {
+  const GpuCheck check_gpu = gpu ? gpu : GpuCheck(CheckGpuWorker);
+  const double lr = request.learning_rate, momentum = request.momentum;
+  if (request.world_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--world_size must be >= 1; got ", request.world_size));
+  }
+  if (request.epochs < 1) return absl::InvalidArgumentError(absl::StrCat("--epochs must be >= 1; got ", request.epochs));
+  if (request.batch_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--batch_size must be >= 1; got ", request.batch_size));
+  }
+  if (!(lr > 0) || !std::isfinite(lr)) {
+    return absl::InvalidArgumentError(absl::StrCat("--learning_rate must be > 0; got ", lr));
+  }
+  if (!(momentum >= 0 && momentum < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("--momentum must be in [0, 1); got ", momentum));
+  }
+  if (request.train_examples < 0 || request.test_examples < 0) {
+    return absl::InvalidArgumentError("--train_examples and --test_examples must be >= 0");
+  }
+  if (!(request.release_cap >= 0) || !std::isfinite(request.release_cap)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--release_cap must be a finite number >= 0; got ", request.release_cap));
+  }
+  absl::StatusOr<SchemeInfo> scheme = FindScheme(request.scheme);
+  if (!scheme.ok()) return absl::InvalidArgumentError(absl::StrCat("--scheme: ", scheme.status().message()));
+  v1::RunConfig run;
+  run.set_workload(request.workload);
+  run.set_scheme(scheme->name);
+  run.set_compressor(request.compressor.empty() ? scheme->default_compressor_spec : request.compressor);
+  run.set_second_round(request.second_round);
+  run.set_fusion(request.fusion);
+  run.set_seed(request.seed);
+  run.set_batch_size(request.batch_size);
+  run.set_learning_rate(lr);
+  run.set_momentum(momentum);
+  run.set_error_feedback(request.error_feedback);
+  run.set_release_cap(request.release_cap);
+  run.set_epochs(request.epochs);
+  run.set_train_examples(request.train_examples);
+  run.set_test_examples(request.test_examples);
+  if (IsSyntheticWorkload(run.workload())) {
+    if (request.synthetic_steps < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--synthetic_steps must be >= 1; got ", request.synthetic_steps));
+    }
+    run.set_synthetic_steps(request.synthetic_steps);
+    run.set_backward_ns_per_element(request.backward_ns_per_element);
+  }
+  if (absl::Status s = CheckSchemeCompressor(run.scheme(), run.compressor()); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--scheme/--compressor: ", s.message()));
+  }
+  if (absl::Status s = CheckRunScheme(run); !s.ok()) return s;
+  run.set_device(request.device);
+  if (run.device() == "auto") {
+    v1::RunConfig on_gpu = run;
+    on_gpu.set_device("gpu");
+    const bool gpu_fits =
+        IsSyntheticWorkload(run.workload()) && CheckDevicePlacement(on_gpu).ok() && check_gpu().ok();
+    run.set_device(gpu_fits ? "gpu" : "cpu");
+  }
+  if (absl::Status s = CheckDevicePlacement(run); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--device: ", s.message()));
+  }
+  if (run.device() == "gpu" && !IsSyntheticWorkload(run.workload())) {
+    return absl::InvalidArgumentError(absl::StrCat("--device=gpu is for the synthetic workloads; ", run.workload(),
+                                                   " trains with LibTorch on the CPU"));
+  }
+  if (absl::Status s = DescribeRun(static_cast<uint32_t>(request.world_size), &run); !s.ok()) return s;
+  return run;
+}
+
+}  // namespace sketchfuse

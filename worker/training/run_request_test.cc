@@ -1,0 +1,116 @@
+// The worker's run settings: defaults, every refusal naming its flag, and
+// device=auto's choice.
+#include "worker/training/run_request.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/schemes/scheme_registry.h"
+
+namespace sketchfuse {
+namespace {
+
+using ::testing::HasSubstr;
+
+absl::Status NoGpu() { return absl::FailedPreconditionError("no GPU here"); }
+absl::Status AGpu() { return absl::OkStatus(); }
+
+RunRequest Request() {
+  RunRequest request;
+  request.world_size = 4;
+  return request;
+}
+
+TEST(RunRequestTest, DefaultsGiveTheSchemesCompressorAndADescribedRun) {
+  absl::StatusOr<v1::RunConfig> run = BuildRunConfig(Request(), NoGpu);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->scheme(), "sketch_ps");
+  EXPECT_EQ(run->compressor(), FindScheme("sketch_ps")->default_compressor_spec);
+  EXPECT_EQ(run->workload(), "mlp");
+  EXPECT_EQ(run->device(), "cpu");
+  EXPECT_GT(run->layer_sizes_size(), 0) << "DescribeRun filled the model's layers";
+  EXPECT_GT(run->steps_per_epoch(), 0u);
+  EXPECT_DOUBLE_EQ(run->learning_rate(), 0.05);
+  EXPECT_EQ(run->synthetic_steps(), 0u) << "only synthetic workloads carry synthetic settings";
+}
+
+TEST(RunRequestTest, AGivenCompressorIsKept) {
+  RunRequest request = Request();
+  request.scheme = "topk_allgather";
+  request.compressor = "topk:density=0.01";
+  absl::StatusOr<v1::RunConfig> run = BuildRunConfig(request, NoGpu);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->compressor(), "topk:density=0.01");
+}
+
+TEST(RunRequestTest, EveryRefusalNamesItsFlag) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  struct Case {
+    std::function<void(RunRequest&)> set;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {[](RunRequest& r) { r.world_size = 0; }, "--world_size must be >= 1; got 0"},
+      {[](RunRequest& r) { r.epochs = 0; }, "--epochs must be >= 1; got 0"},
+      {[](RunRequest& r) { r.batch_size = -3; }, "--batch_size must be >= 1; got -3"},
+      {[nan](RunRequest& r) { r.learning_rate = nan; }, "--learning_rate must be > 0"},
+      {[inf](RunRequest& r) { r.learning_rate = inf; }, "--learning_rate must be > 0"},
+      {[](RunRequest& r) { r.momentum = 1.0; }, "--momentum must be in [0, 1); got 1"},
+      {[](RunRequest& r) { r.train_examples = -1; }, "--train_examples and --test_examples must be >= 0"},
+      {[inf](RunRequest& r) { r.release_cap = inf; }, "--release_cap must be a finite number >= 0"},
+      {[](RunRequest& r) { r.release_cap = -0.5; }, "--release_cap must be a finite number >= 0; got -0.5"},
+      {[](RunRequest& r) { r.scheme = "bogus"; }, "--scheme: unknown scheme 'bogus'"},
+      {[](RunRequest& r) { r.compressor = "topk:density=0.01"; }, "--scheme/--compressor:"},
+      {[](RunRequest& r) {
+         r.scheme = "topk_allgather";
+         r.second_round = true;
+       },
+       "--second_round is for --scheme="},
+      {[](RunRequest& r) { r.device = "tpu"; }, "--device: device must be cpu or gpu"},
+      {[](RunRequest& r) { r.device = "gpu"; }, "--device=gpu is for the synthetic workloads; mlp trains with LibTorch"},
+      {[](RunRequest& r) {
+         r.workload = "resnet50";
+         r.scheme = "topk_allgather";
+         r.device = "gpu";
+       },
+       "--device: device=gpu serves the count_sketch schemes"},
+      {[](RunRequest& r) {
+         r.workload = "resnet50";
+         r.synthetic_steps = 0;
+       },
+       "--synthetic_steps must be >= 1; got 0"},
+      {[](RunRequest& r) { r.workload = "nonesuch"; }, "nonesuch"},
+  };
+  for (const Case& c : cases) {
+    RunRequest request = Request();
+    c.set(request);
+    absl::StatusOr<v1::RunConfig> run = BuildRunConfig(request, AGpu);
+    ASSERT_FALSE(run.ok()) << c.says;
+    EXPECT_EQ(run.status().code(), absl::StatusCode::kInvalidArgument) << run.status();
+    EXPECT_THAT(std::string(run.status().message()), HasSubstr(c.says));
+  }
+}
+
+TEST(RunRequestTest, DeviceAutoTakesTheGpuOnlyWhereTheRunFitsIt) {
+  RunRequest synthetic = Request();
+  synthetic.workload = "resnet50";
+  EXPECT_EQ(BuildRunConfig(synthetic, AGpu)->device(), "gpu");
+  EXPECT_EQ(BuildRunConfig(synthetic, NoGpu)->device(), "cpu") << "no usable GPU here";
+  synthetic.scheme = "topk_allgather";
+  synthetic.compressor = "";
+  EXPECT_EQ(BuildRunConfig(synthetic, AGpu)->device(), "cpu") << "a scheme that does not run on the GPU";
+  EXPECT_EQ(BuildRunConfig(Request(), AGpu)->device(), "cpu") << "mlp trains with LibTorch on the CPU";
+  // device=gpu is not checked against this machine (a launcher writes GPU
+  // jobs' configurations anywhere).
+  RunRequest on_gpu = Request();
+  on_gpu.workload = "resnet50";
+  on_gpu.device = "gpu";
+  EXPECT_EQ(BuildRunConfig(on_gpu, NoGpu)->device(), "gpu");
+}
+
+}  // namespace
+}  // namespace sketchfuse
