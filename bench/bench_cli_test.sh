@@ -4,6 +4,7 @@
 set -uo pipefail
 bench="$(cd "$(dirname "$1")" && pwd)"   # the folder of bench/shaped_cluster.py
 suite="$2"                               # scripts/bench_suite.sh
+peel_capacity="$3"                       # bazel-bin/bench/peel_capacity
 dir="${TEST_TMPDIR:-$(mktemp -d)}"
 failures=0
 
@@ -66,6 +67,21 @@ expect_refusal "usage:" bash "$bench/transport_ab.sh"
 
 expect_refusal "unknown option '--fast'" bash "$suite" --fast
 expect_refusal "unknown part 'gpu' in --only" bash "$suite" --only=compression,gpu
+
+expect_refusal "--widths: 'three' is not an integer in [1, 1024]" "$peel_capacity" --widths=three
+expect_refusal "--rows: '1' is not an integer in [2, 64]" "$peel_capacity" --rows=1
+expect_refusal "--ks: 4 workers of 10000 coordinates exceed --dim=28938" "$peel_capacity" --ks=10000
+expect_refusal "--overlap must be in [0, 1]; got 1.5" "$peel_capacity" --overlap=1.5
+expect_refusal "--overlap must be in [0, 1]; got nan" "$peel_capacity" --overlap=nan
+expect_refusal "--plot needs --csv" "$peel_capacity" --trials=1 --ks=8 --plot="$dir/p.png"
+expect_refusal "cannot write --csv '$dir/none/x.csv'" "$peel_capacity" --trials=1 --ks=8 --csv="$dir/none/x.csv"
+# A tiny run: one line per case and the CSV.
+if "$peel_capacity" --trials=2 --ks=8,16 --widths=4 --csv="$dir/peel.csv" >"$dir/peel.out" 2>&1 \
+    && [ "$(grep -c '^rows 4 width 4 k ' "$dir/peel.out")" -eq 2 ] && [ "$(wc -l <"$dir/peel.csv")" -eq 3 ]; then
+  echo "ok: peel_capacity runs and writes its CSV"
+else
+  echo "FAIL: peel_capacity's tiny run:"; cat "$dir/peel.out"; failures=$((failures + 1))
+fi
 
 if [ "$failures" -ne 0 ]; then echo "$failures failure(s)"; exit 1; fi
 echo "all refusals as expected"
