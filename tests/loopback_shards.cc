@@ -44,7 +44,6 @@ class LoopbackShards::Transport final : public PsTransport {
         return;
       }
       core = shards_->cores_[target.shard];
-      ++shards_->pushes_;
     }
     v1::RoundKey round;
     round.set_job(target.job);
@@ -145,11 +144,6 @@ void LoopbackShards::LoseRepliesTo(uint32_t worker, bool lose) {
   } else {
     replies_lost_.erase(worker);
   }
-}
-
-int64_t LoopbackShards::pushes() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return pushes_;
 }
 
 }  // namespace sketchfuse

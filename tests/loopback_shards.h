@@ -41,9 +41,6 @@ class LoopbackShards {
   // the others) but their replies are lost: the worker gets UNAVAILABLE.
   void LoseRepliesTo(uint32_t worker, bool lose);
 
-  // Pushes handed to the cores so far.
-  int64_t pushes() const;
-
  private:
   class Transport;
   LoopbackShards(v1::JobConfig job, int num_shards) : job_(std::move(job)), num_shards_(num_shards) {}
@@ -56,7 +53,6 @@ class LoopbackShards {
   std::vector<std::shared_ptr<AggregationCore>> cores_;
   bool down_ = false;
   std::set<uint32_t> replies_lost_;
-  int64_t pushes_ = 0;
 };
 
 }  // namespace sketchfuse
