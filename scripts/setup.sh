@@ -4,8 +4,8 @@
 # sudo when not root. Says what it installs.
 #
 #   scripts/setup.sh            build and test dependencies
-#   scripts/setup.sh --bench    also what the benchmarks compare against
-#                               (Debian's PyTorch)
+#   scripts/setup.sh --bench    the same (Debian's PyTorch, the benchmarks'
+#                               reference, is now a build package)
 #   scripts/setup.sh --fuzz     also clang and its libFuzzer runtime
 #                               (bazel build --config=fuzz)
 set -euo pipefail
@@ -15,7 +15,8 @@ set -euo pipefail
 # TLS tests' certificates; LibTorch and Fashion-MNIST are the workers' model
 # library and data; python3 formats the local cluster's report and gnuplot
 # draws its plot; iproute2 (ip, tc) makes the network namespaces of the
-# partition test and the shaped-link benchmarks.
+# partition test and the shaped-link benchmarks; python3-torch is what the
+# PyTorch front end (python/sketchfuse) is built for and tested with.
 BUILD_PACKAGES=(
   bazel-bootstrap bazel-bootstrap-source g++ git
   libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc grpc-proto
@@ -23,9 +24,11 @@ BUILD_PACKAGES=(
   libgloo-dev prometheus-cpp-dev zlib1g-dev
   openssl
   libtorch-dev dataset-fashion-mnist python3 gnuplot-nox iproute2
+  python3-torch
 )
-# Benchmarks: the PyTorch reference (for /usr/bin/python3.11).
-BENCH_PACKAGES=(python3-torch)
+# Benchmarks: nothing beyond the build's (kept for the command line; PyTorch,
+# the benchmarks' reference, is in the build's list for the front end).
+BENCH_PACKAGES=()
 # Coverage-guided fuzzing: clang with its sanitizer and libFuzzer runtimes.
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 

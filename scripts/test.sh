@@ -52,6 +52,17 @@ while read -r target result; do
     s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) tests\?, listed below:$/\1/p' "$testlog" | tail -1)
     passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0})); skipped=$((skipped + ${s:-0}))
     if [ "$result" != PASSED ] && [ -z "$f" ]; then failed=$((failed + 1)); fi
+  elif [ -f "$testlog" ] && grep -q -E '^Ran [0-9]+ tests? in' "$testlog"; then
+    # Python's unittest (the PyTorch front end's tests): "Ran N tests", then
+    # "OK (skipped=S)" or "FAILED (failures=F, errors=E, skipped=S)".
+    n=$(sed -n -E 's/^Ran ([0-9]+) tests? in.*/\1/p' "$testlog" | tail -1)
+    verdict=$(grep -E '^(OK|FAILED)' "$testlog" | tail -1)
+    s=$(sed -n -E 's/.*skipped=([0-9]+).*/\1/p' <<< "$verdict")
+    f=$(sed -n -E 's/.*failures=([0-9]+).*/\1/p' <<< "$verdict")
+    e=$(sed -n -E 's/.*errors=([0-9]+).*/\1/p' <<< "$verdict")
+    f=$(( ${f:-0} + ${e:-0} ))
+    if [ "$result" != PASSED ] && [ "$f" -eq 0 ]; then f=1; fi
+    passed=$((passed + n - ${s:-0} - f)); failed=$((failed + f)); skipped=$((skipped + ${s:-0}))
   elif [ "$result" = PASSED ]; then
     passed=$((passed + 1))
   else

@@ -21,6 +21,7 @@ absl::StatusOr<GroupCompressors> GroupCompressors::Create(const v1::JobConfig& j
     }
     Stack stack;
     stack.top = *std::move(compressor);
+    stack.dim = group.dim();
     if (on_device) {
       const std::optional<Compressor::SketchLayout> layout = stack.top->SketchLayoutFor(group.dim());
       if (!layout.has_value()) {
@@ -235,6 +236,12 @@ absl::Status GroupCompressors::RestoreState(const std::vector<std::vector<float>
         (!state[2 * g + 1].empty() && stack.momentum == nullptr)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "saved state of group ", g, " has error-feedback or momentum state this run does not keep"));
+    }
+    if ((!state[2 * g].empty() && state[2 * g].size() != stack.dim) ||
+        (!state[2 * g + 1].empty() && state[2 * g + 1].size() != stack.dim)) {
+      return absl::InvalidArgumentError(absl::StrCat("saved state of group ", g, " has ", state[2 * g].size(), " and ",
+                                                     state[2 * g + 1].size(), " values; the group has ", stack.dim,
+                                                     " elements"));
     }
   }
   for (size_t g = 0; g < stacks_.size(); ++g) {

@@ -105,6 +105,7 @@ class GroupCompressors {
  private:
   struct Stack {
     std::unique_ptr<Compressor> top;
+    uint64_t dim = 0;  // the group's elements
     ErrorFeedback* error_feedback = nullptr;  // inside top, or null
     Momentum* momentum = nullptr;             // inside top, or null
     // On the GPU: the state, and `top` is the bare compressor (for its spec

@@ -10,6 +10,7 @@
 
 #include "common/test_vectors.h"
 #include "worker/core/divergence.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace sketchfuse {
@@ -92,6 +93,13 @@ TEST(GroupCompressorsTest, SettleReleasesGivesBackAndMasks) {
   ASSERT_TRUE(restored->RestoreState(state).ok());
   EXPECT_EQ(restored->SaveState(), state);
   EXPECT_EQ(restored->RestoreState({{1}}).code(), absl::StatusCode::kInvalidArgument);
+  // An entry of another group's size (a checkpoint of another model) is refused, and nothing changes.
+  std::vector<std::vector<float>> misfit = state;
+  misfit[2].push_back(0);
+  absl::Status refused = restored->RestoreState(misfit);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("group 1 has 5 and 4 values"));
+  EXPECT_EQ(restored->SaveState(), state);
 }
 
 TEST(GroupCompressorsTest, WithoutErrorFeedbackNothingIsKept) {

@@ -15,6 +15,7 @@
 #include "torch/optim/sgd.h"
 #include "torch/serialize.h"
 #include "worker/pipeline/job_plan.h"
+#include "worker/training/epoch_order.h"
 #include "worker/training/workloads.h"
 #include "worker/compression/group_compressors.h"
 #include "worker/schemes/scheme_registry.h"
@@ -214,14 +215,12 @@ absl::StatusOr<TrainingSummary> Trainer::Run(const std::function<void(const Prog
   double eval_seconds = 0;
   auto residual_norm = [&] { return ResidualNormOf(s.scheme->SaveState()); };
 
-  std::vector<int64_t> order(s.train.size());
+  std::vector<int64_t> order;
   for (int64_t step = s.first_step; step < total_steps; ++step) {
     const int64_t epoch = step / steps_per_epoch;
     const int64_t in_epoch = step % steps_per_epoch;
     if (in_epoch == 0 || step == s.first_step) {
-      std::iota(order.begin(), order.end(), 0);
-      std::mt19937_64 rng(s.run.seed() * 1000003ull + s.rank * 7919ull + static_cast<uint64_t>(epoch));
-      std::shuffle(order.begin(), order.end(), rng);
+      order = EpochOrder(s.run.seed(), static_cast<int>(s.rank), epoch, s.train.size());
     }
     torch::Tensor index =
         torch::from_blob(order.data() + in_epoch * batch, {batch}, torch::kInt64).clone();

@@ -1,0 +1,260 @@
+"""Fashion-MNIST with PyTorch DDP and SketchFuse's communication hook.
+
+    bash scripts/build_python.sh
+    /usr/bin/python3 -m torch.distributed.run --standalone --nproc_per_node=4 \\
+        examples/pytorch_ddp.py --scheme=sketch_allreduce
+    /usr/bin/python3 examples/pytorch_ddp.py --nproc_per_node=4 --scheme=sketch_allreduce
+
+The second form starts the processes itself (torch.multiprocessing, a free
+loopback port): Debian 12's torch.distributed.run (PyTorch 1.13 on Python 3.11)
+stops at its start with "AttributeError: 'NoneType' object has no attribute
+'get'" (its Std.from_str iterates an IntFlag, which skips the value 0 from
+Python 3.11 on); PyTorch 2.x's launcher works.
+
+It trains the C++ worker's models ("cnn" by default, or "mlp"; the same layers,
+the same initial weights for the same --seed, the same shards of the data and
+the same order of examples through sf_epoch_order) with the hook aggregating
+every DDP bucket, and prints the test accuracy, the time per step, the bytes a
+worker sent per step and the hook's own time (compress and decode) per step.
+The same settings on the C++ worker:
+
+    scripts/local_cluster.sh --workload=cnn --schemes=SCHEME -- --seed=1 [--compressor=SPEC]
+
+Schemes: the decentralized ones of the registry (sketch_allreduce,
+topk_allgather, dense_allreduce, dense_bf16_allreduce, gtopk, spardl,
+importance_allreduce); and plain DDP (--scheme=ddp: no hook, DDP's own
+allreduce) for comparison. The centralized schemes (sketch_ps, topk_ps, auto)
+need the aggregation servers, which the hook does not join yet: run them with
+scripts/local_cluster.sh.
+"""
+import argparse
+import gzip
+import json
+import os
+import socket
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import sketchfuse.torch as sft  # noqa: E402
+from sketchfuse import _native  # noqa: E402
+
+MEAN, STD = 0.2860, 0.3530  # worker/training/fashion_mnist.h
+
+
+class Cnn(torch.nn.Module):
+    """worker/training/models.h's "cnn" (its modules built in the same order)."""
+
+    def __init__(self, channels1=16, channels2=32):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(1, channels1, 5, padding=2)
+        self.conv2 = torch.nn.Conv2d(channels1, channels2, 5, padding=2)
+        self.fc = torch.nn.Linear(channels2 * 7 * 7, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        return self.fc(x.flatten(1))
+
+
+class Mlp(torch.nn.Module):
+    """worker/training/models.h's "mlp"."""
+
+    def __init__(self, hidden1=256, hidden2=128):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(784, hidden1)
+        self.fc2 = torch.nn.Linear(hidden1, hidden2)
+        self.fc3 = torch.nn.Linear(hidden2, 10)
+
+    def forward(self, x):
+        x = x.flatten(1)
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+
+def read_idx(path, expected_magic):
+    """An IDX file (gzip) as a uint8 tensor; ValueError naming the file when it is not one."""
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 8:
+        raise ValueError(f"{path}: too short for an IDX header")
+    magic = int.from_bytes(data[0:4], "big")
+    if magic != expected_magic:
+        raise ValueError(f"{path}: IDX magic {magic:#x}, expected {expected_magic:#x}")
+    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(magic & 0xFF)]
+    header = 4 + 4 * len(dims)
+    count = 1
+    for d in dims:
+        count *= d
+    if len(data) - header != count:
+        raise ValueError(f"{path}: {len(data) - header} payload bytes for dimensions {dims}")
+    return torch.frombuffer(bytearray(data[header:]), dtype=torch.uint8).reshape(dims)
+
+
+def load(data_dir, split):
+    prefix = "train" if split == "train" else "t10k"
+    images = read_idx(os.path.join(data_dir, f"{prefix}-images-idx3-ubyte.gz"), 0x803)
+    labels = read_idx(os.path.join(data_dir, f"{prefix}-labels-idx1-ubyte.gz"), 0x801)
+    if images.shape[0] != labels.shape[0]:
+        raise ValueError(f"{data_dir}: {images.shape[0]} {split} images but {labels.shape[0]} labels")
+    x = images.float().div_(255.0).sub_(MEAN).div_(STD).unsqueeze(1)
+    return x, labels.long()
+
+
+def evaluate(model, x, y, batch=1000):
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for i in range(0, x.shape[0], batch):
+            correct += (model(x[i:i + batch]).argmax(1) == y[i:i + batch]).sum().item()
+    model.train()
+    return 100.0 * correct / x.shape[0]
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scheme", default="sketch_allreduce")
+    parser.add_argument("--compressor", default=None, help="compressor spec (default: the scheme's)")
+    parser.add_argument("--model", default="cnn", choices=["cnn", "mlp"])
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--train_examples", type=int, default=24000)
+    parser.add_argument("--test_examples", type=int, default=10000)
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--learning_rate", type=float, default=0.05)
+    parser.add_argument("--momentum", type=float, default=0.9)
+    parser.add_argument("--release_cap", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per process")
+    parser.add_argument("--data_dir", default="/usr/share/datasets/fashion-mnist")
+    parser.add_argument("--json", default="", help="write the summary here too")
+    parser.add_argument("--checkpoint", default="", help="save model, optimizer and hook state here at the end")
+    parser.add_argument("--resume", default="", help="resume from a --checkpoint file of this rank (ignoring {rank})")
+    parser.add_argument("--stop_after_steps", type=int, default=0, help="stop after this many steps (0: all)")
+    parser.add_argument("--nproc_per_node", type=int, default=0,
+                        help="start this many processes on loopback here (instead of torch.distributed.run)")
+    args = parser.parse_args(argv)
+    for name in ("epochs", "train_examples", "test_examples", "batch_size", "threads"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be >= 1; got {getattr(args, name)}")
+    if not (args.learning_rate > 0):
+        parser.error(f"--learning_rate must be > 0; got {args.learning_rate}")
+    if args.nproc_per_node < 0:
+        parser.error(f"--nproc_per_node must be >= 0; got {args.nproc_per_node}")
+    return parser, args
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spawned(local_rank, world, port, argv):
+    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(local_rank),
+                       "LOCAL_RANK": str(local_rank), "WORLD_SIZE": str(world)})
+    train(*parse_args(argv))
+
+
+def main():
+    parser, args = parse_args()
+    if args.nproc_per_node > 0 and "RANK" not in os.environ:
+        torch.multiprocessing.spawn(spawned, args=(args.nproc_per_node, free_port(), sys.argv[1:]),
+                                    nprocs=args.nproc_per_node)
+        return
+    train(parser, args)
+
+
+def train(parser, args):
+    torch.set_num_threads(args.threads)
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+
+    x_train, y_train = load(args.data_dir, "train")
+    x_test, y_test = load(args.data_dir, "test")
+    used = min(args.train_examples, x_train.shape[0])
+    rows = torch.arange(rank, used, world)
+    x_shard, y_shard = x_train[rows], y_train[rows]
+    steps_per_epoch = (used // world) // args.batch_size
+    if steps_per_epoch < 1:
+        parser.error(f"--batch_size {args.batch_size} is larger than a worker's {used // world} examples")
+    x_test, y_test = x_test[:args.test_examples], y_test[:args.test_examples]
+
+    torch.manual_seed(args.seed)
+    model = Cnn() if args.model == "cnn" else Mlp()
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    state = None
+    momentum_in_optimizer = args.momentum
+    if args.scheme != "ddp":
+        compresses = _native.scheme_traits(args.scheme)[0]
+        momentum_in_optimizer = 0.0 if compresses else args.momentum
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=args.learning_rate, momentum=momentum_in_optimizer)
+    if args.scheme != "ddp":
+        state = sft.HookState(args.scheme, args.compressor, seed=args.seed, momentum=args.momentum,
+                              release_cap=args.release_cap, optimizer=optimizer)
+        ddp.register_comm_hook(state, sft.hook)
+
+    first_step = 0
+    if args.resume:
+        saved = torch.load(args.resume.replace("{rank}", str(rank)))
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        if state is not None:
+            state.load_state_dict(saved["hook"])
+        first_step = saved["step"]
+
+    total_steps = steps_per_epoch * args.epochs
+    last_step = total_steps if args.stop_after_steps <= 0 else min(total_steps, first_step + args.stop_after_steps)
+    step_seconds = 0.0
+    wall_start = time.perf_counter()
+    order = None
+    loss_value = float("nan")
+    for step in range(first_step, last_step):
+        epoch, in_epoch = divmod(step, steps_per_epoch)
+        if in_epoch == 0 or order is None:
+            order = torch.tensor(_native.epoch_order(args.seed, rank, epoch, x_shard.shape[0]), dtype=torch.int64)
+        index = order[in_epoch * args.batch_size:(in_epoch + 1) * args.batch_size]
+        begin = time.perf_counter()
+        loss = F.cross_entropy(ddp(x_shard[index]), y_shard[index])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        step_seconds += time.perf_counter() - begin
+        loss_value = loss.item()
+        if in_epoch == steps_per_epoch - 1 and rank == 0:
+            print(f"epoch {epoch + 1}: loss {loss_value:.4f}, test accuracy {evaluate(model, x_test, y_test):.2f}%",
+                  flush=True)
+    wall = time.perf_counter() - wall_start
+    steps = max(last_step - first_step, 1)
+    accuracy = evaluate(model, x_test, y_test)
+    stats = state.stats() if state is not None else None
+    summary = {
+        "scheme": args.scheme, "compressor": args.compressor, "model": args.model, "rank": rank, "world_size": world,
+        "seed": args.seed, "steps": last_step, "test_accuracy": accuracy, "final_loss": loss_value,
+        "step_time_s": step_seconds / steps, "wall_s": wall,
+        "bytes_per_step": (stats["bytes_sent"] / stats["steps"]) if stats and stats["steps"] else None,
+        "compression_ratio": stats["compression_ratio"] if stats else None,
+        "hook_compress_decode_s_per_step": ((stats["compress_s"] + stats["decode_s"]) / steps) if stats else None,
+        "hook": stats,
+    }
+    if args.checkpoint:
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                    "hook": state.state_dict() if state is not None else None, "step": last_step},
+                   args.checkpoint.replace("{rank}", str(rank)))
+    if rank == 0:
+        ratio = f"{summary['compression_ratio']:.1f}x" if summary["compression_ratio"] else "1x (DDP)"
+        bytes_text = f"{summary['bytes_per_step']:.0f}" if summary["bytes_per_step"] else "-"
+        print(f"{args.scheme}: test accuracy {accuracy:.2f}% after {last_step} steps; {1e3 * summary['step_time_s']:.1f} "
+              f"ms/step; {bytes_text} bytes/step per worker ({ratio})", flush=True)
+    if args.json:
+        with open(args.json.replace("{rank}", str(rank)), "w") as f:
+            json.dump(summary, f, indent=1)
+    dist.barrier()
+    del ddp, state
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

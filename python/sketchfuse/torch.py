@@ -1,0 +1,562 @@
+"""SketchFuse as a PyTorch DDP communication hook.
+
+    import sketchfuse.torch as sft
+    state = sft.HookState("sketch_allreduce", "count_sketch:method=peel,density=0.005,rows=4,width=4")
+    ddp_model.register_comm_hook(state, sft.hook)
+    optimizer = torch.optim.SGD(ddp_model.parameters(), lr=0.05)  # no momentum: the hook keeps it
+
+Each DDP bucket is one fused group of the C++ worker: it is compressed with the
+same compressor stacks (error feedback, momentum correction with momentum-factor
+masking, the release cap) and aggregated by the same decentralized scheme
+(worker/decentralized) over the DDP process group, whose collectives the native
+core calls back into (torch.distributed: Gloo on CPUs, NCCL on GPUs).
+
+The optimizer: with a compressing scheme (everything but dense_allreduce and
+dense_bf16_allreduce) the hook keeps the momentum (``momentum=``, default 0.9,
+the worker's) before compression, as DGC's momentum correction does, so the
+optimizer must be plain SGD without momentum; pass ``optimizer=`` and the hook
+refuses one with momentum. With a dense scheme the optimizer keeps momentum as
+usual. The hook returns the mean update; the optimizer applies lr times it.
+
+Buckets: DDP rebuilds its buckets after the first iteration. The hook keeps its
+error-feedback residual and velocity per parameter across such a change, and
+``state_dict()`` saves them per parameter, keyed by each parameter's place in
+the first iteration's buckets (the same in every run of the same model), so a
+resumed run continues as an uninterrupted one whatever the bucket layout.
+"""
+import ctypes
+import json
+
+import torch
+import torch.distributed as dist
+
+from sketchfuse import _native
+
+__all__ = ["HookState", "hook", "DivergedError", "suggest_bucket_cap_mb"]
+
+_SETTING_OPTIONS = ("seed", "momentum", "error_feedback", "release_cap", "second_round", "check_finite")
+_CENTRALIZED_ARGS = ("coordinator", "worker_id", "token_file", "tls_ca")
+
+
+class DivergedError(RuntimeError):
+    """A non-finite gradient or update: raised on every rank at the same step."""
+
+
+def _format(value):
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _settings_dict(settings_text):
+    out = {}
+    for line in settings_text.splitlines():
+        if "=" in line:
+            key, value = line.split("=", 1)
+            out[key] = value
+    return out
+
+
+def _global_rank(group, group_rank):
+    if group is None or group is dist.group.WORLD:
+        return group_rank
+    if hasattr(dist, "get_global_rank"):
+        return dist.get_global_rank(group, group_rank)
+    return dist.distributed_c10d._get_global_rank(group, group_rank)  # PyTorch 1.x
+
+
+def suggest_bucket_cap_mb(model, scheme, compressor=None, world_size=None):
+    """DDP's bucket_cap_mb for `model` from the C++ worker's fusion planner.
+
+    The planner (common/fusion_planner.h, mode "optimal") groups the model's
+    parameters, in backward order, as a sketchfuse_worker would for this scheme
+    and compressor; DDP fills buckets in the same order up to the cap, so a
+    cap of the largest planned group gives about the planned groups. Returns
+    (bucket_cap_mb, planned group sizes). DDP caps its first bucket at 1 MiB
+    whatever bucket_cap_mb says (torch.distributed._DEFAULT_FIRST_BUCKET_BYTES).
+    ValueError for a bad scheme or compressor, or a model without trainable
+    parameters.
+    """
+    sizes = [p.numel() for p in reversed(list(model.parameters())) if p.requires_grad]
+    if not sizes:
+        raise ValueError("the model has no trainable parameters")
+    if world_size is None:
+        world_size = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+    settings = f"scheme={scheme}\ncompressor={compressor or ''}\nworld_size={world_size}\n"
+    try:
+        groups = _native.plan_groups(sizes, settings)
+    except _native.NativeError as e:
+        raise ValueError(f"sketchfuse: {e}") from None
+    # A hair above the largest group, so DDP's "fill until past the cap" closes each bucket there.
+    return (max(groups) + 1) * 4 / 2 ** 20, groups
+
+
+def _key_order(key):
+    """Canonical order: DDP's first buckets hold the model's last parameters
+    first, each in forward order; reversing the order within each bucket gives
+    the model's backward order, in which the C++ worker fuses its layers."""
+    index, pos = key.split(".")
+    return int(index), -int(pos)
+
+
+class _Group:
+    """One bucket layout's native group.
+
+    The native group holds the bucket's parameters in their canonical order
+    (by key, _key_order: the model's backward order, as the C++ worker fuses
+    layers), whatever order DDP's rebuilt bucket has them in:
+    the sketch hashes positions, so a resumed run, which starts with the
+    first iteration's buckets again, must see the same positions.
+    """
+
+    def __init__(self, index, native_group, bucket_keys, numels):
+        self.index = index
+        self.native_group = native_group
+        self.bucket_keys = bucket_keys  # in the bucket's order
+        offsets, at = {}, 0
+        for key, n in zip(bucket_keys, numels):
+            offsets[key] = (at, n)
+            at += n
+        self.keys = sorted(bucket_keys, key=_key_order)  # canonical order
+        self.signature = tuple(offsets[k][1] for k in self.keys)
+        # (bucket offset, size) of each canonical piece, or None when the bucket is in canonical order.
+        self.pieces = None if self.keys == bucket_keys else [offsets[k] for k in self.keys]
+
+    def to_canonical(self, flat):
+        if self.pieces is None:
+            return flat
+        return torch.cat([flat[at:at + n] for at, n in self.pieces])
+
+    def from_canonical(self, flat):
+        if self.pieces is None:
+            return flat
+        out = torch.empty_like(flat)
+        at_canonical = 0
+        for at, n in self.pieces:
+            out[at:at + n] = flat[at_canonical:at_canonical + n]
+            at_canonical += n
+        return out
+
+
+class HookState:
+    """The hook's state: the native session, the bucket groups, counters.
+
+    scheme: a decentralized scheme of the registry (sketch_allreduce,
+      topk_allgather, dense_allreduce, dense_bf16_allreduce, gtopk, spardl,
+      importance_allreduce); compressor: the worker's spec string (None: the
+      scheme's default); process_group: DDP's (None: the default group).
+    options: seed (1), momentum (0.9), error_feedback (True), release_cap
+      (1.0), second_round (False), check_finite (True: a non-finite gradient
+      on any rank stops every rank at that step), optimizer (checked, not
+      kept).
+    The centralized schemes (sketch_ps, topk_ps, dense_ps, auto) and the
+    arguments coordinator, worker_id, token_file and tls_ca, which they need,
+    are refused with a ValueError: the hook does not join a coordinator yet.
+
+    Raises ValueError for an unknown scheme or option, a malformed
+    compressor, or a setting that differs between ranks (on every rank,
+    naming the field) -- the first two before any communication.
+    """
+
+    def __init__(self, scheme, compressor=None, process_group=None, coordinator=None, worker_id=None,
+                 token_file=None, tls_ca=None, **options):
+        if not isinstance(scheme, str) or not scheme:
+            raise ValueError(f"scheme must be a scheme name; got {scheme!r}")
+        if compressor is not None and not isinstance(compressor, str):
+            raise ValueError(f"compressor must be a spec string or None; got {compressor!r}")
+        optimizer = options.pop("optimizer", None)
+        unknown = sorted(set(options) - set(_SETTING_OPTIONS))
+        if unknown:
+            raise ValueError(f"unknown option(s) {', '.join(unknown)} (known: {', '.join(_SETTING_OPTIONS)}, "
+                             "optimizer)")
+        try:
+            compresses, needs_parameters = _native.scheme_traits(scheme)
+        except _native.NativeError as e:
+            raise ValueError(f"scheme {scheme!r}: {e}") from None
+        given = {name: value for name, value in zip(_CENTRALIZED_ARGS, (coordinator, worker_id, token_file, tls_ca))
+                 if value is not None}
+        lines = [f"scheme={scheme}", f"compressor={compressor or ''}"]
+        lines += [f"{key}={_format(value)}" for key, value in options.items()]
+        # Checked for one rank of two first: no process group is touched yet.
+        try:
+            _native.check_settings("\n".join(lines + ["rank=0", "world_size=2"]))
+        except _native.NativeError as e:
+            raise ValueError(f"sketchfuse hook: {e}") from None
+        if given:
+            raise ValueError(f"{', '.join(given)}: the hook runs the decentralized schemes over the DDP process "
+                             "group and does not join a coordinator")
+        momentum = float(options.get("momentum", 0.9))
+        if optimizer is not None and compresses and momentum > 0:
+            for i, group in enumerate(optimizer.param_groups):
+                if group.get("momentum", 0) != 0:
+                    raise ValueError(
+                        f"optimizer param group {i} has momentum {group['momentum']}: with scheme {scheme!r} the hook "
+                        f"keeps momentum {momentum} before compression; use SGD without momentum (or momentum=0 here)")
+
+        if not dist.is_available() or not dist.is_initialized():
+            raise RuntimeError("sketchfuse hook: torch.distributed is not initialized (call init_process_group first)")
+        self.process_group = process_group if process_group is not None else dist.group.WORLD
+        self.rank = dist.get_rank(self.process_group)
+        self.world_size = dist.get_world_size(self.process_group)
+        self._backend = dist.get_backend(self.process_group)
+        self._comm_device = torch.device("cuda", torch.cuda.current_device()) if self._backend == "nccl" else None
+        lines += [f"rank={self.rank}", f"world_size={self.world_size}"]
+        try:
+            self.settings = _native.resolved_settings("\n".join(lines))
+        except _native.NativeError as e:
+            raise ValueError(f"sketchfuse hook: {e}") from None
+        self._check_ranks_agree()
+
+        self.scheme = scheme
+        self.compresses = compresses
+        self._needs_parameters = needs_parameters
+        self._error = None
+        self._ops = self._make_ops()
+        err = _native.err_buffer()
+        self._session = _native.lib().sf_session_create(self.settings.encode(), ctypes.byref(self._ops), err,
+                                                         len(err))
+        if not self._session:
+            raise ValueError(f"sketchfuse hook: {_native.text(err)}")
+        self.step = 0
+        self._groups = {}  # bucket index -> _Group
+        self._key_of = {}  # id(parameter) -> key
+        self._first_step_seen = False
+        self._pending = {}  # key -> (residual, velocity): loaded, not yet in a group
+        self._sketch_state = {}  # bucket index -> (signature, residual, velocity) of groups not kept per parameter
+        self._stats_before = {"steps": 0, "bytes_sent": 0, "dense_bytes": 0, "compress_s": 0.0,
+                              "communicate_s": 0.0, "decode_s": 0.0, "check_s": 0.0}
+        self._retired = dict(self._stats_before)
+
+    # -- settings agreement -------------------------------------------------
+
+    def _check_ranks_agree(self):
+        mine = _settings_dict(self.settings)
+        mine.pop("rank", None)
+        everyone = [None] * self.world_size
+        dist.all_gather_object(everyone, mine, group=self.process_group)
+        differing = sorted({key for other in everyone for key in set(other) | set(mine)
+                            if other.get(key) != mine.get(key)})
+        if differing:
+            detail = "; ".join(f"{key}: " + ", ".join(f"rank {r}={other.get(key)!r}" for r, other in enumerate(everyone))
+                               for key in differing)
+            raise ValueError(f"sketchfuse hook: the ranks' settings differ in {', '.join(differing)} ({detail})")
+
+    # -- collectives over the process group ---------------------------------
+
+    def _make_ops(self):
+        lib = _native.lib()
+        group = self.process_group
+
+        def guarded(fn):
+            def call(*args):
+                try:
+                    fn(*args)
+                    return 0
+                except BaseException as e:  # noqa: BLE001 - kept and re-raised after the native call
+                    if self._error is None:
+                        self._error = e
+                    return 1
+            return call
+
+        def on_comm_device(t):
+            return t.to(self._comm_device) if self._comm_device is not None else t
+
+        def view(ptr, size, ctype, dtype):
+            if size == 0:
+                return torch.empty(0, dtype=dtype)
+            return torch.frombuffer((ctype * size).from_address(ptr), dtype=dtype)
+
+        def all_reduce(_user, ptr, count):
+            host = view(ptr, count, ctypes.c_float, torch.float32)
+            t = on_comm_device(host)
+            dist.all_reduce(t, group=group)
+            if t is not host:
+                host.copy_(t.cpu())
+
+        def all_gather(_user, mine_ptr, size, all_handle, sizes):
+            sizes_t = on_comm_device(torch.tensor([size], dtype=torch.int64))
+            gathered_sizes = [torch.zeros_like(sizes_t) for _ in range(self.world_size)]
+            dist.all_gather(gathered_sizes, sizes_t, group=group)
+            counts = [int(s.item()) for s in gathered_sizes]
+            longest = max(counts)
+            padded = torch.zeros(max(longest, 1), dtype=torch.uint8)
+            if size:
+                padded[:size] = view(mine_ptr, size, ctypes.c_uint8, torch.uint8)
+            padded = on_comm_device(padded)
+            blocks = [torch.empty_like(padded) for _ in range(self.world_size)]
+            dist.all_gather(blocks, padded, group=group)
+            joined = torch.cat([b[:c].cpu() for b, c in zip(blocks, counts)]).contiguous()
+            for r, c in enumerate(counts):
+                sizes[r] = c
+            lib.sf_bytes_assign(all_handle, joined.data_ptr() if joined.numel() else None, joined.numel())
+
+        def broadcast(_user, ptr, size, root):
+            host = view(ptr, size, ctypes.c_uint8, torch.uint8)
+            t = on_comm_device(host)
+            dist.broadcast(t, src=_global_rank(group, root), group=group)
+            if t is not host:
+                host.copy_(t.cpu())
+
+        def barrier(_user):
+            dist.barrier(group=group)
+
+        def send(_user, ptr, size, peer, tag):
+            dst = _global_rank(group, peer)
+            dist.send(on_comm_device(torch.tensor([size], dtype=torch.int64)), dst, group=group, tag=tag)
+            if size:
+                dist.send(on_comm_device(view(ptr, size, ctypes.c_uint8, torch.uint8).clone()), dst, group=group,
+                          tag=tag)
+
+        def receive(peer, tag):
+            src = _global_rank(group, peer)
+            size_t = on_comm_device(torch.zeros(1, dtype=torch.int64))
+            dist.recv(size_t, src, group=group, tag=tag)
+            size = int(size_t.item())
+            data = on_comm_device(torch.empty(size, dtype=torch.uint8))
+            if size:
+                dist.recv(data, src, group=group, tag=tag)
+            return data.cpu().contiguous()
+
+        def recv(_user, out_handle, peer, tag):
+            data = receive(peer, tag)
+            lib.sf_bytes_assign(out_handle, data.data_ptr() if data.numel() else None, data.numel())
+
+        def send_recv(_user, ptr, size, send_to, recv_from, tag, out_handle):
+            dst = _global_rank(group, send_to)
+            size_t = on_comm_device(torch.tensor([size], dtype=torch.int64))
+            payload = on_comm_device(view(ptr, size, ctypes.c_uint8, torch.uint8).clone())
+            pending = [dist.isend(size_t, dst, group=group, tag=tag)]
+            if size:
+                pending.append(dist.isend(payload, dst, group=group, tag=tag))
+            data = receive(recv_from, tag)
+            for work in pending:
+                work.wait()
+            lib.sf_bytes_assign(out_handle, data.data_ptr() if data.numel() else None, data.numel())
+
+        ops = _native.sf_collective_ops()
+        ops.user = None
+        # The ctypes function objects must live as long as the session: kept on ops.
+        ops.all_reduce_sum_f32 = _native.ALL_REDUCE(guarded(all_reduce))
+        ops.all_gather_bytes = _native.ALL_GATHER(guarded(all_gather))
+        ops.broadcast_bytes = _native.BROADCAST(guarded(broadcast))
+        ops.barrier = _native.BARRIER(guarded(barrier))
+        ops.send_bytes = _native.SEND(guarded(send))
+        ops.recv_bytes = _native.RECV(guarded(recv))
+        ops.send_recv_bytes = _native.SEND_RECV(guarded(send_recv))
+        return ops
+
+    # -- groups --------------------------------------------------------------
+
+    def _raise_native(self, err, what):
+        message = _native.text(err)
+        error, self._error = self._error, None
+        if "diverged:" in message:
+            raise DivergedError(f"sketchfuse hook, rank {self.rank}: {message}") from error
+        raise RuntimeError(f"sketchfuse hook, rank {self.rank}, {what}: {message}") from error
+
+    def _group_state(self, group):
+        lib = _native.lib()
+        sizes = [lib.sf_session_state_size(self._session, group.native_group, e) for e in (0, 1)]
+        arrays = [torch.zeros(n, dtype=torch.float32) for n in sizes]
+        err = _native.err_buffer()
+        ptrs = [a.data_ptr() if a.numel() else None for a in arrays]
+        if lib.sf_session_save_state(self._session, group.native_group, ptrs[0], ptrs[1], err, len(err)) != 0:
+            self._raise_native(err, "saving state")
+        return arrays
+
+    def _per_parameter(self, group, arrays, numels):
+        """Splits a group's residual and velocity per parameter key."""
+        out = {}
+        dim = sum(numels)
+        for entry, array in enumerate(arrays):
+            if array.numel() not in (0, dim):
+                return None  # sketch-space state: kept per bucket
+        offset = 0
+        for key, n in zip(group.keys, numels):
+            out[key] = tuple(a[offset:offset + n].clone() if a.numel() else None for a in arrays)
+            offset += n
+        return out
+
+    def _restore(self, group, arrays):
+        lib = _native.lib()
+        err = _native.err_buffer()
+        ptrs = [a.data_ptr() if a is not None and a.numel() else None for a in arrays]
+        sizes = [a.numel() if a is not None else 0 for a in arrays]
+        if lib.sf_session_restore_state(self._session, group.native_group, ptrs[0], sizes[0], ptrs[1], sizes[1], err,
+                                        len(err)) != 0:
+            self._raise_native(err, f"restoring bucket {group.index}")
+
+    def _group_for(self, bucket, params):
+        index = bucket.index()
+        if not self._first_step_seen:
+            for pos, p in enumerate(params):
+                self._key_of.setdefault(id(p), f"{index}.{pos}")
+        keys = []
+        for p in params:
+            if id(p) not in self._key_of:
+                raise RuntimeError(f"sketchfuse hook: bucket {index} has a parameter the first iteration's buckets "
+                                   "did not have")
+            keys.append(self._key_of[id(p)])
+        numels = [p.numel() for p in params]
+        group = self._groups.get(index)
+        if group is not None and group.bucket_keys == keys:
+            return group
+        # A new layout (the first iteration, or DDP's rebuilt buckets): the
+        # state of these parameters moves to the new group.
+        self._collect_into_pending(lambda g: g.index == index or any(k in keys for k in g.keys))
+        err = _native.err_buffer()
+        native_group = _native.lib().sf_session_add_group(self._session, sum(numels), err, len(err))
+        if native_group < 0:
+            self._raise_native(err, f"bucket {index}")
+        group = _Group(index, native_group, keys, numels)
+        self._groups[index] = group
+        keys, signature = group.keys, group.signature
+        dim = sum(signature)
+        sketch = self._sketch_state.pop(index, None)
+        if sketch is not None and sketch[0] == signature:
+            self._restore(group, sketch[1:])
+        elif any(k in self._pending for k in keys):
+            arrays = []
+            for entry in (0, 1):
+                parts = [self._pending.get(k, (None, None))[entry] for k in keys]
+                if all(p is None for p in parts):
+                    arrays.append(None)
+                else:
+                    arrays.append(torch.cat([p if p is not None else torch.zeros(n) for p, n in zip(parts, signature)]))
+            for k in keys:
+                self._pending.pop(k, None)
+            if any(a is not None and a.numel() != dim for a in arrays):
+                raise RuntimeError(f"sketchfuse hook: saved state does not fit bucket {index}")
+            self._restore(group, arrays)
+        return group
+
+    def _collect_into_pending(self, selected):
+        """Moves the state of the groups `selected` picks into _pending (per parameter) and retires them."""
+        for index, group in list(self._groups.items()):
+            if not selected(group):
+                continue
+            arrays = self._group_state(group)
+            split = self._per_parameter(group, arrays, group.signature)
+            if split is not None:
+                self._pending.update(split)
+            del self._groups[index]
+
+    # -- the hook ------------------------------------------------------------
+
+    def exchange(self, bucket):
+        """Aggregates one DDP bucket; returns the mean update (a tensor like the bucket's buffer)."""
+        buffer = bucket.buffer()
+        params = list(bucket.parameters())
+        group = self._group_for(bucket, params)
+        grad = buffer.detach()
+        if grad.device.type != "cpu" or grad.dtype != torch.float32:
+            grad = grad.to("cpu", torch.float32)
+        grad = group.to_canonical(grad.reshape(-1)).contiguous()
+        if grad.numel() != sum(group.signature):
+            raise RuntimeError(f"sketchfuse hook: bucket {bucket.index()} holds {grad.numel()} elements; its "
+                               f"parameters have {sum(group.signature)}")
+        param_values = None
+        if self._needs_parameters:
+            param_values = group.to_canonical(
+                torch.cat([p.detach().reshape(-1).to("cpu", torch.float32) for p in params])).contiguous()
+        out = torch.empty_like(grad)
+        err = _native.err_buffer()
+        rc = _native.lib().sf_session_exchange(
+            self._session, group.native_group, self.step, grad.data_ptr(),
+            param_values.data_ptr() if param_values is not None else None, grad.numel(), out.data_ptr(), err,
+            len(err))
+        if rc != 0:
+            self._raise_native(err, f"bucket {bucket.index()} at step {self.step}")
+        if bucket.is_last():
+            self.step += 1
+            self._first_step_seen = True
+        out = group.from_canonical(out)
+        if out.device != buffer.device or out.dtype != buffer.dtype:
+            out = out.to(buffer.device, buffer.dtype)
+        return out.reshape(buffer.shape)
+
+    # -- checkpoints ----------------------------------------------------------
+
+    def state_dict(self):
+        """Residuals, velocities, any sketch-space state, the step and counters (CPU tensors)."""
+        params = {k: v for k, v in self._pending.items()}
+        sketch = dict(self._sketch_state)
+        for index, group in self._groups.items():
+            arrays = self._group_state(group)
+            split = self._per_parameter(group, arrays, group.signature)
+            if split is None:
+                sketch[index] = (group.signature, arrays[0], arrays[1])
+            else:
+                params.update(split)
+        return {
+            "version": 1,
+            "settings": {k: v for k, v in _settings_dict(self.settings).items() if k != "rank"},
+            "step": self.step,
+            "params": {k: {"residual": r, "velocity": v} for k, (r, v) in params.items()},
+            "sketch_state": {i: {"signature": list(s), "residual": r, "velocity": v}
+                             for i, (s, r, v) in sketch.items()},
+            "stats": self.stats(),
+        }
+
+    def load_state_dict(self, state):
+        """Restores what state_dict() saved (with the same settings); ValueError naming a misfit."""
+        if not isinstance(state, dict) or state.get("version") != 1:
+            raise ValueError("sketchfuse hook: not a version-1 hook state")
+        mine = {k: v for k, v in _settings_dict(self.settings).items() if k != "rank"}
+        theirs = state.get("settings", {})
+        differing = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+        if differing:
+            raise ValueError("sketchfuse hook: the saved state's settings differ in " + ", ".join(
+                f"{k} (saved {theirs.get(k)!r}, now {mine.get(k)!r})" for k in differing))
+        step = state.get("step")
+        if not isinstance(step, int) or step < 0:
+            raise ValueError(f"sketchfuse hook: saved step {step!r} is not an integer >= 0")
+        pending = {}
+        for key, entry in state.get("params", {}).items():
+            arrays = []
+            for name in ("residual", "velocity"):
+                a = entry.get(name)
+                if a is not None:
+                    a = torch.as_tensor(a, dtype=torch.float32).reshape(-1).contiguous()
+                    if not torch.isfinite(a).all():
+                        raise ValueError(f"sketchfuse hook: saved {name} of parameter {key} is not finite")
+                arrays.append(a)
+            pending[key] = tuple(arrays)
+        sketch = {}
+        for index, entry in state.get("sketch_state", {}).items():
+            sketch[int(index)] = (tuple(entry["signature"]),
+                                  torch.as_tensor(entry["residual"], dtype=torch.float32),
+                                  torch.as_tensor(entry["velocity"], dtype=torch.float32))
+        # Live groups give their state up: it is replaced at their next exchange.
+        self._groups.clear()
+        self._pending = pending
+        self._sketch_state = sketch
+        self.step = step
+        self._retired = {k: state.get("stats", {}).get(k, v) for k, v in self._stats_before.items()}
+        # Parameter keys are assigned in this process's first iteration.
+
+    # -- counters ---------------------------------------------------------------
+
+    def stats(self):
+        """steps, bytes_sent, dense_bytes, compression_ratio and where the time went (seconds)."""
+        out = ctypes.create_string_buffer(1024)
+        _native.lib().sf_session_stats_json(self._session, out, 1024)
+        live = json.loads(_native.text(out))
+        merged = {k: self._retired[k] + live.get(k, 0) for k in self._stats_before}
+        merged["steps"] = self.step
+        merged["compression_ratio"] = (merged["dense_bytes"] / merged["bytes_sent"]) if merged["bytes_sent"] else None
+        merged["scheme"] = self.scheme
+        return merged
+
+    def __del__(self):
+        session = getattr(self, "_session", None)
+        if session:
+            _native.lib().sf_session_destroy(session)
+            self._session = None
+
+
+def hook(state, bucket):
+    """The DDP communication hook: ``model.register_comm_hook(state, hook)``."""
+    future = torch.futures.Future()
+    future.set_result(state.exchange(bucket))
+    return future

@@ -1,0 +1,291 @@
+"""Tests of sketchfuse.torch, the DDP communication hook, with Debian's PyTorch.
+
+Real processes (torch.multiprocessing) in a real Gloo process group on
+loopback. Run from Bazel (//python:torch_hook_test), or by hand after
+scripts/build_python.sh:
+    SKETCHFUSE_HOOK_REFERENCE=bazel-bin/worker/hook/hook_reference \\
+        PYTHONPATH=python /usr/bin/python3 -m unittest python/tests/test_torch_hook.py
+"""
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import traceback
+import unittest
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import sketchfuse.torch as sft  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+REFERENCE = os.environ.get("SKETCHFUSE_HOOK_REFERENCE", os.path.join(ROOT, "bazel-bin/worker/hook/hook_reference"))
+
+
+class FakeBucket:
+    """What the hook reads of a DDP GradBucket, around given tensors."""
+
+    def __init__(self, index, buffer, params, last):
+        self._index, self._buffer, self._params, self._last = index, buffer, params, last
+
+    def index(self):
+        return self._index
+
+    def buffer(self):
+        return self._buffer
+
+    def parameters(self):
+        return self._params
+
+    def is_last(self):
+        return self._last
+
+
+def gradients(world, steps, dim, seed=7):
+    rng = np.random.RandomState(seed)
+    g = rng.normal(0, 0.1, size=(steps, world, dim)).astype(np.float32)
+    g[:, :, ::97] += 1.0  # heavy coordinates shared by the ranks
+    return g
+
+
+def _spawn(fn, world, *args):
+    """Runs fn(rank, world, init_file, out_dir, *args) on `world` processes; returns each rank's result dict."""
+    with tempfile.TemporaryDirectory() as tmp:
+        init_file = os.path.join(tmp, "init")
+        mp.spawn(_entry, args=(fn, world, init_file, tmp, args), nprocs=world, join=True)
+        return [torch.load(os.path.join(tmp, f"rank{r}.pt")) for r in range(world)]
+
+
+def _entry(rank, fn, world, init_file, out_dir, args):
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        result = fn(rank, world, *args)
+    except BaseException:  # noqa: BLE001 - reported to the parent
+        result = {"exception": traceback.format_exc()}
+    torch.save(result, os.path.join(out_dir, f"rank{rank}.pt"))
+    try:
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+# -- the processes' work -------------------------------------------------------
+
+def _aggregate(rank, world, schemes, grads, split):
+    out = {}
+    params = [torch.zeros(n) for n in split]
+    for scheme, compressor in schemes:
+        state = sft.HookState(scheme, compressor, seed=3)
+        means = []
+        for step in range(grads.shape[0]):
+            bucket = FakeBucket(0, torch.from_numpy(grads[step, rank].copy()), params, True)
+            means.append(sft.hook(state, bucket).wait().numpy().copy())
+        out[scheme] = np.stack(means)
+        out[scheme + "/stats"] = state.stats()
+        del state
+    return out
+
+
+class SmallNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(20, 64)
+        self.fc2 = torch.nn.Linear(64, 32)
+        self.fc3 = torch.nn.Linear(32, 5)
+
+    def forward(self, x):
+        return self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(x)))))
+
+
+def _batch(rank, step):
+    g = torch.Generator().manual_seed(1000 * step + rank)
+    x = torch.randn(16, 20, generator=g)
+    return x, (x[:, 0] > 0).long() + 2 * (x[:, 1] > 0).long()
+
+
+def _train(rank, scheme, compressor, steps, bucket_cap_mb, load=None, save=False, nan_at=None, nan_rank=None):
+    torch.manual_seed(0)
+    model = SmallNet()
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    state = sft.HookState(scheme, compressor, seed=5, optimizer=optimizer)
+    ddp.register_comm_hook(state, sft.hook)
+    first = 0
+    if load is not None:
+        model.load_state_dict(load["model"])
+        optimizer.load_state_dict(load["optimizer"])
+        state.load_state_dict(load["hook"])
+        first = load["step"]
+    for step in range(first, first + steps):
+        x, y = _batch(rank, step)
+        if step == nan_at and rank == nan_rank:
+            x[3, 4] = float("nan")
+        loss = torch.nn.functional.cross_entropy(ddp(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    saved = None
+    if save:
+        saved = {"model": {k: v.clone() for k, v in model.state_dict().items()},
+                 "optimizer": optimizer.state_dict(), "hook": state.state_dict(), "step": first + steps}
+    params = [p.detach().clone() for p in model.parameters()]
+    stats = state.stats()
+    del ddp, state
+    return params, saved, stats
+
+
+def _resume(rank, world, scheme, compressor, bucket_cap_mb):
+    whole, _, stats = _train(rank, scheme, compressor, 8, bucket_cap_mb)
+    _, saved, _ = _train(rank, scheme, compressor, 4, bucket_cap_mb, save=True)
+    saved = torch.load(_roundtrip(saved, rank))
+    resumed, _, resumed_stats = _train(rank, scheme, compressor, 4, bucket_cap_mb, load=saved)
+    return {"whole": whole, "resumed": resumed, "stats": stats, "resumed_stats": resumed_stats,
+            "saved_keys": sorted(saved["hook"]["params"])}
+
+
+def _roundtrip(obj, rank):
+    path = os.path.join(tempfile.gettempdir(), f"sketchfuse_hook_state_{os.getpid()}_{rank}.pt")
+    torch.save(obj, path)
+    return path
+
+
+def _mismatch(rank, world):
+    compressor = "topk:density=0.01" if rank == 1 else "topk:density=0.02"
+    try:
+        sft.HookState("topk_allgather", compressor)
+    except ValueError as e:
+        return {"error": str(e)}
+    return {"error": None}
+
+
+def _diverge(rank, world):
+    try:
+        _train(rank, "sketch_allreduce", None, 5, 25, nan_at=2, nan_rank=1)
+    except Exception as e:  # noqa: BLE001 - DDP wraps the hook's error
+        return {"error": f"{type(e).__name__}: {e}"}
+    return {"error": None}
+
+
+# -- the tests -------------------------------------------------------------------
+
+class HookMatchesTheWorkersScheme(unittest.TestCase):
+    def test_same_aggregates_as_the_cpp_scheme(self):
+        world, steps, dim = 4, 5, 3000
+        grads = gradients(world, steps, dim)
+        schemes = [("sketch_allreduce", None), ("topk_allgather", "topk:density=0.02"), ("dense_allreduce", None),
+                   ("dense_bf16_allreduce", None), ("gtopk", None), ("spardl", None)]
+        results = _spawn(_aggregate, world, schemes, grads, [1000, 2000])
+        for r, result in enumerate(results):
+            self.assertNotIn("exception", result, result.get("exception"))
+        with tempfile.TemporaryDirectory() as tmp:
+            grads_path = os.path.join(tmp, "grads")
+            with open(grads_path, "wb") as f:
+                f.write(struct.pack("<3i", world, steps, dim))
+                f.write(grads.astype("<f4").tobytes())
+            for scheme, compressor in schemes:
+                settings = os.path.join(tmp, "settings")
+                with open(settings, "w") as f:
+                    f.write(f"scheme={scheme}\ncompressor={compressor or ''}\nseed=3\n")
+                out = os.path.join(tmp, "out")
+                subprocess.run([REFERENCE, settings, grads_path, out], check=True)
+                reference = np.fromfile(out, dtype="<f4").reshape(steps, world, dim)
+                for r in range(world):
+                    hooked = results[r][scheme]
+                    # Torch's Gloo and the worker's add the ranks' values in
+                    # the same ring order: the same bits are expected; 1e-6 of
+                    # the largest value allows for a reordered sum.
+                    scale = float(np.abs(reference).max())
+                    np.testing.assert_allclose(hooked, reference[:, r], rtol=0, atol=1e-6 * scale,
+                                               err_msg=f"{scheme}, rank {r}")
+                    np.testing.assert_array_equal(hooked, results[0][scheme], err_msg=f"{scheme}: ranks differ")
+                stats = results[0][scheme + "/stats"]
+                self.assertEqual(stats["steps"], steps)
+                self.assertEqual(stats["dense_bytes"], steps * dim * 4)
+                self.assertGreater(stats["bytes_sent"], 0)
+                if scheme not in ("dense_allreduce", "dense_bf16_allreduce"):
+                    self.assertGreater(stats["compression_ratio"], 5, scheme)
+
+
+class StateDictRoundTrip(unittest.TestCase):
+    def _check(self, scheme, compressor, bucket_cap_mb):
+        results = _spawn(_resume, 2, scheme, compressor, bucket_cap_mb)
+        for r, result in enumerate(results):
+            self.assertNotIn("exception", result, result.get("exception"))
+            for a, b in zip(result["whole"], result["resumed"]):
+                self.assertTrue(torch.equal(a, b), f"rank {r}: the resumed run ends elsewhere ({scheme})")
+            self.assertEqual(len(result["saved_keys"]), 6)  # every parameter's residual and velocity
+            self.assertEqual(result["resumed_stats"]["steps"], 8)
+
+    def test_one_bucket(self):
+        self._check("sketch_allreduce", "count_sketch:method=peel,density=0.05,rows=4,width=4", 25)
+
+    def test_many_buckets_rebuilt_by_ddp(self):
+        # Buckets of about 1,000 elements: DDP splits the 3,600 parameters and
+        # rebuilds the buckets after the first iteration.
+        self._check("topk_allgather", "topk:density=0.05", 0.004)
+
+
+class BadInput(unittest.TestCase):
+    def test_refused_before_any_communication(self):
+        # No process group exists here: each of these must fail before needing one.
+        cases = [
+            (("nope",), {}, "scheme 'nope'"),
+            (("sketch_allreduce", "count_sketch:rows=x"), {}, "compressor"),
+            (("sketch_allreduce", "topk:density=0.1"), {}, "compressor"),
+            (("topk_allgather",), {"momentun": 0.9}, "unknown option(s) momentun"),
+            (("topk_allgather",), {"momentum": 1.5}, "momentum"),
+            (("topk_allgather",), {"release_cap": float("nan")}, "release_cap"),
+            (("sketch_ps",), {}, "aggregates on the servers"),
+            (("topk_allgather",), {"coordinator": "127.0.0.1:7070"}, "does not join a coordinator"),
+            ((3,), {}, "scheme must be"),
+        ]
+        for args, kwargs, expected in cases:
+            with self.assertRaises(ValueError, msg=str((args, kwargs))) as caught:
+                sft.HookState(*args, **kwargs)
+            self.assertIn(expected, str(caught.exception), str((args, kwargs)))
+
+    def test_optimizer_with_momentum_is_refused(self):
+        p = torch.nn.Parameter(torch.zeros(3))
+        with self.assertRaisesRegex(ValueError, "keeps momentum"):
+            sft.HookState("sketch_allreduce", optimizer=torch.optim.SGD([p], lr=0.1, momentum=0.9))
+
+    def test_needs_a_process_group(self):
+        with self.assertRaisesRegex(RuntimeError, "not initialized"):
+            sft.HookState("sketch_allreduce")
+
+    def test_ranks_with_different_settings_all_fail_naming_the_field(self):
+        results = _spawn(_mismatch, 2)
+        for r, result in enumerate(results):
+            self.assertNotIn("exception", result, result.get("exception"))
+            self.assertIsNotNone(result["error"], f"rank {r} accepted differing settings")
+            self.assertIn("differ in compressor", result["error"])
+
+    def test_a_nan_on_one_rank_stops_every_rank_at_that_step(self):
+        results = _spawn(_diverge, 2)
+        for r, result in enumerate(results):
+            self.assertNotIn("exception", result, result.get("exception"))
+            self.assertIsNotNone(result["error"], f"rank {r} trained through a NaN")
+            self.assertIn("non-finite gradient at step 2", result["error"])
+            self.assertIn("on rank 1", result["error"])
+
+
+class BucketCap(unittest.TestCase):
+    def test_the_planners_groups(self):
+        torch.manual_seed(0)
+        model = SmallNet()
+        cap, groups = sft.suggest_bucket_cap_mb(model, "sketch_allreduce", world_size=4)
+        self.assertEqual(sum(groups), sum(p.numel() for p in model.parameters()))
+        self.assertAlmostEqual(cap, (max(groups) + 1) * 4 / 2 ** 20)
+        with self.assertRaisesRegex(ValueError, "compressor"):
+            sft.suggest_bucket_cap_mb(model, "sketch_allreduce", "count_sketch:rows=x", world_size=4)
+        with self.assertRaisesRegex(ValueError, "no trainable parameters"):
+            sft.suggest_bucket_cap_mb(torch.nn.ReLU(), "sketch_allreduce", world_size=4)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,328 @@
+// HookSession against the worker's CollectiveScheme on the same gradients,
+// over a real 4-rank Gloo group: the session reaches its collective through
+// the C ABI's callbacks (as the Python hook does), the reference directly.
+#include "worker/hook/hook_session.h"
+
+#include <cmath>
+#include <limits>
+#include <mutex>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "common/test_vectors.h"
+#include "worker/collective/local_group.h"
+#include "worker/hook/callback_collective.h"
+#include "worker/hook/sketchfuse_c.h"
+#include "worker/pipeline/job_plan.h"
+
+namespace sketchfuse {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kWorld = 4;
+
+// sf_collective_ops over a Collective (user = the Collective).
+Collective& Of(void* user) { return *static_cast<Collective*>(user); }
+sf_collective_ops OpsOver(Collective* collective) {
+  sf_collective_ops ops{};
+  ops.user = collective;
+  ops.all_reduce_sum_f32 = [](void* user, float* data, uint64_t n) {
+    return Of(user).AllReduceSum(absl::MakeSpan(data, n)).ok() ? 0 : 1;
+  };
+  ops.all_gather_bytes = [](void* user, const void* mine, uint64_t size, sf_bytes* all, uint64_t* sizes) {
+    std::vector<uint32_t> gathered;
+    std::vector<size_t> counts;
+    if (!Of(user).AllGatherV(absl::MakeConstSpan(static_cast<const uint32_t*>(mine), size / 4), &gathered, &counts)
+             .ok()) {
+      return 1;
+    }
+    for (size_t r = 0; r < counts.size(); ++r) sizes[r] = 4 * counts[r];
+    sf_bytes_assign(all, gathered.data(), 4 * gathered.size());
+    return 0;
+  };
+  ops.broadcast_bytes = [](void* user, void* data, uint64_t size, int root) {
+    return Of(user).Broadcast(absl::MakeSpan(static_cast<uint32_t*>(data), size / 4), root).ok() ? 0 : 1;
+  };
+  ops.barrier = [](void* user) { return Of(user).Barrier().ok() ? 0 : 1; };
+  ops.send_bytes = [](void* user, const void* data, uint64_t size, int peer, uint32_t tag) {
+    return Of(user).Send(absl::string_view(static_cast<const char*>(data), size), peer, tag).ok() ? 0 : 1;
+  };
+  ops.recv_bytes = [](void* user, sf_bytes* out, int peer, uint32_t tag) {
+    absl::StatusOr<std::string> got = Of(user).Recv(peer, tag);
+    if (!got.ok()) return 1;
+    sf_bytes_assign(out, got->data(), got->size());
+    return 0;
+  };
+  ops.send_recv_bytes = [](void* user, const void* data, uint64_t size, int to, int from, uint32_t tag,
+                           sf_bytes* out) {
+    absl::StatusOr<std::string> got =
+        Of(user).SendRecv(absl::string_view(static_cast<const char*>(data), size), to, from, tag);
+    if (!got.ok()) return 1;
+    sf_bytes_assign(out, got->data(), got->size());
+    return 0;
+  };
+  return ops;
+}
+
+std::vector<float> Gradient(int step, int rank, size_t dim) {
+  std::vector<float> g = GaussianVector(dim, 1000 * step + rank + 1, 0.1f);
+  // A few heavy coordinates shared by the ranks, as real gradients have.
+  for (size_t i = 0; i < dim; i += 97) g[i] += 1.0f + 0.01f * step;
+  return g;
+}
+
+std::vector<float> Parameters(size_t dim) { return GaussianVector(dim, 77, 0.5f); }
+
+std::string Settings(const std::string& scheme, const std::string& compressor, int rank) {
+  return absl::StrCat("scheme=", scheme, "\ncompressor=", compressor, "\nrank=", rank, "\nworld_size=", kWorld,
+                      "\nseed=3\nmomentum=0.9\n");
+}
+
+// The mean updates the worker's CollectiveScheme gives for `steps` steps.
+std::vector<std::vector<std::vector<float>>> Reference(const std::string& scheme, const std::string& compressor,
+                                                       size_t dim, int steps) {
+  std::vector<std::vector<std::vector<float>>> out(kWorld);
+  std::vector<absl::Status> statuses = RunOnLocalGlooGroup(kWorld, [&](Collective& collective) -> absl::Status {
+    absl::StatusOr<HookSettings> settings = ParseHookSettings(Settings(scheme, compressor, collective.rank()));
+    if (!settings.ok()) return settings.status();
+    v1::RunConfig run = HookRun(*settings);
+    run.add_layer_sizes(dim);
+    absl::StatusOr<v1::JobConfig> job = MakeJobConfig("reference", kWorld, run);
+    if (!job.ok()) return job.status();
+    absl::StatusOr<std::unique_ptr<CollectiveScheme>> made = CollectiveScheme::Create(*job, &collective);
+    if (!made.ok()) return made.status();
+    const std::vector<float> params = Parameters(dim);
+    for (int step = 0; step < steps; ++step) {
+      std::optional<absl::StatusOr<ExchangeResult>> result;
+      (*made)->Exchange(step, 0, Gradient(step, collective.rank(), dim), params,
+                        [&](absl::StatusOr<ExchangeResult> r) { result = std::move(r); });
+      if (!result->ok()) return result->status();
+      const Update& u = (*result)->update;
+      std::vector<float> mean(dim, 0.0f);
+      for (size_t i = 0; i < (u.dense ? dim : u.indices.size()); ++i) {
+        mean[u.dense ? i : u.indices[i]] = u.values[i] * (1.0f / kWorld);
+      }
+      out[collective.rank()].push_back(mean);
+      if (absl::Status s = (*made)->OnApplied(0, u); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  });
+  for (const absl::Status& s : statuses) EXPECT_TRUE(s.ok()) << s;
+  return out;
+}
+
+// The same through the C ABI: a session per rank, one group of `dim`.
+std::vector<std::vector<std::vector<float>>> ThroughHook(const std::string& scheme, const std::string& compressor,
+                                                         size_t dim, int steps) {
+  std::vector<std::vector<std::vector<float>>> out(kWorld);
+  std::vector<absl::Status> statuses = RunOnLocalGlooGroup(kWorld, [&](Collective& collective) -> absl::Status {
+    char err[512];
+    const sf_collective_ops ops = OpsOver(&collective);
+    sf_session* session = sf_session_create(Settings(scheme, compressor, collective.rank()).c_str(), &ops, err,
+                                            sizeof(err));
+    if (session == nullptr) return absl::InternalError(err);
+    const int64_t group = sf_session_add_group(session, dim, err, sizeof(err));
+    if (group < 0) return absl::InternalError(err);
+    const std::vector<float> params = Parameters(dim);
+    for (int step = 0; step < steps; ++step) {
+      std::vector<float> mean(dim, std::numeric_limits<float>::quiet_NaN());
+      const std::vector<float> grad = Gradient(step, collective.rank(), dim);
+      if (sf_session_exchange(session, group, step, grad.data(), params.data(), dim, mean.data(), err,
+                              sizeof(err)) != 0) {
+        sf_session_destroy(session);
+        return absl::InternalError(err);
+      }
+      out[collective.rank()].push_back(mean);
+    }
+    sf_session_destroy(session);
+    return absl::OkStatus();
+  });
+  for (const absl::Status& s : statuses) EXPECT_TRUE(s.ok()) << s;
+  return out;
+}
+
+struct Case {
+  std::string scheme;
+  std::string compressor;  // empty: the scheme's default
+};
+
+class HookMatchesWorker : public ::testing::TestWithParam<Case> {};
+
+TEST_P(HookMatchesWorker, SameUpdatesAsTheWorkersScheme) {
+  for (size_t dim : {1000, 4099, 30000}) {
+    const auto reference = Reference(GetParam().scheme, GetParam().compressor, dim, 4);
+    const auto hooked = ThroughHook(GetParam().scheme, GetParam().compressor, dim, 4);
+    ASSERT_EQ(hooked.size(), reference.size());
+    for (int r = 0; r < kWorld; ++r) {
+      ASSERT_EQ(hooked[r].size(), 4u) << "rank " << r;
+      ASSERT_EQ(reference[r].size(), 4u) << "rank " << r;
+      for (int step = 0; step < 4; ++step) {
+        // Both sides run the same Gloo algorithms: the same bits.
+        EXPECT_EQ(hooked[r][step], reference[r][step]) << "dim " << dim << " rank " << r << " step " << step;
+        EXPECT_EQ(hooked[r][step], hooked[0][step]) << "ranks differ, dim " << dim << " step " << step;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Schemes, HookMatchesWorker,
+                         ::testing::Values(Case{"sketch_allreduce", ""}, Case{"topk_allgather", "topk:density=0.02"},
+                                           Case{"dense_allreduce", ""}, Case{"dense_bf16_allreduce", ""},
+                                           Case{"gtopk", ""}, Case{"spardl", ""}, Case{"importance_allreduce", ""}),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.scheme; });
+
+TEST(HookSettingsTest, RefusesBadSettingsByName) {
+  struct Bad {
+    std::string text;
+    std::string names;
+  };
+  const std::vector<Bad> bad = {
+      {"world_size=4\n", "'scheme' is missing"},
+      {"scheme=sketch_allreduce\n", "'world_size' is missing"},
+      {"scheme=nope\nworld_size=4\n", "'scheme'"},
+      {"scheme=sketch_ps\nworld_size=4\n", "aggregates on the servers"},
+      {"scheme=sketch_allreduce\nworld_size=4\ncompressor=topk:density=0.1\n", "'compressor'"},
+      {"scheme=sketch_allreduce\nworld_size=4\ncompressor=count_sketch:rows=x\n", "'compressor'"},
+      {"scheme=sketch_allreduce\nworld_size=0\n", "'world_size'"},
+      {"scheme=sketch_allreduce\nworld_size=4\nrank=4\n", "'rank'"},
+      {"scheme=sketch_allreduce\nworld_size=4\nrank=-1\n", "'rank'"},
+      {"scheme=sketch_allreduce\nworld_size=4\nmomentum=1\n", "'momentum'"},
+      {"scheme=sketch_allreduce\nworld_size=4\nmomentum=nan\n", "'momentum'"},
+      {"scheme=sketch_allreduce\nworld_size=4\nrelease_cap=inf\n", "'release_cap'"},
+      {"scheme=sketch_allreduce\nworld_size=4\nsecond_round=maybe\n", "'second_round'"},
+      {"scheme=sketch_allreduce\nworld_size=4\nseed=-3\n", "'seed'"},
+      {"scheme=sketch_allreduce\nworld_size=4\nlearning_rate=0.1\n", "unknown setting 'learning_rate'"},
+      {"scheme=sketch_allreduce\nworld_size=4\nno equals sign\n", "has no '='"},
+      {"scheme=topk_allgather\nworld_size=4\nsecond_round=1\n", "settings:"},
+  };
+  for (const Bad& b : bad) {
+    absl::StatusOr<HookSettings> parsed = ParseHookSettings(b.text);
+    ASSERT_FALSE(parsed.ok()) << b.text;
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << b.text;
+    EXPECT_THAT(parsed.status().message(), HasSubstr(b.names)) << b.text;
+    char err[256];
+    EXPECT_NE(sf_check_settings(b.text.c_str(), err, sizeof(err)), 0);
+    EXPECT_THAT(std::string(err), HasSubstr("INVALID_ARGUMENT")) << b.text;
+  }
+}
+
+TEST(HookSettingsTest, ResolvesTheDefaultCompressor) {
+  char out[1024], err[256];
+  ASSERT_EQ(sf_resolved_settings("scheme=sketch_allreduce\nworld_size=2\n", out, sizeof(out), err, sizeof(err)), 0)
+      << err;
+  EXPECT_THAT(std::string(out), HasSubstr("compressor=count_sketch:"));
+  EXPECT_THAT(std::string(out), HasSubstr("momentum=0.9"));
+  // A buffer too small is refused, not overrun.
+  EXPECT_NE(sf_resolved_settings("scheme=sketch_allreduce\nworld_size=2\n", out, 8, err, sizeof(err)), 0);
+  EXPECT_THAT(std::string(err), HasSubstr("needed"));
+}
+
+TEST(HookSessionTest, EveryRankStopsAtANonFiniteGradientOfOne) {
+  const size_t dim = 2000;
+  std::vector<std::string> errors(kWorld);
+  std::vector<absl::Status> statuses = RunOnLocalGlooGroup(kWorld, [&](Collective& collective) -> absl::Status {
+    absl::StatusOr<HookSettings> settings = ParseHookSettings(Settings("sketch_allreduce", "", collective.rank()));
+    if (!settings.ok()) return settings.status();
+    sf_collective_ops ops = OpsOver(&collective);
+    absl::StatusOr<std::unique_ptr<CallbackCollective>> wrapped =
+        CallbackCollective::Create(ops, collective.rank(), kWorld);
+    if (!wrapped.ok()) return wrapped.status();
+    absl::StatusOr<std::unique_ptr<HookSession>> session = HookSession::Create(*settings, *std::move(wrapped));
+    if (!session.ok()) return session.status();
+    absl::StatusOr<int> group = (*session)->AddGroup(dim);
+    if (!group.ok()) return group.status();
+    std::vector<float> out(dim);
+    for (int step = 0; step < 3; ++step) {
+      std::vector<float> grad = Gradient(step, collective.rank(), dim);
+      if (step == 2 && collective.rank() == 2) grad[17] = std::numeric_limits<float>::infinity();
+      absl::Status s = (*session)->Exchange(*group, step, grad, {}, absl::MakeSpan(out));
+      if (!s.ok()) {
+        errors[collective.rank()] = std::string(s.message());
+        EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+        return absl::OkStatus();
+      }
+    }
+    return absl::InternalError("the non-finite gradient went through");
+  });
+  for (const absl::Status& s : statuses) EXPECT_TRUE(s.ok()) << s;
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_THAT(errors[r], HasSubstr("non-finite gradient at step 2 in group 0 on rank 2")) << "rank " << r;
+  }
+  EXPECT_THAT(errors[2], HasSubstr("first at index 17"));
+}
+
+TEST(HookSessionTest, RestoredStateContinuesAsIfUninterrupted) {
+  const size_t dim = 5000;
+  std::vector<std::vector<float>> uninterrupted(kWorld), resumed(kWorld);
+  std::vector<absl::Status> statuses = RunOnLocalGlooGroup(kWorld, [&](Collective& collective) -> absl::Status {
+    const int rank = collective.rank();
+    auto make = [&]() -> absl::StatusOr<std::unique_ptr<HookSession>> {
+      absl::StatusOr<HookSettings> settings = ParseHookSettings(Settings("sketch_allreduce", "", rank));
+      if (!settings.ok()) return settings.status();
+      absl::StatusOr<std::unique_ptr<CallbackCollective>> wrapped =
+          CallbackCollective::Create(OpsOver(&collective), rank, kWorld);
+      if (!wrapped.ok()) return wrapped.status();
+      return HookSession::Create(*settings, *std::move(wrapped));
+    };
+    absl::StatusOr<std::unique_ptr<HookSession>> first = make();
+    if (!first.ok()) return first.status();
+    if (!(*first)->AddGroup(dim).ok()) return absl::InternalError("add group");
+    std::vector<float> out(dim);
+    std::vector<std::vector<float>> saved;
+    for (int step = 0; step < 6; ++step) {
+      if (step == 3) saved = *(*first)->SaveState(0);
+      if (absl::Status s = (*first)->Exchange(0, step, Gradient(step, rank, dim), {}, absl::MakeSpan(out)); !s.ok()) {
+        return s;
+      }
+    }
+    uninterrupted[rank] = out;
+    absl::StatusOr<std::unique_ptr<HookSession>> second = make();
+    if (!second.ok()) return second.status();
+    if (!(*second)->AddGroup(dim).ok()) return absl::InternalError("add group");
+    if (absl::Status s = (*second)->RestoreState(0, saved); !s.ok()) return s;
+    for (int step = 3; step < 6; ++step) {
+      if (absl::Status s = (*second)->Exchange(0, step, Gradient(step, rank, dim), {}, absl::MakeSpan(out)); !s.ok()) {
+        return s;
+      }
+    }
+    resumed[rank] = out;
+    // A state of the wrong size is refused.
+    std::vector<std::vector<float>> wrong = {std::vector<float>(dim + 1), std::vector<float>(dim)};
+    if ((*second)->RestoreState(0, wrong).ok()) return absl::InternalError("a wrong-sized state was accepted");
+    return absl::OkStatus();
+  });
+  for (const absl::Status& s : statuses) EXPECT_TRUE(s.ok()) << s;
+  for (int r = 0; r < kWorld; ++r) EXPECT_EQ(resumed[r], uninterrupted[r]) << "rank " << r;
+}
+
+TEST(HookSessionTest, RefusesBadGroupsAndSizes) {
+  sf_collective_ops none{};
+  char err[256];
+  EXPECT_EQ(sf_session_create("scheme=sketch_allreduce\nworld_size=1\n", &none, err, sizeof(err)), nullptr);
+  EXPECT_THAT(std::string(err), HasSubstr("callback"));
+  std::vector<absl::Status> statuses = RunOnLocalGlooGroup(1, [&](Collective& collective) -> absl::Status {
+    const sf_collective_ops ops = OpsOver(&collective);
+    sf_session* session = sf_session_create("scheme=topk_allgather\nworld_size=1\n", &ops, err, sizeof(err));
+    if (session == nullptr) return absl::InternalError(err);
+    EXPECT_LT(sf_session_add_group(session, 0, err, sizeof(err)), 0);
+    EXPECT_THAT(std::string(err), HasSubstr("1 to 2^32 - 1"));
+    const int64_t g = sf_session_add_group(session, 100, err, sizeof(err));
+    EXPECT_EQ(g, 0);
+    std::vector<float> grad(100, 1.0f), out(100);
+    EXPECT_NE(sf_session_exchange(session, 5, 0, grad.data(), nullptr, 100, out.data(), err, sizeof(err)), 0);
+    EXPECT_THAT(std::string(err), HasSubstr("group 5 does not exist"));
+    EXPECT_NE(sf_session_exchange(session, 0, 0, grad.data(), nullptr, 99, out.data(), err, sizeof(err)), 0);
+    EXPECT_THAT(std::string(err), HasSubstr("has 100 elements"));
+    EXPECT_EQ(sf_session_exchange(session, 0, 0, grad.data(), nullptr, 100, out.data(), err, sizeof(err)), 0) << err;
+    char stats[512];
+    EXPECT_EQ(sf_session_stats_json(session, stats, sizeof(stats)), 0);
+    EXPECT_THAT(std::string(stats), HasSubstr("\"steps\": 1"));
+    sf_session_destroy(session);
+    return absl::OkStatus();
+  });
+  for (const absl::Status& s : statuses) EXPECT_TRUE(s.ok()) << s;
+}
+
+}  // namespace
+}  // namespace sketchfuse
