@@ -70,6 +70,17 @@ def lib():
     loaded.sf_session_create.restype = ctypes.c_void_p
     loaded.sf_session_destroy.argtypes = [ctypes.c_void_p]
     loaded.sf_session_destroy.restype = None
+    loaded.sf_session_join.argtypes = [ctypes.c_char_p, ctypes.POINTER(u64), u64, ctypes.POINTER(sf_collective_ops),
+                                       c_err, u64]
+    loaded.sf_session_join.restype = ctypes.c_void_p
+    loaded.sf_session_exchange_step.argtypes = [ctypes.c_void_p, u64, ctypes.c_void_p, u64, ctypes.c_void_p, c_err,
+                                                u64]
+    loaded.sf_session_num_groups.argtypes = [ctypes.c_void_p]
+    loaded.sf_session_num_groups.restype = ctypes.c_int64
+    loaded.sf_session_group_dim.argtypes = [ctypes.c_void_p, ctypes.c_int64]
+    loaded.sf_session_group_dim.restype = u64
+    loaded.sf_session_finish_step.argtypes = [ctypes.c_void_p, u64, c_err, u64]
+    loaded.sf_write_job_config.argtypes = [ctypes.c_char_p, ctypes.POINTER(u64), u64, ctypes.c_char_p, c_err, u64]
     loaded.sf_session_add_group.argtypes = [ctypes.c_void_p, u64, c_err, u64]
     loaded.sf_session_add_group.restype = ctypes.c_int64
     loaded.sf_session_exchange.argtypes = [ctypes.c_void_p, ctypes.c_int64, u64, ctypes.c_void_p, ctypes.c_void_p, u64,
@@ -145,3 +156,11 @@ def plan_groups(layer_sizes, settings):
     if count < 0:
         raise NativeError(text(err))
     return list(groups[:count])
+
+
+def write_job_config(settings, layer_sizes, path):
+    n = len(layer_sizes)
+    layers = (ctypes.c_uint64 * max(n, 1))(*layer_sizes)
+    err = err_buffer()
+    if lib().sf_write_job_config(settings.encode(), layers, n, path.encode(), err, _ERR_SIZE) != 0:
+        raise NativeError(text(err))

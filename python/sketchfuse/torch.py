@@ -32,10 +32,12 @@ import torch.distributed as dist
 
 from sketchfuse import _native
 
-__all__ = ["HookState", "hook", "DivergedError", "suggest_bucket_cap_mb"]
+__all__ = ["HookState", "hook", "DivergedError", "suggest_bucket_cap_mb", "write_job_config"]
 
-_SETTING_OPTIONS = ("seed", "momentum", "error_feedback", "release_cap", "second_round", "check_finite")
-_CENTRALIZED_ARGS = ("coordinator", "worker_id", "token_file", "tls_ca")
+_SETTING_OPTIONS = ("seed", "momentum", "error_feedback", "release_cap", "second_round", "check_finite", "job",
+                    "tls_cert", "tls_key", "join_timeout_s", "push_timeout_s", "push_attempts", "probe_every")
+# Settings that differ by rank by design.
+_PER_RANK = ("rank", "worker_id")
 
 
 class DivergedError(RuntimeError):
@@ -141,21 +143,32 @@ class _Group:
 class HookState:
     """The hook's state: the native session, the bucket groups, counters.
 
-    scheme: a decentralized scheme of the registry (sketch_allreduce,
-      topk_allgather, dense_allreduce, dense_bf16_allreduce, gtopk, spardl,
-      importance_allreduce); compressor: the worker's spec string (None: the
-      scheme's default); process_group: DDP's (None: the default group).
+    scheme: a scheme of the registry. The decentralized ones
+      (sketch_allreduce, topk_allgather, dense_allreduce, dense_bf16_allreduce,
+      gtopk, spardl, importance_allreduce) run over process_group; the
+      centralized and hybrid ones (sketch_ps, topk_ps, dense_ps, auto) join the
+      job's coordinator at `coordinator` (host:port) as a sketchfuse_worker
+      does and push to its shards (auto falls back to the process group when
+      they fail). compressor: the worker's spec string (None: the scheme's
+      default); process_group: DDP's (None: the default group); worker_id
+      (default "hook-<rank>"), token_file and tls_ca: as the worker's flags.
     options: seed (1), momentum (0.9), error_feedback (True), release_cap
       (1.0), second_round (False), check_finite (True: a non-finite gradient
-      on any rank stops every rank at that step), optimizer (checked, not
-      kept).
-    The centralized schemes (sketch_ps, topk_ps, dense_ps, auto) and the
-    arguments coordinator, worker_id, token_file and tls_ca, which they need,
-    are refused with a ValueError: the hook does not join a coordinator yet.
+      on any rank stops every rank at that step); for the centralized schemes
+      job ("sketchfuse"), tls_cert, tls_key, join_timeout_s (120),
+      push_timeout_s (60), push_attempts (5), probe_every (20); and optimizer
+      (checked, not kept).
+
+    A centralized hook aggregates the job's groups (the worker's fusion plan
+    over the model's parameters, see write_job_config), not DDP's buckets: it
+    gathers the buckets of a step and exchanges the groups at the last one.
+    It joins the coordinator there in the first step (the parameters are
+    known then); an unreachable coordinator is an error after join_timeout_s.
 
     Raises ValueError for an unknown scheme or option, a malformed
-    compressor, or a setting that differs between ranks (on every rank,
-    naming the field) -- the first two before any communication.
+    compressor, a centralized scheme without a coordinator (or the reverse),
+    or a setting that differs between ranks (on every rank, naming the field)
+    -- all but the last before any communication.
     """
 
     def __init__(self, scheme, compressor=None, process_group=None, coordinator=None, worker_id=None,
@@ -173,18 +186,18 @@ class HookState:
             compresses, needs_parameters = _native.scheme_traits(scheme)
         except _native.NativeError as e:
             raise ValueError(f"scheme {scheme!r}: {e}") from None
-        given = {name: value for name, value in zip(_CENTRALIZED_ARGS, (coordinator, worker_id, token_file, tls_ca))
-                 if value is not None}
+        named = {"coordinator": coordinator, "worker_id": worker_id, "token_file": token_file, "tls_ca": tls_ca}
+        for key, value in named.items():
+            if value is not None and (not isinstance(value, str) or "\n" in value):
+                raise ValueError(f"{key} must be a one-line string; got {value!r}")
         lines = [f"scheme={scheme}", f"compressor={compressor or ''}"]
+        lines += [f"{key}={value}" for key, value in named.items() if value is not None]
         lines += [f"{key}={_format(value)}" for key, value in options.items()]
         # Checked for one rank of two first: no process group is touched yet.
         try:
             _native.check_settings("\n".join(lines + ["rank=0", "world_size=2"]))
         except _native.NativeError as e:
             raise ValueError(f"sketchfuse hook: {e}") from None
-        if given:
-            raise ValueError(f"{', '.join(given)}: the hook runs the decentralized schemes over the DDP process "
-                             "group and does not join a coordinator")
         momentum = float(options.get("momentum", 0.9))
         if optimizer is not None and compresses and momentum > 0:
             for i, group in enumerate(optimizer.param_groups):
@@ -209,20 +222,29 @@ class HookState:
 
         self.scheme = scheme
         self.compresses = compresses
+        self.joins_coordinator = coordinator is not None
         self._needs_parameters = needs_parameters
         self._error = None
         self._ops = self._make_ops()
-        err = _native.err_buffer()
-        self._session = _native.lib().sf_session_create(self.settings.encode(), ctypes.byref(self._ops), err,
-                                                         len(err))
-        if not self._session:
-            raise ValueError(f"sketchfuse hook: {_native.text(err)}")
+        self._session = None
+        if not self.joins_coordinator:
+            err = _native.err_buffer()
+            self._session = _native.lib().sf_session_create(self.settings.encode(), ctypes.byref(self._ops), err,
+                                                             len(err))
+            if not self._session:
+                raise ValueError(f"sketchfuse hook: {_native.text(err)}")
         self.step = 0
-        self._groups = {}  # bucket index -> _Group
+        self._groups = {}  # bucket index -> _Group (decentralized)
         self._key_of = {}  # id(parameter) -> key
         self._first_step_seen = False
         self._pending = {}  # key -> (residual, velocity): loaded, not yet in a group
         self._sketch_state = {}  # bucket index -> (signature, residual, velocity) of groups not kept per parameter
+        # Centralized: the step's buckets until its last one, the model's
+        # canonical layout (key -> (offset, numel)) once joined, and the job
+        # groups' state loaded before the join.
+        self._step_buckets = []
+        self._layout = None
+        self._job_state = None
         self._stats_before = {"steps": 0, "bytes_sent": 0, "dense_bytes": 0, "compress_s": 0.0,
                               "communicate_s": 0.0, "decode_s": 0.0, "check_s": 0.0}
         self._retired = dict(self._stats_before)
@@ -230,8 +252,7 @@ class HookState:
     # -- settings agreement -------------------------------------------------
 
     def _check_ranks_agree(self):
-        mine = _settings_dict(self.settings)
-        mine.pop("rank", None)
+        mine = {k: v for k, v in _settings_dict(self.settings).items() if k not in _PER_RANK}
         everyone = [None] * self.world_size
         dist.all_gather_object(everyone, mine, group=self.process_group)
         differing = sorted({key for other in everyone for key in set(other) | set(mine)
@@ -261,17 +282,25 @@ class HookState:
         def on_comm_device(t):
             return t.to(self._comm_device) if self._comm_device is not None else t
 
-        def view(ptr, size, ctype, dtype):
-            if size == 0:
-                return torch.empty(0, dtype=dtype)
-            return torch.frombuffer((ctype * size).from_address(ptr), dtype=dtype)
+        # Tensors given to torch.distributed own their memory: a tensor over
+        # the library's buffer (torch.frombuffer) keeps a Python object alive,
+        # and Gloo's threads may drop their last reference to it late, even
+        # during interpreter shutdown, which aborts the process.
+        def copied(ptr, size, dtype, element):
+            t = torch.empty(size, dtype=dtype)
+            if size:
+                ctypes.memmove(t.data_ptr(), ptr, size * element)
+            return t
+
+        def copy_back(t, ptr, element):
+            t = t.cpu().contiguous()
+            if t.numel():
+                ctypes.memmove(ptr, t.data_ptr(), t.numel() * element)
 
         def all_reduce(_user, ptr, count):
-            host = view(ptr, count, ctypes.c_float, torch.float32)
-            t = on_comm_device(host)
+            t = on_comm_device(copied(ptr, count, torch.float32, 4))
             dist.all_reduce(t, group=group)
-            if t is not host:
-                host.copy_(t.cpu())
+            copy_back(t, ptr, 4)
 
         def all_gather(_user, mine_ptr, size, all_handle, sizes):
             sizes_t = on_comm_device(torch.tensor([size], dtype=torch.int64))
@@ -281,7 +310,7 @@ class HookState:
             longest = max(counts)
             padded = torch.zeros(max(longest, 1), dtype=torch.uint8)
             if size:
-                padded[:size] = view(mine_ptr, size, ctypes.c_uint8, torch.uint8)
+                ctypes.memmove(padded.data_ptr(), mine_ptr, size)
             padded = on_comm_device(padded)
             blocks = [torch.empty_like(padded) for _ in range(self.world_size)]
             dist.all_gather(blocks, padded, group=group)
@@ -291,11 +320,9 @@ class HookState:
             lib.sf_bytes_assign(all_handle, joined.data_ptr() if joined.numel() else None, joined.numel())
 
         def broadcast(_user, ptr, size, root):
-            host = view(ptr, size, ctypes.c_uint8, torch.uint8)
-            t = on_comm_device(host)
+            t = on_comm_device(copied(ptr, size, torch.uint8, 1))
             dist.broadcast(t, src=_global_rank(group, root), group=group)
-            if t is not host:
-                host.copy_(t.cpu())
+            copy_back(t, ptr, 1)
 
         def barrier(_user):
             dist.barrier(group=group)
@@ -304,8 +331,7 @@ class HookState:
             dst = _global_rank(group, peer)
             dist.send(on_comm_device(torch.tensor([size], dtype=torch.int64)), dst, group=group, tag=tag)
             if size:
-                dist.send(on_comm_device(view(ptr, size, ctypes.c_uint8, torch.uint8).clone()), dst, group=group,
-                          tag=tag)
+                dist.send(on_comm_device(copied(ptr, size, torch.uint8, 1)), dst, group=group, tag=tag)
 
         def receive(peer, tag):
             src = _global_rank(group, peer)
@@ -324,7 +350,7 @@ class HookState:
         def send_recv(_user, ptr, size, send_to, recv_from, tag, out_handle):
             dst = _global_rank(group, send_to)
             size_t = on_comm_device(torch.tensor([size], dtype=torch.int64))
-            payload = on_comm_device(view(ptr, size, ctypes.c_uint8, torch.uint8).clone())
+            payload = on_comm_device(copied(ptr, size, torch.uint8, 1))
             pending = [dist.isend(size_t, dst, group=group, tag=tag)]
             if size:
                 pending.append(dist.isend(payload, dst, group=group, tag=tag))
@@ -355,12 +381,15 @@ class HookState:
         raise RuntimeError(f"sketchfuse hook, rank {self.rank}, {what}: {message}") from error
 
     def _group_state(self, group):
+        return self._native_state(group.native_group)
+
+    def _native_state(self, native_group):
         lib = _native.lib()
-        sizes = [lib.sf_session_state_size(self._session, group.native_group, e) for e in (0, 1)]
+        sizes = [lib.sf_session_state_size(self._session, native_group, e) for e in (0, 1)]
         arrays = [torch.zeros(n, dtype=torch.float32) for n in sizes]
         err = _native.err_buffer()
         ptrs = [a.data_ptr() if a.numel() else None for a in arrays]
-        if lib.sf_session_save_state(self._session, group.native_group, ptrs[0], ptrs[1], err, len(err)) != 0:
+        if lib.sf_session_save_state(self._session, native_group, ptrs[0], ptrs[1], err, len(err)) != 0:
             self._raise_native(err, "saving state")
         return arrays
 
@@ -378,25 +407,21 @@ class HookState:
         return out
 
     def _restore(self, group, arrays):
+        self._restore_native(group.native_group, arrays, f"bucket {group.index}")
+
+    def _restore_native(self, native_group, arrays, label):
         lib = _native.lib()
         err = _native.err_buffer()
+        arrays = [a.contiguous() if a is not None else None for a in arrays]
         ptrs = [a.data_ptr() if a is not None and a.numel() else None for a in arrays]
         sizes = [a.numel() if a is not None else 0 for a in arrays]
-        if lib.sf_session_restore_state(self._session, group.native_group, ptrs[0], sizes[0], ptrs[1], sizes[1], err,
+        if lib.sf_session_restore_state(self._session, native_group, ptrs[0], sizes[0], ptrs[1], sizes[1], err,
                                         len(err)) != 0:
-            self._raise_native(err, f"restoring bucket {group.index}")
+            self._raise_native(err, f"restoring {label}")
 
     def _group_for(self, bucket, params):
         index = bucket.index()
-        if not self._first_step_seen:
-            for pos, p in enumerate(params):
-                self._key_of.setdefault(id(p), f"{index}.{pos}")
-        keys = []
-        for p in params:
-            if id(p) not in self._key_of:
-                raise RuntimeError(f"sketchfuse hook: bucket {index} has a parameter the first iteration's buckets "
-                                   "did not have")
-            keys.append(self._key_of[id(p)])
+        keys = self._assign_keys(bucket, params)
         numels = [p.numel() for p in params]
         group = self._groups.get(index)
         if group is not None and group.bucket_keys == keys:
@@ -443,8 +468,26 @@ class HookState:
 
     # -- the hook ------------------------------------------------------------
 
+    def _assign_keys(self, bucket, params):
+        if not self._first_step_seen:
+            for pos, p in enumerate(params):
+                self._key_of.setdefault(id(p), f"{bucket.index()}.{pos}")
+        keys = []
+        for p in params:
+            if id(p) not in self._key_of:
+                raise RuntimeError(f"sketchfuse hook: bucket {bucket.index()} has a parameter the first iteration's "
+                                   "buckets did not have")
+            keys.append(self._key_of[id(p)])
+        return keys
+
+    def _end_of_step(self, bucket):
+        if bucket.is_last():
+            self.step += 1
+            self._first_step_seen = True
+
     def exchange(self, bucket):
-        """Aggregates one DDP bucket; returns the mean update (a tensor like the bucket's buffer)."""
+        """Aggregates one DDP bucket (decentralized schemes); returns the mean update (a tensor like the bucket's
+        buffer). With a centralized scheme, see hook(): the buckets of a step are exchanged together."""
         buffer = bucket.buffer()
         params = list(bucket.parameters())
         group = self._group_for(bucket, params)
@@ -467,13 +510,82 @@ class HookState:
             len(err))
         if rc != 0:
             self._raise_native(err, f"bucket {bucket.index()} at step {self.step}")
-        if bucket.is_last():
-            self.step += 1
-            self._first_step_seen = True
+        if bucket.is_last() and _native.lib().sf_session_finish_step(self._session, self.step, err, len(err)) != 0:
+            self._raise_native(err, f"step {self.step}")
+        self._end_of_step(bucket)
         out = group.from_canonical(out)
         if out.device != buffer.device or out.dtype != buffer.dtype:
             out = out.to(buffer.device, buffer.dtype)
         return out.reshape(buffer.shape)
+
+    # -- the centralized route: whole steps over the job's groups ----------------
+
+    def gather(self, bucket):
+        """Centralized schemes: keeps the bucket until the step's last one, then exchanges the job's groups and
+        completes every bucket's future. Returns the bucket's future."""
+        params = list(bucket.parameters())
+        keys = self._assign_keys(bucket, params)
+        future = torch.futures.Future()
+        self._step_buckets.append((bucket.buffer(), keys, [p.numel() for p in params], future))
+        if not bucket.is_last():
+            return future
+        buckets, self._step_buckets = self._step_buckets, []
+        try:
+            if self._session is None:
+                self._join(buckets)
+            total = sum(n for _, n in self._layout.values())
+            grad = torch.empty(total, dtype=torch.float32)
+            for buffer, bucket_keys, numels, _ in buckets:
+                flat = buffer.detach().reshape(-1).to("cpu", torch.float32)
+                at = 0
+                for key, n in zip(bucket_keys, numels):
+                    offset = self._layout[key][0]
+                    grad[offset:offset + n] = flat[at:at + n]
+                    at += n
+            out = torch.empty_like(grad)
+            err = _native.err_buffer()
+            if _native.lib().sf_session_exchange_step(self._session, self.step, grad.data_ptr(), total,
+                                                      out.data_ptr(), err, len(err)) != 0:
+                self._raise_native(err, f"step {self.step}")
+        except BaseException as e:
+            for _, _, _, f in buckets:
+                if not f.done():
+                    f.set_exception(e)
+            raise
+        for buffer, bucket_keys, numels, f in buckets:
+            result = torch.cat([out[self._layout[k][0]:self._layout[k][0] + n] for k, n in zip(bucket_keys, numels)])
+            f.set_result(result.to(buffer.device, buffer.dtype).reshape(buffer.shape))
+        self._end_of_step(bucket)
+        return future
+
+    def _join(self, buckets):
+        """Joins the job with the model's parameters in canonical order (all of them are in the first step's
+        buckets), and restores job-group state loaded before."""
+        numel_of = {}
+        for _, bucket_keys, numels, _ in buckets:
+            numel_of.update(zip(bucket_keys, numels))
+        keys = sorted(numel_of, key=_key_order)
+        layout, at = {}, 0
+        for key in keys:
+            layout[key] = (at, numel_of[key])
+            at += numel_of[key]
+        sizes = [numel_of[k] for k in keys]
+        layers = (ctypes.c_uint64 * len(sizes))(*sizes)
+        err = _native.err_buffer()
+        session = _native.lib().sf_session_join(self.settings.encode(), layers, len(sizes), ctypes.byref(self._ops),
+                                                err, len(err))
+        if not session:
+            self._raise_native(err, "joining the job")
+        self._session = session
+        self._layout = layout
+        if self._job_state is not None:
+            state, self._job_state = self._job_state, None
+            groups = _native.lib().sf_session_num_groups(self._session)
+            if set(state) != set(range(groups)):
+                raise RuntimeError(f"sketchfuse hook: the saved state has groups {sorted(state)}; the job has "
+                                   f"{groups}")
+            for g, arrays in state.items():
+                self._restore_native(g, arrays, f"job group {g}")
 
     # -- checkpoints ----------------------------------------------------------
 
@@ -481,16 +593,24 @@ class HookState:
         """Residuals, velocities, any sketch-space state, the step and counters (CPU tensors)."""
         params = {k: v for k, v in self._pending.items()}
         sketch = dict(self._sketch_state)
-        for index, group in self._groups.items():
+        for index, group in (self._groups.items() if not self.joins_coordinator else []):
             arrays = self._group_state(group)
             split = self._per_parameter(group, arrays, group.signature)
             if split is None:
                 sketch[index] = (group.signature, arrays[0], arrays[1])
             else:
                 params.update(split)
+        job_groups = {}
+        if self.joins_coordinator:
+            if self._session is None:
+                job_groups = dict(self._job_state or {})
+            else:
+                for g in range(_native.lib().sf_session_num_groups(self._session)):
+                    job_groups[g] = tuple(self._native_state(g))
         return {
             "version": 1,
-            "settings": {k: v for k, v in _settings_dict(self.settings).items() if k != "rank"},
+            "job_groups": {g: {"residual": r, "velocity": v} for g, (r, v) in job_groups.items()},
+            "settings": {k: v for k, v in _settings_dict(self.settings).items() if k not in _PER_RANK},
             "step": self.step,
             "params": {k: {"residual": r, "velocity": v} for k, (r, v) in params.items()},
             "sketch_state": {i: {"signature": list(s), "residual": r, "velocity": v}
@@ -502,7 +622,7 @@ class HookState:
         """Restores what state_dict() saved (with the same settings); ValueError naming a misfit."""
         if not isinstance(state, dict) or state.get("version") != 1:
             raise ValueError("sketchfuse hook: not a version-1 hook state")
-        mine = {k: v for k, v in _settings_dict(self.settings).items() if k != "rank"}
+        mine = {k: v for k, v in _settings_dict(self.settings).items() if k not in _PER_RANK}
         theirs = state.get("settings", {})
         differing = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
         if differing:
@@ -527,6 +647,19 @@ class HookState:
             sketch[int(index)] = (tuple(entry["signature"]),
                                   torch.as_tensor(entry["residual"], dtype=torch.float32),
                                   torch.as_tensor(entry["velocity"], dtype=torch.float32))
+        job_groups = {}
+        for g, entry in state.get("job_groups", {}).items():
+            arrays = tuple(None if entry.get(n) is None else torch.as_tensor(entry[n], dtype=torch.float32).reshape(-1)
+                           for n in ("residual", "velocity"))
+            if any(a is not None and not torch.isfinite(a).all() for a in arrays):
+                raise ValueError(f"sketchfuse hook: saved state of job group {g} is not finite")
+            job_groups[int(g)] = arrays
+        if self.joins_coordinator:
+            if self._session is not None:
+                for g, arrays in job_groups.items():
+                    self._restore_native(g, arrays, f"job group {g}")
+            else:
+                self._job_state = job_groups
         # Live groups give their state up: it is replaced at their next exchange.
         self._groups.clear()
         self._pending = pending
@@ -539,9 +672,11 @@ class HookState:
 
     def stats(self):
         """steps, bytes_sent, dense_bytes, compression_ratio and where the time went (seconds)."""
-        out = ctypes.create_string_buffer(1024)
-        _native.lib().sf_session_stats_json(self._session, out, 1024)
-        live = json.loads(_native.text(out))
+        live = {}
+        if self._session:
+            out = ctypes.create_string_buffer(1024)
+            _native.lib().sf_session_stats_json(self._session, out, 1024)
+            live = json.loads(_native.text(out))
         merged = {k: self._retired[k] + live.get(k, 0) for k in self._stats_before}
         merged["steps"] = self.step
         merged["compression_ratio"] = (merged["dense_bytes"] / merged["bytes_sent"]) if merged["bytes_sent"] else None
@@ -557,6 +692,31 @@ class HookState:
 
 def hook(state, bucket):
     """The DDP communication hook: ``model.register_comm_hook(state, hook)``."""
+    if state.joins_coordinator:
+        return state.gather(bucket)
     future = torch.futures.Future()
     future.set_result(state.exchange(bucket))
     return future
+
+
+def write_job_config(model, path, scheme, compressor=None, world_size=None, job="sketchfuse", **options):
+    """Writes the job configuration the servers of a centralized hook job read
+    (``sketchfuse_server --job_config=path``): the worker's fusion plan over the
+    model's trainable parameters in backward order, with the scheme's
+    compressor and the options (seed, momentum, ... as HookState's). Every
+    rank's HookState must then be made with the same settings, or the
+    coordinator refuses the join naming what differs."""
+    sizes = [p.numel() for p in reversed(list(model.parameters())) if p.requires_grad]
+    if not sizes:
+        raise ValueError("the model has no trainable parameters")
+    if world_size is None:
+        world_size = dist.get_world_size() if dist.is_available() and dist.is_initialized() else None
+    if not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"world_size must be an integer >= 1; got {world_size!r}")
+    lines = [f"scheme={scheme}", f"compressor={compressor or ''}", f"world_size={world_size}", f"job={job}",
+             "coordinator=unused:0"]
+    lines += [f"{key}={_format(value)}" for key, value in options.items()]
+    try:
+        _native.write_job_config("\n".join(lines), sizes, str(path))
+    except _native.NativeError as e:
+        raise ValueError(f"sketchfuse: {e}") from None

@@ -11,6 +11,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 import unittest
 
@@ -24,6 +25,7 @@ import sketchfuse.torch as sft  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 REFERENCE = os.environ.get("SKETCHFUSE_HOOK_REFERENCE", os.path.join(ROOT, "bazel-bin/worker/hook/hook_reference"))
+SERVER = os.environ.get("SKETCHFUSE_SERVER", os.path.join(ROOT, "bazel-bin/server/sketchfuse_server"))
 
 
 class FakeBucket:
@@ -108,12 +110,13 @@ def _batch(rank, step):
     return x, (x[:, 0] > 0).long() + 2 * (x[:, 1] > 0).long()
 
 
-def _train(rank, scheme, compressor, steps, bucket_cap_mb, load=None, save=False, nan_at=None, nan_rank=None):
+def _train(rank, scheme, compressor, steps, bucket_cap_mb, load=None, save=False, nan_at=None, nan_rank=None,
+           **hook_options):
     torch.manual_seed(0)
     model = SmallNet()
     ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
-    state = sft.HookState(scheme, compressor, seed=5, optimizer=optimizer)
+    state = sft.HookState(scheme, compressor, seed=5, optimizer=optimizer, **hook_options)
     ddp.register_comm_hook(state, sft.hook)
     first = 0
     if load is not None:
@@ -171,6 +174,54 @@ def _diverge(rank, world):
     return {"error": None}
 
 
+SKETCH = "count_sketch:method=peel,density=0.05,rows=4,width=4"
+
+
+def _routes(rank, world, sketch_ps_address, dense_ps_address):
+    out = {}
+    # 0.004 MiB buckets: several buckets, rebuilt by DDP; the job's groups are the planner's.
+    out["sketch_ps"] = _train(rank, "sketch_ps", SKETCH, 6, 0.004, coordinator=sketch_ps_address, job="ps")
+    out["sketch_allreduce"] = _train(rank, "sketch_allreduce", SKETCH, 6, 0.004)
+    out["dense_ps"] = _train(rank, "dense_ps", None, 6, 25, coordinator=dense_ps_address, job="dense")
+    out["dense_allreduce"] = _train(rank, "dense_allreduce", None, 6, 25)
+    return {k: (v[0], v[2]) for k, v in out.items()}
+
+
+def _unreachable(rank, world):
+    begin = time.monotonic()
+    try:
+        _train(rank, "sketch_ps", None, 1, 25, coordinator="127.0.0.1:1", join_timeout_s=2)
+    except Exception as e:  # noqa: BLE001 - DDP wraps the hook's error
+        return {"error": str(e), "seconds": time.monotonic() - begin}
+    return {"error": None}
+
+
+class Server:
+    """A sketchfuse_server with the coordinator, on a free loopback port."""
+
+    def __init__(self, job_config, tmp, name):
+        port_file = os.path.join(tmp, f"{name}.port")
+        self.log = open(os.path.join(tmp, f"{name}.log"), "w")
+        self.process = subprocess.Popen([SERVER, f"--job_config={job_config}", "--shard_index=0", "--num_shards=1",
+                                         "--coordinator", "--port=0", f"--port_file={port_file}"],
+                                        stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        port = ""
+        while not port:
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise RuntimeError(f"{SERVER} did not start; see {self.log.name}")
+            time.sleep(0.05)
+            if os.path.exists(port_file):
+                with open(port_file) as f:
+                    port = f.read().strip()
+        self.address = f"127.0.0.1:{port}"
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(timeout=30)
+        self.log.close()
+
+
 # -- the tests -------------------------------------------------------------------
 
 class HookMatchesTheWorkersScheme(unittest.TestCase):
@@ -179,7 +230,7 @@ class HookMatchesTheWorkersScheme(unittest.TestCase):
         grads = gradients(world, steps, dim)
         schemes = [("sketch_allreduce", None), ("topk_allgather", "topk:density=0.02"), ("dense_allreduce", None),
                    ("dense_bf16_allreduce", None), ("gtopk", None), ("spardl", None)]
-        results = _spawn(_aggregate, world, schemes, grads, [1000, 2000])
+        results = _spawn(_aggregate, world, schemes, grads, [dim])
         for r, result in enumerate(results):
             self.assertNotIn("exception", result, result.get("exception"))
         with tempfile.TemporaryDirectory() as tmp:
@@ -209,6 +260,40 @@ class HookMatchesTheWorkersScheme(unittest.TestCase):
                 self.assertGreater(stats["bytes_sent"], 0)
                 if scheme not in ("dense_allreduce", "dense_bf16_allreduce"):
                     self.assertGreater(stats["compression_ratio"], 5, scheme)
+
+
+class CentralizedRoute(unittest.TestCase):
+    def test_through_the_servers_as_through_the_process_group(self):
+        # Sketches and dense sums are linear: the shard's sum decodes to what
+        # the allreduced sum decodes to, so both routes train alike.
+        with tempfile.TemporaryDirectory() as tmp:
+            torch.manual_seed(0)
+            sft.write_job_config(SmallNet(), os.path.join(tmp, "ps.json"), "sketch_ps", SKETCH, world_size=2,
+                                 job="ps", seed=5)
+            sft.write_job_config(SmallNet(), os.path.join(tmp, "dense.json"), "dense_ps", world_size=2, job="dense",
+                                 seed=5)
+            servers = [Server(os.path.join(tmp, "ps.json"), tmp, "ps"), Server(os.path.join(tmp, "dense.json"), tmp,
+                                                                              "dense")]
+            try:
+                results = _spawn(_routes, 2, servers[0].address, servers[1].address)
+            finally:
+                for server in servers:
+                    server.stop()
+        for r, result in enumerate(results):
+            self.assertNotIn("exception", result, result.get("exception"))
+            for central, decentral in (("sketch_ps", "sketch_allreduce"), ("dense_ps", "dense_allreduce")):
+                for a, b in zip(result[central][0], result[decentral][0]):
+                    torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=f"rank {r}: {central}")
+            stats = result["sketch_ps"][1]
+            self.assertEqual(stats["steps"], 6)
+            self.assertGreater(stats["compression_ratio"], 1.2)  # a sketch of 0.8 times the gradient
+
+    def test_an_unreachable_coordinator_fails_within_the_join_timeout(self):
+        results = _spawn(_unreachable, 1)
+        self.assertNotIn("exception", results[0], results[0].get("exception"))
+        self.assertIsNotNone(results[0]["error"])
+        self.assertIn("joining job 'sketchfuse' at 127.0.0.1:1", results[0]["error"])
+        self.assertLess(results[0]["seconds"], 30)
 
 
 class StateDictRoundTrip(unittest.TestCase):
@@ -241,7 +326,9 @@ class BadInput(unittest.TestCase):
             (("topk_allgather",), {"momentum": 1.5}, "momentum"),
             (("topk_allgather",), {"release_cap": float("nan")}, "release_cap"),
             (("sketch_ps",), {}, "aggregates on the servers"),
-            (("topk_allgather",), {"coordinator": "127.0.0.1:7070"}, "does not join a coordinator"),
+            (("topk_allgather",), {"coordinator": "127.0.0.1:7070"}, "joins no coordinator"),
+            (("sketch_ps",), {"coordinator": "h:1", "push_attempts": 0}, "push_attempts"),
+            (("sketch_ps",), {"coordinator": "h:1\nscheme=dense_ps"}, "one-line string"),
             ((3,), {}, "scheme must be"),
         ]
         for args, kwargs, expected in cases:

@@ -11,7 +11,10 @@
 #include "absl/time/clock.h"
 #include "common/payload.h"
 #include "worker/pipeline/job_plan.h"
+#include "worker/schemes/scheme_factory.h"
 #include "worker/schemes/scheme_registry.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/rpc_channel.h"
 
 namespace sketchfuse {
 namespace {
@@ -80,6 +83,26 @@ absl::StatusOr<HookSettings> ParseHookSettings(const std::string& text) {
           settings.release_cap < 0) {
         return BadValue(key, value, "a finite number >= 0");
       }
+    } else if (key == "coordinator" || key == "job" || key == "worker_id" || key == "token_file" ||
+               key == "tls_ca" || key == "tls_cert" || key == "tls_key") {
+      if (value.size() > 4096) return BadValue(key, value.substr(0, 40), "at most 4096 characters");
+      std::string& field = key == "coordinator"  ? settings.coordinator
+                           : key == "job"        ? settings.job
+                           : key == "worker_id"  ? settings.worker_id
+                           : key == "token_file" ? settings.token_file
+                           : key == "tls_ca"     ? settings.tls_ca
+                           : key == "tls_cert"   ? settings.tls_cert
+                                                 : settings.tls_key;
+      field = std::string(value);
+    } else if (key == "join_timeout_s" || key == "push_timeout_s" || key == "push_attempts" ||
+               key == "probe_every") {
+      int* field = key == "join_timeout_s"   ? &settings.join_timeout_s
+                   : key == "push_timeout_s" ? &settings.push_timeout_s
+                   : key == "push_attempts"  ? &settings.push_attempts
+                                             : &settings.probe_every;
+      if (!absl::SimpleAtoi(value, field) || *field < 1 || *field > 86400) {
+        return BadValue(key, value, "an integer in [1, 86400]");
+      }
     } else if (key == "error_feedback" || key == "second_round" || key == "check_finite") {
       absl::StatusOr<bool> flag = ParseBool(key, value);
       if (!flag.ok()) return flag.status();
@@ -89,7 +112,8 @@ absl::StatusOr<HookSettings> ParseHookSettings(const std::string& text) {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown setting '", key.substr(0, 80),
           "' (known: scheme, compressor, rank, world_size, seed, momentum, error_feedback, release_cap, "
-          "second_round, check_finite)"));
+          "second_round, check_finite, coordinator, job, worker_id, token_file, tls_ca, tls_cert, tls_key, "
+          "join_timeout_s, push_timeout_s, push_attempts, probe_every)"));
     }
   }
   if (!has_scheme) return absl::InvalidArgumentError("setting 'scheme' is missing");
@@ -100,12 +124,20 @@ absl::StatusOr<HookSettings> ParseHookSettings(const std::string& text) {
   }
   absl::StatusOr<SchemeInfo> scheme = FindScheme(settings.scheme);
   if (!scheme.ok()) return absl::InvalidArgumentError(absl::StrCat("setting 'scheme': ", scheme.status().message()));
-  if (scheme->route != Route::kDecentralized) {
-    return absl::InvalidArgumentError(absl::StrCat("setting 'scheme': '", settings.scheme,
-                                                   "' aggregates on the servers; the hook runs the decentralized "
-                                                   "schemes over the process group: ",
-                                                   HookSchemes()));
+  if (scheme->route != Route::kDecentralized && settings.coordinator.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("setting 'coordinator': '", settings.scheme,
+                                                   "' aggregates on the servers; give the job's coordinator "
+                                                   "(host:port), or run a decentralized scheme (",
+                                                   HookSchemes(), ")"));
   }
+  if (scheme->route == Route::kDecentralized && !settings.coordinator.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("setting 'coordinator': '", settings.scheme,
+                                                   "' runs over the process group and joins no coordinator"));
+  }
+  if (!settings.coordinator.empty() && settings.job.empty()) {
+    return absl::InvalidArgumentError("setting 'job': the job's name is empty");
+  }
+  if (settings.worker_id.empty()) settings.worker_id = absl::StrCat("hook-", settings.rank);
   if (settings.compressor.empty()) settings.compressor = scheme->default_compressor_spec;
   if (absl::Status s = CheckSchemeCompressor(settings.scheme, settings.compressor); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("setting 'compressor': ", s.message()));
@@ -117,11 +149,41 @@ absl::StatusOr<HookSettings> ParseHookSettings(const std::string& text) {
 }
 
 std::string HookSettingsText(const HookSettings& s) {
-  return absl::StrFormat(
+  std::string text = absl::StrFormat(
       "scheme=%s\ncompressor=%s\nrank=%d\nworld_size=%d\nseed=%d\nmomentum=%.17g\nerror_feedback=%d\n"
       "release_cap=%.17g\nsecond_round=%d\ncheck_finite=%d\n",
       s.scheme, s.compressor, s.rank, s.world_size, s.seed, s.momentum, s.error_feedback, s.release_cap,
       s.second_round, s.check_finite);
+  if (s.joins_coordinator()) {
+    absl::StrAppendFormat(&text,
+                          "coordinator=%s\njob=%s\nworker_id=%s\ntoken_file=%s\ntls_ca=%s\ntls_cert=%s\n"
+                          "tls_key=%s\njoin_timeout_s=%d\npush_timeout_s=%d\npush_attempts=%d\nprobe_every=%d\n",
+                          s.coordinator, s.job, s.worker_id, s.token_file, s.tls_ca, s.tls_cert, s.tls_key,
+                          s.join_timeout_s, s.push_timeout_s, s.push_attempts, s.probe_every);
+  }
+  return text;
+}
+
+v1::RunConfig HookJobRun(const HookSettings& settings, const std::vector<uint64_t>& layer_sizes) {
+  v1::RunConfig run = HookRun(settings);
+  run.set_fusion("optimal");
+  for (uint64_t size : layer_sizes) run.add_layer_sizes(size);
+  return run;
+}
+
+absl::StatusOr<v1::JobConfig> HookJobConfig(const HookSettings& settings, const std::vector<uint64_t>& layer_sizes) {
+  if (layer_sizes.empty()) return absl::InvalidArgumentError("the model has no parameters");
+  for (size_t i = 0; i < layer_sizes.size(); ++i) {
+    if (layer_sizes[i] == 0 || layer_sizes[i] > UINT32_MAX) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter ", i, " (backward order) has ", layer_sizes[i], " elements; 1 to 2^32 - 1"));
+    }
+  }
+  absl::StatusOr<v1::JobConfig> job = MakeJobConfig(settings.job, static_cast<uint32_t>(settings.world_size),
+                                                    HookJobRun(settings, layer_sizes));
+  if (!job.ok()) return job.status();
+  job->set_finished_rounds_kept(16);
+  return job;
 }
 
 v1::RunConfig HookRun(const HookSettings& settings) {
@@ -150,7 +212,66 @@ absl::StatusOr<std::unique_ptr<HookSession>> HookSession::Create(HookSettings se
   return std::unique_ptr<HookSession>(new HookSession(std::move(settings), std::move(collective)));
 }
 
+absl::StatusOr<std::unique_ptr<HookSession>> HookSession::Join(HookSettings settings,
+                                                               const std::vector<uint64_t>& layer_sizes,
+                                                               std::unique_ptr<Collective> collective) {
+  if (!settings.joins_coordinator()) {
+    return absl::InvalidArgumentError(absl::StrCat("'", settings.scheme, "' joins no coordinator"));
+  }
+  absl::StatusOr<v1::JobConfig> planned = HookJobConfig(settings, layer_sizes);
+  if (!planned.ok()) return planned.status();
+  absl::StatusOr<std::unique_ptr<HookSession>> made = Create(settings, std::move(collective));
+  if (!made.ok()) return made.status();
+  HookSession& session = **made;
+  absl::StatusOr<RpcChannelOptions> channel =
+      LoadRpcChannelOptions(settings.token_file, settings.tls_ca, settings.tls_cert, settings.tls_key);
+  if (!channel.ok()) return channel.status();
+  session.coordinator_ =
+      std::make_unique<CoordinatorClient>(settings.coordinator, settings.job, settings.worker_id, *channel);
+  absl::StatusOr<v1::JoinReply> joined =
+      session.coordinator_->Join(planned->run(), absl::Seconds(settings.join_timeout_s));
+  if (!joined.ok()) {
+    return absl::Status(joined.status().code(), absl::StrCat("joining job '", settings.job, "' at ",
+                                                             settings.coordinator, ": ", joined.status().message()));
+  }
+  if (joined->rank() != static_cast<uint32_t>(settings.rank)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the coordinator gave worker '", settings.worker_id, "' rank ", joined->rank(), "; the process group's rank is ",
+        settings.rank, " (ranks follow the worker ids in natural order: give each rank's id in the same order)"));
+  }
+  session.coordinator_->StartHeartbeats(absl::Seconds(2));
+  SchemeEnvironment environment;
+  environment.rpc = *channel;
+  environment.retry.push_deadline = absl::Seconds(settings.push_timeout_s);
+  environment.retry.max_attempts = settings.push_attempts;
+  if (NeedsCollective(settings.scheme)) environment.collective = session.collective_.get();
+  environment.hybrid.probe_every = settings.probe_every;
+  absl::StatusOr<BuiltScheme> built = MakeScheme(*joined, environment);
+  if (!built.ok()) return built.status();
+  session.job_scheme_ = std::move(built->scheme);
+  uint64_t offset = 0;
+  for (const v1::GroupConfig& group : joined->job().groups()) {
+    session.group_offset_.push_back(offset);
+    session.group_dim_.push_back(group.dim());
+    offset += group.dim();
+  }
+  uint64_t total = 0;
+  for (uint64_t size : layer_sizes) total += size;
+  if (offset != total) {
+    return absl::FailedPreconditionError(absl::StrCat("the job's groups hold ", offset, " elements; the model has ",
+                                                      total));
+  }
+  return made;
+}
+
+int HookSession::num_groups() const {
+  return joined() ? static_cast<int>(group_dim_.size()) : static_cast<int>(groups_.size());
+}
+
+uint64_t HookSession::group_dim(int group) const { return joined() ? group_dim_[group] : groups_[group].dim; }
+
 absl::StatusOr<int> HookSession::AddGroup(uint64_t dim) {
+  if (joined()) return absl::FailedPreconditionError("a joined session's groups are the job's");
   if (dim == 0 || dim > UINT32_MAX) {
     return absl::InvalidArgumentError(absl::StrCat("a group has 1 to 2^32 - 1 elements; got ", dim));
   }
@@ -171,11 +292,10 @@ absl::Status HookSession::CheckGroup(int group) const {
   return absl::OkStatus();
 }
 
-absl::Status HookSession::CheckAllFinite(int group, uint64_t step, absl::Span<const float> grad) {
+absl::Status HookSession::CheckAllFinite(uint64_t step, const std::optional<std::string>& local) {
   const absl::Time begin = absl::Now();
-  const std::optional<size_t> bad = FirstNonFinite(grad);
   std::vector<float> flags(settings_.world_size, 0.0f);
-  if (bad.has_value()) flags[settings_.rank] = 1.0f;
+  if (local.has_value()) flags[settings_.rank] = 1.0f;
   absl::Status reduced = collective_->AllReduceSum(absl::MakeSpan(flags));
   stats_.check_s += absl::ToDoubleSeconds(absl::Now() - begin);
   if (!reduced.ok()) return reduced;
@@ -184,14 +304,23 @@ absl::Status HookSession::CheckAllFinite(int group, uint64_t step, absl::Span<co
     if (flags[r] != 0.0f) ranks.push_back(r);
   }
   if (ranks.empty()) return absl::OkStatus();
-  std::string message = absl::StrCat("diverged: non-finite gradient at step ", step, " in group ", group, " on rank",
+  std::string message = absl::StrCat("diverged: non-finite gradient at step ", step, " on rank",
                                       ranks.size() > 1 ? "s " : " ", absl::StrJoin(ranks, ", "));
-  if (bad.has_value()) absl::StrAppend(&message, " (this rank's first at index ", *bad, ")");
+  if (local.has_value()) absl::StrAppend(&message, " (this rank's first: ", *local, ")");
   return absl::FailedPreconditionError(message);
+}
+
+absl::Status HookSession::FinishStep(uint64_t step) {
+  if (joined() || !settings_.check_finite) return absl::OkStatus();
+  std::optional<std::string> local;
+  if (nonfinite_.has_value() && nonfinite_step_ == step) local = nonfinite_;
+  nonfinite_.reset();
+  return CheckAllFinite(step, local);
 }
 
 absl::Status HookSession::Exchange(int group, uint64_t step, absl::Span<const float> grad,
                                    absl::Span<const float> params, absl::Span<float> out) {
+  if (joined()) return absl::FailedPreconditionError("a joined session exchanges whole steps (ExchangeStep)");
   if (absl::Status s = CheckGroup(group); !s.ok()) return s;
   Group& g = groups_[group];
   if (grad.size() != g.dim || out.size() != g.dim || (!params.empty() && params.size() != g.dim)) {
@@ -202,35 +331,54 @@ absl::Status HookSession::Exchange(int group, uint64_t step, absl::Span<const fl
   if (g.scheme->needs_parameters() && params.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(settings_.scheme, " needs the group's parameter values"));
   }
+  std::vector<float> zeros;
   if (settings_.check_finite) {
-    if (absl::Status s = CheckAllFinite(group, step, grad); !s.ok()) return s;
+    if (std::optional<size_t> bad = FirstNonFinite(grad); bad.has_value()) {
+      // Exchanged as zeros, so nothing non-finite reaches the other ranks or
+      // the residual; FinishStep stops every rank at this step.
+      if (!nonfinite_.has_value() || nonfinite_step_ != step) {
+        nonfinite_ = absl::StrCat("group ", group, ", index ", *bad);
+        nonfinite_step_ = step;
+      }
+      zeros.assign(g.dim, 0.0f);
+      grad = zeros;
+    }
   }
   std::optional<absl::StatusOr<ExchangeResult>> outcome;
   g.scheme->Exchange(step, 0, grad, params, [&outcome](absl::StatusOr<ExchangeResult> r) { outcome = std::move(r); });
   if (!outcome.has_value()) return absl::InternalError("the scheme did not finish the exchange");
   if (!outcome->ok()) return outcome->status();
-  ExchangeResult& result = **outcome;
-  const Update& update = result.update;
+  const ExchangeResult& result = **outcome;
+  if (absl::Status s = WriteMean(group, step, result.update, out); !s.ok()) return s;
+  if (absl::Status s = g.scheme->OnApplied(0, result.update); !s.ok()) return s;
+  Count(step, result);
+  return absl::OkStatus();
+}
+
+absl::Status HookSession::WriteMean(int group, uint64_t step, const Update& update, absl::Span<float> out) const {
   if (std::optional<size_t> bad = FirstNonFinite(update.values); bad.has_value()) {
     return absl::FailedPreconditionError(absl::StrCat("diverged: non-finite update at step ", step, " in group ",
                                                       group, " (element ", *bad, " of the update's values)"));
   }
   const float scale = 1.0f / static_cast<float>(settings_.world_size);
   if (update.dense) {
-    if (update.values.size() != g.dim) {
-      return absl::InternalError(absl::StrCat("dense update of ", update.values.size(), " values for ", g.dim));
+    if (update.values.size() != out.size()) {
+      return absl::InternalError(absl::StrCat("dense update of ", update.values.size(), " values for ", out.size()));
     }
-    for (size_t i = 0; i < g.dim; ++i) out[i] = update.values[i] * scale;
+    for (size_t i = 0; i < out.size(); ++i) out[i] = update.values[i] * scale;
   } else {
     std::fill(out.begin(), out.end(), 0.0f);
     for (size_t i = 0; i < update.indices.size(); ++i) {
-      if (update.indices[i] >= g.dim) {
-        return absl::InternalError(absl::StrCat("update index ", update.indices[i], " is outside ", g.dim));
+      if (update.indices[i] >= out.size()) {
+        return absl::InternalError(absl::StrCat("update index ", update.indices[i], " is outside ", out.size()));
       }
       out[update.indices[i]] = update.values[i] * scale;
     }
   }
-  if (absl::Status s = g.scheme->OnApplied(0, update); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
+void HookSession::Count(uint64_t step, const ExchangeResult& result) {
   ++stats_.exchanges;
   if (!any_step_ || step != last_step_) ++stats_.steps;
   any_step_ = true;
@@ -240,17 +388,71 @@ absl::Status HookSession::Exchange(int group, uint64_t step, absl::Span<const fl
   stats_.compress_s += Seconds(result.spans, "compress");
   stats_.communicate_s += Seconds(result.spans, "communicate");
   stats_.decode_s += Seconds(result.spans, "decode");
+}
+
+absl::Status HookSession::ExchangeStep(uint64_t step, absl::Span<const float> grad, absl::Span<float> out) {
+  if (!joined()) return absl::FailedPreconditionError("ExchangeStep is for a joined session; use Exchange");
+  const uint64_t total = group_offset_.back() + group_dim_.back();
+  if (grad.size() != total || out.size() != total) {
+    return absl::InvalidArgumentError(absl::StrCat("the job's model has ", total, " elements; got a gradient of ",
+                                                   grad.size(), " and an output of ", out.size()));
+  }
+  if (settings_.check_finite) {
+    std::optional<std::string> local;
+    if (std::optional<size_t> bad = FirstNonFinite(grad); bad.has_value()) local = absl::StrCat("index ", *bad);
+    if (absl::Status s = CheckAllFinite(step, local); !s.ok()) return s;
+  }
+  const int groups = num_groups();
+  absl::Mutex mu;
+  int pending = groups;
+  std::vector<absl::StatusOr<ExchangeResult>> results(groups, absl::UnknownError("not exchanged"));
+  for (int g = 0; g < groups; ++g) {
+    job_scheme_->Exchange(step, g, grad.subspan(group_offset_[g], group_dim_[g]), {},
+                          [&mu, &pending, &results, g](absl::StatusOr<ExchangeResult> r) {
+                            absl::MutexLock lock(&mu);
+                            results[g] = std::move(r);
+                            --pending;
+                          });
+  }
+  {
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(+[](int* n) { return *n == 0; }, &pending));
+  }
+  if (absl::Status s = job_scheme_->Reconcile(step, results); !s.ok()) return s;
+  for (int g = 0; g < groups; ++g) {
+    if (!results[g].ok()) {
+      return absl::Status(results[g].status().code(),
+                          absl::StrCat("group ", g, " at step ", step, ": ", results[g].status().message()));
+    }
+    if (absl::Status s = WriteMean(g, step, results[g]->update, out.subspan(group_offset_[g], group_dim_[g]));
+        !s.ok()) {
+      return s;
+    }
+  }
+  for (int g = 0; g < groups; ++g) {
+    if (absl::Status s = job_scheme_->OnApplied(g, results[g]->update); !s.ok()) return s;
+    Count(step, *results[g]);
+  }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<std::vector<float>>> HookSession::SaveState(int group) const {
   if (absl::Status s = CheckGroup(group); !s.ok()) return s;
-  return groups_[group].scheme->SaveState();
+  if (!joined()) return groups_[group].scheme->SaveState();
+  std::vector<std::vector<float>> all = job_scheme_->SaveState();
+  if (all.size() != 2 * group_dim_.size()) return absl::InternalError("the job's state has the wrong shape");
+  return std::vector<std::vector<float>>{std::move(all[2 * group]), std::move(all[2 * group + 1])};
 }
 
 absl::Status HookSession::RestoreState(int group, const std::vector<std::vector<float>>& state) {
   if (absl::Status s = CheckGroup(group); !s.ok()) return s;
-  return groups_[group].scheme->RestoreState(state);
+  if (!joined()) return groups_[group].scheme->RestoreState(state);
+  if (state.size() != 2) return absl::InvalidArgumentError("a group's state has two entries");
+  std::vector<std::vector<float>> all = job_scheme_->SaveState();
+  if (all.size() != 2 * group_dim_.size()) return absl::InternalError("the job's state has the wrong shape");
+  all[2 * group] = state[0];
+  all[2 * group + 1] = state[1];
+  return job_scheme_->RestoreState(all);
 }
 
 std::string HookSession::StatsJson() const {

@@ -12,16 +12,16 @@
 //    with the same step numbers (collectives match by order).
 //  - Exchange returns the MEAN over ranks of the aggregated update, dense,
 //    and settles the group's error feedback as applied (a front end applies
-//    what it is given). With check_finite, every rank learns at once whether
-//    any rank's gradient is non-finite (one allreduce of world_size floats
-//    per exchange) and all of them fail the exchange with the same error
-//    naming the step, the group and the ranks: no rank is left waiting in a
-//    collective the others skipped.
+//    what it is given). With check_finite, a non-finite gradient is
+//    exchanged as zeros and FinishStep, called once per step by every rank,
+//    fails on every rank alike, naming the step and the ranks: no rank is
+//    left waiting in a collective the others skipped.
 #ifndef SKETCHFUSE_WORKER_HOOK_HOOK_SESSION_H_
 #define SKETCHFUSE_WORKER_HOOK_HOOK_SESSION_H_
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +29,8 @@
 #include "absl/types/span.h"
 #include "proto/job_config.pb.h"
 #include "worker/collective/collective.h"
+#include "worker/rpc/coordinator_client.h"
+#include "worker/schemes/aggregation_scheme.h"
 #include "worker/schemes/collective_scheme.h"
 
 namespace sketchfuse {
@@ -45,19 +47,38 @@ struct HookSettings {
   double release_cap = 1.0;
   bool second_round = false;
   bool check_finite = true;
+  // The centralized and hybrid schemes (sketch_ps, topk_ps, dense_ps, auto):
+  // the job's coordinator and how to reach it, as a sketchfuse_worker's flags.
+  std::string coordinator;
+  std::string job = "sketchfuse";
+  std::string worker_id;  // default "hook-<rank>"
+  std::string token_file, tls_ca, tls_cert, tls_key;
+  int join_timeout_s = 120;
+  int push_timeout_s = 60;
+  int push_attempts = 5;
+  int probe_every = 20;
+
+  bool joins_coordinator() const { return !coordinator.empty(); }
 };
 
-// Parses "key=value" lines (keys: scheme, compressor, rank, world_size, seed,
-// momentum, error_feedback, release_cap, second_round, check_finite; scheme
-// and world_size required) and checks them as a worker's flags are checked:
+// Parses "key=value" lines (keys: those of HookSettings; scheme and
+// world_size required) and checks them as a worker's flags are checked:
 // INVALID_ARGUMENT naming the key for an unknown key, a malformed value, an
-// unknown scheme or one the hook does not run, or a compressor that does not
-// fit the scheme.
+// unknown scheme, a compressor that does not fit the scheme, a centralized or
+// hybrid scheme without a coordinator or a decentralized one with one.
 absl::StatusOr<HookSettings> ParseHookSettings(const std::string& text);
-// The settings as "key=value" lines in a fixed order (what ranks compare).
+// The settings as "key=value" lines in a fixed order (what ranks compare;
+// rank and worker_id differ by rank).
 std::string HookSettingsText(const HookSettings& settings);
-// The run a group of `dim` elements is aggregated under.
+// The run a group is aggregated under (no layers: the caller adds them).
 v1::RunConfig HookRun(const HookSettings& settings);
+// The run of a job over layers of `layer_sizes` (backward order), planned as
+// a worker's: what the job configuration and the coordinator's join hold.
+v1::RunConfig HookJobRun(const HookSettings& settings, const std::vector<uint64_t>& layer_sizes);
+// The job configuration the servers of a centralized or hybrid hook job read
+// (sketchfuse_server --job_config), as sketchfuse_worker --write_job_config
+// writes it.
+absl::StatusOr<v1::JobConfig> HookJobConfig(const HookSettings& settings, const std::vector<uint64_t>& layer_sizes);
 
 struct HookStats {
   uint64_t steps = 0;  // distinct step numbers exchanged
@@ -73,11 +94,29 @@ class HookSession {
   // settings'. The collective is owned.
   static absl::StatusOr<std::unique_ptr<HookSession>> Create(HookSettings settings,
                                                              std::unique_ptr<Collective> collective);
+  // A session of a centralized or hybrid scheme: joins the settings'
+  // coordinator with the job run over `layer_sizes` (the model's parameters
+  // in backward order; HookJobRun) and builds the job's scheme, whose groups
+  // are the job's (not the caller's). The coordinator's refusals (a run that
+  // differs from the job's, a bad token) and an unreachable coordinator
+  // (after join_timeout_s) are the errors; FAILED_PRECONDITION when the rank
+  // the coordinator gives differs from the collective's.
+  static absl::StatusOr<std::unique_ptr<HookSession>> Join(HookSettings settings,
+                                                           const std::vector<uint64_t>& layer_sizes,
+                                                           std::unique_ptr<Collective> collective);
+  bool joined() const { return job_scheme_ != nullptr; }
 
-  // A new group of `dim` (>= 1) elements; its index.
+  // A new group of `dim` (>= 1) elements; its index. Not in a joined
+  // session (FAILED_PRECONDITION: its groups are the job's).
   absl::StatusOr<int> AddGroup(uint64_t dim);
-  int num_groups() const { return static_cast<int>(groups_.size()); }
-  uint64_t group_dim(int group) const { return groups_[group].dim; }
+  int num_groups() const;
+  uint64_t group_dim(int group) const;
+
+  // A joined session's step: every group of the job exchanged (all in flight
+  // at once), reconciled (the hybrid redoes failed groups on the collective),
+  // checked and settled; `grad` and `out` hold the whole model (the layers of
+  // Join, concatenated). Errors as Exchange's.
+  absl::Status ExchangeStep(uint64_t step, absl::Span<const float> grad, absl::Span<float> out);
 
   // See the contract above. grad and out: the group's dim floats; params:
   // its parameter values (the schemes that weigh by them) or empty.
@@ -86,6 +125,13 @@ class HookSession {
   // otherwise.
   absl::Status Exchange(int group, uint64_t step, absl::Span<const float> grad, absl::Span<const float> params,
                         absl::Span<float> out);
+
+  // After the last Exchange of `step` (every rank calls it): with
+  // check_finite, FAILED_PRECONDITION on every rank when any rank's gradient
+  // of the step was not finite (one allreduce of world_size flags per step;
+  // such a gradient was exchanged as zeros). OK at once in a joined session,
+  // whose ExchangeStep checks first.
+  absl::Status FinishStep(uint64_t step);
 
   // The group's two state entries (AggregationScheme::SaveState).
   absl::StatusOr<std::vector<std::vector<float>>> SaveState(int group) const;
@@ -102,12 +148,25 @@ class HookSession {
   HookSession(HookSettings settings, std::unique_ptr<Collective> collective)
       : settings_(std::move(settings)), collective_(std::move(collective)) {}
   absl::Status CheckGroup(int group) const;
-  absl::Status CheckAllFinite(int group, uint64_t step, absl::Span<const float> grad);
+  // One allreduce of world_size flags: FAILED_PRECONDITION on every rank,
+  // naming the step and the ranks, if any rank has a non-finite gradient
+  // (`local`: this rank's, described).
+  absl::Status CheckAllFinite(uint64_t step, const std::optional<std::string>& local);
+  // The update's mean into out (dense; zero where nothing was selected).
+  absl::Status WriteMean(int group, uint64_t step, const Update& update, absl::Span<float> out) const;
+  void Count(uint64_t step, const ExchangeResult& result);
 
   const HookSettings settings_;
   std::unique_ptr<Collective> collective_;
   std::vector<Group> groups_;
+  // A joined session: its coordinator (heartbeats), the job's scheme and
+  // where each group starts in the model's gradient.
+  std::unique_ptr<CoordinatorClient> coordinator_;
+  std::unique_ptr<AggregationScheme> job_scheme_;
+  std::vector<uint64_t> group_offset_, group_dim_;
   HookStats stats_;
+  std::optional<std::string> nonfinite_;  // this rank's first non-finite gradient of nonfinite_step_
+  uint64_t nonfinite_step_ = 0;
   bool any_step_ = false;
   uint64_t last_step_ = 0;
 };

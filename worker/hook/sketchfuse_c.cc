@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "worker/hook/callback_collective.h"
 #include "worker/hook/hook_session.h"
+#include "proto/job_config_file.h"
 #include "worker/pipeline/job_plan.h"
 #include "worker/schemes/scheme_registry.h"
 #include "worker/training/epoch_order.h"
@@ -103,6 +104,66 @@ sf_session* sf_session_create(const char* settings, const sf_collective_ops* ops
   return new sf_session{*std::move(session)};
 }
 
+sf_session* sf_session_join(const char* settings, const uint64_t* layer_sizes, uint64_t num_layers,
+                            const sf_collective_ops* ops, char* err, uint64_t err_size) {
+  if (settings == nullptr || ops == nullptr || (layer_sizes == nullptr && num_layers > 0)) {
+    Fail(absl::InvalidArgumentError("no settings, layers or collective callbacks"), err, err_size);
+    return nullptr;
+  }
+  absl::StatusOr<sketchfuse::HookSettings> parsed = sketchfuse::ParseHookSettings(settings);
+  if (!parsed.ok()) {
+    Fail(parsed.status(), err, err_size);
+    return nullptr;
+  }
+  absl::StatusOr<std::unique_ptr<sketchfuse::CallbackCollective>> collective =
+      sketchfuse::CallbackCollective::Create(*ops, parsed->rank, parsed->world_size);
+  if (!collective.ok()) {
+    Fail(collective.status(), err, err_size);
+    return nullptr;
+  }
+  absl::StatusOr<std::unique_ptr<sketchfuse::HookSession>> session = sketchfuse::HookSession::Join(
+      *std::move(parsed), std::vector<uint64_t>(layer_sizes, layer_sizes + num_layers), *std::move(collective));
+  if (!session.ok()) {
+    Fail(session.status(), err, err_size);
+    return nullptr;
+  }
+  return new sf_session{*std::move(session)};
+}
+
+int sf_session_exchange_step(sf_session* session, uint64_t step, const float* grad, uint64_t dim, float* out,
+                             char* err, uint64_t err_size) {
+  if (absl::Status s = CheckSession(session); !s.ok()) return Fail(s, err, err_size);
+  if (grad == nullptr || out == nullptr) {
+    return Fail(absl::InvalidArgumentError("no gradient or no output buffer"), err, err_size);
+  }
+  absl::Status s = session->session->ExchangeStep(step, absl::MakeConstSpan(grad, dim), absl::MakeSpan(out, dim));
+  return s.ok() ? 0 : Fail(s, err, err_size);
+}
+
+int64_t sf_session_num_groups(sf_session* session) {
+  if (!CheckSession(session).ok()) return -1;
+  return session->session->num_groups();
+}
+
+uint64_t sf_session_group_dim(sf_session* session, int64_t group) {
+  if (!CheckSession(session).ok() || group < 0 || group >= session->session->num_groups()) return 0;
+  return session->session->group_dim(static_cast<int>(group));
+}
+
+int sf_write_job_config(const char* settings, const uint64_t* layer_sizes, uint64_t num_layers, const char* path,
+                        char* err, uint64_t err_size) {
+  if (settings == nullptr || layer_sizes == nullptr || path == nullptr) {
+    return Fail(absl::InvalidArgumentError("no settings, layers or path"), err, err_size);
+  }
+  absl::StatusOr<sketchfuse::HookSettings> parsed = sketchfuse::ParseHookSettings(settings);
+  if (!parsed.ok()) return Fail(parsed.status(), err, err_size);
+  absl::StatusOr<sketchfuse::v1::JobConfig> job =
+      sketchfuse::HookJobConfig(*parsed, std::vector<uint64_t>(layer_sizes, layer_sizes + num_layers));
+  if (!job.ok()) return Fail(job.status(), err, err_size);
+  absl::Status written = sketchfuse::WriteJobConfig(*job, path);
+  return written.ok() ? 0 : Fail(written, err, err_size);
+}
+
 void sf_session_destroy(sf_session* session) { delete session; }
 
 int64_t sf_session_add_group(sf_session* session, uint64_t dim, char* err, uint64_t err_size) {
@@ -124,6 +185,12 @@ int sf_session_exchange(sf_session* session, int64_t group, uint64_t step, const
   absl::Status s = session->session->Exchange(
       static_cast<int>(group), step, absl::MakeConstSpan(grad, dim),
       params == nullptr ? absl::Span<const float>() : absl::MakeConstSpan(params, dim), absl::MakeSpan(out, dim));
+  return s.ok() ? 0 : Fail(s, err, err_size);
+}
+
+int sf_session_finish_step(sf_session* session, uint64_t step, char* err, uint64_t err_size) {
+  if (absl::Status s = CheckSession(session); !s.ok()) return Fail(s, err, err_size);
+  absl::Status s = session->session->FinishStep(step);
   return s.ok() ? 0 : Fail(s, err, err_size);
 }
 

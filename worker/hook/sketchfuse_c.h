@@ -75,6 +75,28 @@ typedef struct sf_session sf_session;
 sf_session* sf_session_create(const char* settings, const sf_collective_ops* ops, char* err, uint64_t err_size);
 void sf_session_destroy(sf_session* session);
 
+/* A session of a centralized or hybrid scheme (sketch_ps, topk_ps, dense_ps,
+ * auto; the settings name the coordinator): joins the job with the model's
+ * parameter sizes in backward order, as a sketchfuse_worker joins, and
+ * aggregates whole steps (sf_session_exchange_step) over the job's groups.
+ * Fails naming the cause: the coordinator unreachable within
+ * join_timeout_s, a refusal (another run, a bad token), a rank mismatch. */
+sf_session* sf_session_join(const char* settings, const uint64_t* layer_sizes, uint64_t num_layers,
+                            const sf_collective_ops* ops, char* err, uint64_t err_size);
+/* A joined session's step: grad and out hold the whole model (the layers of
+ * sf_session_join, concatenated); out receives the mean update. */
+int sf_session_exchange_step(sf_session* session, uint64_t step, const float* grad, uint64_t dim, float* out,
+                             char* err, uint64_t err_size);
+/* The session's groups (a joined session: the job's) and their sizes. */
+int64_t sf_session_num_groups(sf_session* session);
+uint64_t sf_session_group_dim(sf_session* session, int64_t group);
+
+/* Writes the job configuration the servers of a centralized or hybrid hook
+ * job read (sketchfuse_server --job_config=path) for a model of these
+ * parameter sizes (backward order). 0 on success. */
+int sf_write_job_config(const char* settings, const uint64_t* layer_sizes, uint64_t num_layers, const char* path,
+                        char* err, uint64_t err_size);
+
 /* A new fused group of `dim` elements with fresh state; returns its index. */
 int64_t sf_session_add_group(sf_session* session, uint64_t dim, char* err, uint64_t err_size);
 
@@ -82,9 +104,16 @@ int64_t sf_session_add_group(sf_session* session, uint64_t dim, char* err, uint6
  * parameter values, or NULL when the scheme does not need them) among the
  * ranks for step `step` (the same on every rank), writes the mean update
  * (dim floats, zero where nothing was selected) into `out`, and settles the
- * group's error feedback as applied. */
+ * group's error feedback as applied. A non-finite gradient (with
+ * check_finite) is exchanged as zeros and reported by sf_session_finish_step. */
 int sf_session_exchange(sf_session* session, int64_t group, uint64_t step, const float* grad, const float* params,
                         uint64_t dim, float* out, char* err, uint64_t err_size);
+
+/* After the last exchange of `step` (every rank calls it): with
+ * check_finite, fails on every rank ("diverged: non-finite gradient at step
+ * S on rank R ...") when any rank's gradient of the step was not finite; such
+ * a gradient was exchanged as zeros. One allreduce of world_size floats. */
+int sf_session_finish_step(sf_session* session, uint64_t step, char* err, uint64_t err_size);
 
 /* The group's state: entry 0 the error-feedback residual, 1 the velocity
  * (or FetchSGD's error and momentum sketches); sf_session_state_size gives
