@@ -12,7 +12,8 @@ round-robin (the machine's noise spreads over all of them): DDP without a
 hook (its built-in allreduce), DDP's own allreduce_hook and fp16_compress_hook
 (torch.distributed.algorithms.ddp_comm_hooks.default_hooks), and
 sketchfuse.torch's hook with dense_allreduce, topk_allgather and
-sketch_allreduce at their defaults. A step is forward, backward (with the
+sketch_allreduce at their defaults (and sketch_allreduce without the
+divergence check, ":no_check"). A step is forward, backward (with the
 hook) and the optimizer, timed on rank 0 between two barriers; the hook's own
 compute (compress + decode) comes from its stats. Prints a table, writes
 OUT/torch_hook.{csv,json} and OUT/torch_hook.png (gnuplot). Needs
@@ -41,7 +42,7 @@ import pytorch_ddp  # noqa: E402
 import sketchfuse.torch as sft  # noqa: E402
 
 CONFIGS = ["ddp", "ddp_allreduce_hook", "ddp_fp16_hook", "sketchfuse:dense_allreduce", "sketchfuse:topk_allgather",
-           "sketchfuse:sketch_allreduce"]
+           "sketchfuse:sketch_allreduce", "sketchfuse:sketch_allreduce:no_check"]
 
 
 def one_config(name, args, rank, x, y):
@@ -55,7 +56,8 @@ def one_config(name, args, rank, x, y):
     elif name == "ddp_fp16_hook":
         ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
     elif name.startswith("sketchfuse:"):
-        state = sft.HookState(name.split(":", 1)[1])
+        parts = name.split(":")
+        state = sft.HookState(parts[1], check_finite=parts[2:] != ["no_check"])
         if state.compresses:
             momentum = 0.0
         ddp.register_comm_hook(state, sft.hook)

@@ -20,26 +20,36 @@ The same settings on the C++ worker:
 
     scripts/local_cluster.sh --workload=cnn --schemes=SCHEME -- --seed=1 [--compressor=SPEC]
 
-Schemes: the decentralized ones of the registry (sketch_allreduce,
+Schemes: every scheme of the registry, and plain DDP (--scheme=ddp: no hook,
+DDP's own allreduce) for comparison. The decentralized ones (sketch_allreduce,
 topk_allgather, dense_allreduce, dense_bf16_allreduce, gtopk, spardl,
-importance_allreduce); and plain DDP (--scheme=ddp: no hook, DDP's own
-allreduce) for comparison. The centralized schemes (sketch_ps, topk_ps, auto)
-need the aggregation servers, which the hook does not join yet: run them with
-scripts/local_cluster.sh.
+importance_allreduce) run over DDP's process group. The centralized and
+hybrid ones (sketch_ps, topk_ps, dense_ps, auto) push to aggregation servers:
+
+    # the example starts the servers itself (shard 0 also serves the coordinator)
+    /usr/bin/python3 examples/pytorch_ddp.py --nproc_per_node=4 --scheme=sketch_ps --start_servers=2
+    # or they run elsewhere: write the job's configuration, start them, point the ranks at them
+    /usr/bin/python3 examples/pytorch_ddp.py --scheme=sketch_ps --write_job_config=job.json --world_size=4
+    bazel-bin/server/sketchfuse_server --job_config=job.json --shard_index=0 --num_shards=1 --coordinator \
+        --port=7070 &
+    /usr/bin/python3 examples/pytorch_ddp.py --nproc_per_node=4 --scheme=sketch_ps --coordinator=127.0.0.1:7070
 """
 import argparse
 import gzip
 import json
 import os
 import socket
+import subprocess
 import sys
+import tempfile
 import time
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(ROOT, "python"))
 import sketchfuse.torch as sft  # noqa: E402
 from sketchfuse import _native  # noqa: E402
 
@@ -135,6 +145,14 @@ def parse_args(argv=None):
     parser.add_argument("--stop_after_steps", type=int, default=0, help="stop after this many steps (0: all)")
     parser.add_argument("--nproc_per_node", type=int, default=0,
                         help="start this many processes on loopback here (instead of torch.distributed.run)")
+    parser.add_argument("--coordinator", default=None, help="centralized schemes: the job's coordinator, host:port")
+    parser.add_argument("--start_servers", type=int, default=0,
+                        help="centralized schemes, with --nproc_per_node: start this many server shards here")
+    parser.add_argument("--server_binary", default=os.path.join(ROOT, "bazel-bin", "server", "sketchfuse_server"),
+                        help="the sketchfuse_server for --start_servers")
+    parser.add_argument("--write_job_config", default="",
+                        help="write the servers' job configuration for this run here and exit (needs --world_size)")
+    parser.add_argument("--world_size", type=int, default=0, help="with --write_job_config: the number of ranks")
     args = parser.parse_args(argv)
     for name in ("epochs", "train_examples", "test_examples", "batch_size", "threads"):
         if getattr(args, name) < 1:
@@ -143,6 +161,10 @@ def parse_args(argv=None):
         parser.error(f"--learning_rate must be > 0; got {args.learning_rate}")
     if args.nproc_per_node < 0:
         parser.error(f"--nproc_per_node must be >= 0; got {args.nproc_per_node}")
+    if args.start_servers < 0 or (args.start_servers and not args.nproc_per_node):
+        parser.error("--start_servers needs --nproc_per_node (the example starts servers and ranks together)")
+    if args.start_servers and args.coordinator:
+        parser.error("--start_servers and --coordinator exclude each other")
     return parser, args
 
 
@@ -158,11 +180,66 @@ def spawned(local_rank, world, port, argv):
     train(*parse_args(argv))
 
 
+def write_job(args, world_size, path, job):
+    torch.manual_seed(args.seed)
+    model = Cnn() if args.model == "cnn" else Mlp()
+    sft.write_job_config(model, path, args.scheme, args.compressor, world_size=world_size, job=job, seed=args.seed,
+                         momentum=args.momentum, release_cap=args.release_cap)
+
+
+def start_servers(args, directory):
+    """Writes the job configuration and starts --start_servers shards; returns (coordinator address, processes)."""
+    if not os.path.exists(args.server_binary):
+        raise SystemExit(f"{args.server_binary} is missing: bazel build //server:sketchfuse_server "
+                         "(or give --server_binary)")
+    config = os.path.join(directory, "job.json")
+    write_job(args, args.nproc_per_node, config, "sketchfuse")
+    processes, coordinator = [], None
+    for shard in range(args.start_servers):
+        port_file = os.path.join(directory, f"shard{shard}.port")
+        command = [args.server_binary, f"--job_config={config}", f"--shard_index={shard}",
+                   f"--num_shards={args.start_servers}", "--port=0", f"--port_file={port_file}"]
+        command += ["--coordinator"] if shard == 0 else [f"--coordinator_address={coordinator}"]
+        log = open(os.path.join(directory, f"shard{shard}.log"), "w")
+        processes.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT))
+        deadline = time.monotonic() + 30
+        port = ""
+        while not port:
+            if time.monotonic() > deadline or processes[-1].poll() is not None:
+                raise SystemExit(f"shard {shard} did not start: see {log.name}")
+            time.sleep(0.05)
+            if os.path.exists(port_file):
+                with open(port_file) as f:
+                    port = f.read().strip()
+        if shard == 0:
+            coordinator = f"127.0.0.1:{port}"
+    print(f"started {args.start_servers} server shard(s); coordinator {coordinator} (logs in {directory})", flush=True)
+    return coordinator, processes
+
+
 def main():
     parser, args = parse_args()
+    if args.write_job_config:
+        if args.world_size < 1:
+            parser.error("--write_job_config needs --world_size >= 1")
+        write_job(args, args.world_size, args.write_job_config, "sketchfuse")
+        print(f"wrote {args.write_job_config}")
+        return
     if args.nproc_per_node > 0 and "RANK" not in os.environ:
-        torch.multiprocessing.spawn(spawned, args=(args.nproc_per_node, free_port(), sys.argv[1:]),
-                                    nprocs=args.nproc_per_node)
+        servers = []
+        argv = sys.argv[1:]
+        with tempfile.TemporaryDirectory(prefix="sketchfuse_example_") as directory:
+            try:
+                if args.start_servers:
+                    coordinator, servers = start_servers(args, directory)
+                    argv = [a for a in argv if not a.startswith("--start_servers")] + [f"--coordinator={coordinator}"]
+                torch.multiprocessing.spawn(spawned, args=(args.nproc_per_node, free_port(), argv),
+                                            nprocs=args.nproc_per_node)
+            finally:
+                for process in servers:
+                    process.terminate()
+                for process in servers:
+                    process.wait(timeout=30)
         return
     train(parser, args)
 
@@ -192,8 +269,8 @@ def train(parser, args):
         momentum_in_optimizer = 0.0 if compresses else args.momentum
     optimizer = torch.optim.SGD(ddp.parameters(), lr=args.learning_rate, momentum=momentum_in_optimizer)
     if args.scheme != "ddp":
-        state = sft.HookState(args.scheme, args.compressor, seed=args.seed, momentum=args.momentum,
-                              release_cap=args.release_cap, optimizer=optimizer)
+        state = sft.HookState(args.scheme, args.compressor, coordinator=args.coordinator, seed=args.seed,
+                              momentum=args.momentum, release_cap=args.release_cap, optimizer=optimizer)
         ddp.register_comm_hook(state, sft.hook)
 
     first_step = 0

@@ -23,7 +23,7 @@ sanitized=(//common/... //daemon/... //proto/... //server/... //tests/fuzz/... /
            //worker/collective:gloo_collective_test //worker/compression:group_compressors_test
            //tests:step_pipeline_test //worker/rpc:transport_faults_test //worker/core:divergence_test
            //worker/rpc:divergence_notice_test //worker/pipeline:step_stats_test //worker/pipeline:fusion_layout_test
-           //tests:grpc_ps_transport_test //tests:hybrid_failover_test)
+           //tests:grpc_ps_transport_test //tests:hybrid_failover_test //worker/hook:hook_session_test)
 # TSan: only tests free of gRPC and Gloo, whose Debian builds are not
 # instrumented (TSan then reports their internal synchronization as races).
 threaded=(//server:aggregation_core_test //server:coordinator_core_test //worker/rpc:transport_faults_test

@@ -7,6 +7,7 @@ scripts/build_python.sh:
         PYTHONPATH=python /usr/bin/python3 -m unittest python/tests/test_torch_hook.py
 """
 import os
+import signal
 import struct
 import subprocess
 import sys
@@ -111,7 +112,7 @@ def _batch(rank, step):
 
 
 def _train(rank, scheme, compressor, steps, bucket_cap_mb, load=None, save=False, nan_at=None, nan_rank=None,
-           **hook_options):
+           before_step=None, **hook_options):
     torch.manual_seed(0)
     model = SmallNet()
     ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
@@ -125,6 +126,8 @@ def _train(rank, scheme, compressor, steps, bucket_cap_mb, load=None, save=False
         state.load_state_dict(load["hook"])
         first = load["step"]
     for step in range(first, first + steps):
+        if before_step is not None:
+            before_step(step)
         x, y = _batch(rank, step)
         if step == nan_at and rank == nan_rank:
             x[3, 4] = float("nan")
@@ -187,6 +190,30 @@ def _routes(rank, world, sketch_ps_address, dense_ps_address):
     return {k: (v[0], v[2]) for k, v in out.items()}
 
 
+def _resume_centralized(rank, world, whole_address, split_address):
+    whole, _, _ = _train(rank, "sketch_ps", SKETCH, 8, 0.004, coordinator=whole_address, job="ps")
+    _, saved, _ = _train(rank, "sketch_ps", SKETCH, 4, 0.004, save=True, coordinator=split_address, job="ps")
+    saved = torch.load(_roundtrip(saved, rank))
+    # A new DDP, a new hook: the workers restart and join the same job again (the servers keep running).
+    resumed, _, stats = _train(rank, "sketch_ps", SKETCH, 4, 0.004, load=saved, coordinator=split_address,
+                               job="ps")
+    return {"whole": whole, "resumed": resumed, "job_groups": sorted(saved["hook"]["job_groups"]), "stats": stats}
+
+
+def _auto_failover(rank, world, address, server_pid):
+    def kill_server_at_step_3(step):
+        if step == 3:
+            dist.barrier()
+            if rank == 0:
+                os.kill(server_pid, signal.SIGKILL)
+            dist.barrier()
+
+    auto = _train(rank, "auto", SKETCH, 6, 25, before_step=kill_server_at_step_3, coordinator=address, job="auto",
+                  push_attempts=2, probe_every=2)
+    allreduce = _train(rank, "sketch_allreduce", SKETCH, 6, 25)
+    return {"auto": auto[0], "allreduce": allreduce[0], "stats": auto[2]}
+
+
 def _unreachable(rank, world):
     begin = time.monotonic()
     try:
@@ -217,9 +244,22 @@ class Server:
         self.address = f"127.0.0.1:{port}"
 
     def stop(self):
-        self.process.terminate()
+        if self.process.poll() is None:
+            self.process.terminate()
         self.process.wait(timeout=30)
         self.log.close()
+
+
+def _spawn_with_servers(fn, world, tmp, configs):
+    """_spawn(fn, world, *addresses) with one server per entry of configs (name -> job config file in tmp)."""
+    servers = []
+    try:
+        for name, config in configs.items():
+            servers.append(Server(os.path.join(tmp, config), tmp, name))
+        return _spawn(fn, world, *[server.address for server in servers])
+    finally:
+        for server in servers:
+            server.stop()
 
 
 # -- the tests -------------------------------------------------------------------
@@ -272,13 +312,7 @@ class CentralizedRoute(unittest.TestCase):
                                  job="ps", seed=5)
             sft.write_job_config(SmallNet(), os.path.join(tmp, "dense.json"), "dense_ps", world_size=2, job="dense",
                                  seed=5)
-            servers = [Server(os.path.join(tmp, "ps.json"), tmp, "ps"), Server(os.path.join(tmp, "dense.json"), tmp,
-                                                                              "dense")]
-            try:
-                results = _spawn(_routes, 2, servers[0].address, servers[1].address)
-            finally:
-                for server in servers:
-                    server.stop()
+            results = _spawn_with_servers(_routes, 2, tmp, {"ps": "ps.json", "dense": "dense.json"})
         for r, result in enumerate(results):
             self.assertNotIn("exception", result, result.get("exception"))
             for central, decentral in (("sketch_ps", "sketch_allreduce"), ("dense_ps", "dense_allreduce")):
@@ -287,6 +321,38 @@ class CentralizedRoute(unittest.TestCase):
             stats = result["sketch_ps"][1]
             self.assertEqual(stats["steps"], 6)
             self.assertGreater(stats["compression_ratio"], 1.2)  # a sketch of 0.8 times the gradient
+
+    def test_auto_trains_on_when_its_server_is_killed(self):
+        # auto pushes to the shard, falls back to the process group (sketch_allreduce's algorithm) when the
+        # shard dies after step 2, and ends where sketch_allreduce does: the two routes' updates are equal.
+        with tempfile.TemporaryDirectory() as tmp:
+            torch.manual_seed(0)
+            config = os.path.join(tmp, "auto.json")
+            sft.write_job_config(SmallNet(), config, "auto", SKETCH, world_size=2, job="auto", seed=5,
+                                 push_attempts=2, probe_every=2)
+            server = Server(config, tmp, "auto")
+            try:
+                results = _spawn(_auto_failover, 2, server.address, server.process.pid)
+            finally:
+                server.stop()
+        for r, result in enumerate(results):
+            self.assertNotIn("exception", result, result.get("exception"))
+            self.assertEqual(result["stats"]["steps"], 6)
+            for a, b in zip(result["auto"], result["allreduce"]):
+                torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=f"rank {r}")
+
+    def test_a_resumed_run_ends_as_an_uninterrupted_one(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            torch.manual_seed(0)
+            config = os.path.join(tmp, "ps.json")
+            sft.write_job_config(SmallNet(), config, "sketch_ps", SKETCH, world_size=2, job="ps", seed=5)
+            results = _spawn_with_servers(_resume_centralized, 2, tmp, {"whole": "ps.json", "split": "ps.json"})
+        for r, result in enumerate(results):
+            self.assertNotIn("exception", result, result.get("exception"))
+            self.assertGreaterEqual(len(result["job_groups"]), 1)
+            self.assertEqual(result["stats"]["steps"], 8)
+            for a, b in zip(result["whole"], result["resumed"]):
+                self.assertTrue(torch.equal(a, b), f"rank {r}: the resumed sketch_ps run ends elsewhere")
 
     def test_an_unreachable_coordinator_fails_within_the_join_timeout(self):
         results = _spawn(_unreachable, 1)

@@ -62,22 +62,29 @@ absl::Status CallbackCollective::AllGatherWords(const void* mine, size_t count, 
   return absl::OkStatus();
 }
 
+namespace {
+
+template <typename T>
+absl::Status Unpack(const std::string& bytes, std::vector<T>* all) {
+  all->resize(bytes.size() / sizeof(T));
+  if (!bytes.empty()) std::memcpy(all->data(), bytes.data(), bytes.size());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status CallbackCollective::AllGatherV(absl::Span<const uint32_t> mine, std::vector<uint32_t>* all,
                                             std::vector<size_t>* counts) {
   std::string bytes;
   if (absl::Status s = AllGatherWords(mine.data(), mine.size(), &bytes, counts); !s.ok()) return s;
-  all->resize(bytes.size() / 4);
-  if (!bytes.empty()) std::memcpy(all->data(), bytes.data(), bytes.size());
-  return absl::OkStatus();
+  return Unpack(bytes, all);
 }
 
 absl::Status CallbackCollective::AllGatherV(absl::Span<const float> mine, std::vector<float>* all,
                                             std::vector<size_t>* counts) {
   std::string bytes;
   if (absl::Status s = AllGatherWords(mine.data(), mine.size(), &bytes, counts); !s.ok()) return s;
-  all->resize(bytes.size() / 4);
-  if (!bytes.empty()) std::memcpy(all->data(), bytes.data(), bytes.size());
-  return absl::OkStatus();
+  return Unpack(bytes, all);
 }
 
 absl::Status CallbackCollective::BroadcastWords(void* data, size_t count, int root) {

@@ -79,7 +79,14 @@ int sf_scheme_traits(const char* scheme, int* compresses, int* needs_parameters,
   return 0;
 }
 
-sf_session* sf_session_create(const char* settings, const sf_collective_ops* ops, char* err, uint64_t err_size) {
+}  // extern "C"
+
+namespace {
+
+// Parses the settings, wraps the callbacks and builds a session with
+// `make`; NULL with err set on any failure.
+template <typename Make>
+sf_session* NewSession(const char* settings, const sf_collective_ops* ops, char* err, uint64_t err_size, Make make) {
   if (settings == nullptr || ops == nullptr) {
     Fail(absl::InvalidArgumentError("no settings or no collective callbacks"), err, err_size);
     return nullptr;
@@ -95,8 +102,7 @@ sf_session* sf_session_create(const char* settings, const sf_collective_ops* ops
     Fail(collective.status(), err, err_size);
     return nullptr;
   }
-  absl::StatusOr<std::unique_ptr<sketchfuse::HookSession>> session =
-      sketchfuse::HookSession::Create(*std::move(parsed), *std::move(collective));
+  absl::StatusOr<std::unique_ptr<sketchfuse::HookSession>> session = make(*std::move(parsed), *std::move(collective));
   if (!session.ok()) {
     Fail(session.status(), err, err_size);
     return nullptr;
@@ -104,30 +110,28 @@ sf_session* sf_session_create(const char* settings, const sf_collective_ops* ops
   return new sf_session{*std::move(session)};
 }
 
+}  // namespace
+
+extern "C" {
+
+sf_session* sf_session_create(const char* settings, const sf_collective_ops* ops, char* err, uint64_t err_size) {
+  return NewSession(settings, ops, err, err_size,
+                    [](sketchfuse::HookSettings parsed, std::unique_ptr<sketchfuse::Collective> collective) {
+                      return sketchfuse::HookSession::Create(std::move(parsed), std::move(collective));
+                    });
+}
+
 sf_session* sf_session_join(const char* settings, const uint64_t* layer_sizes, uint64_t num_layers,
                             const sf_collective_ops* ops, char* err, uint64_t err_size) {
-  if (settings == nullptr || ops == nullptr || (layer_sizes == nullptr && num_layers > 0)) {
-    Fail(absl::InvalidArgumentError("no settings, layers or collective callbacks"), err, err_size);
+  if (layer_sizes == nullptr && num_layers > 0) {
+    Fail(absl::InvalidArgumentError("no layer sizes"), err, err_size);
     return nullptr;
   }
-  absl::StatusOr<sketchfuse::HookSettings> parsed = sketchfuse::ParseHookSettings(settings);
-  if (!parsed.ok()) {
-    Fail(parsed.status(), err, err_size);
-    return nullptr;
-  }
-  absl::StatusOr<std::unique_ptr<sketchfuse::CallbackCollective>> collective =
-      sketchfuse::CallbackCollective::Create(*ops, parsed->rank, parsed->world_size);
-  if (!collective.ok()) {
-    Fail(collective.status(), err, err_size);
-    return nullptr;
-  }
-  absl::StatusOr<std::unique_ptr<sketchfuse::HookSession>> session = sketchfuse::HookSession::Join(
-      *std::move(parsed), std::vector<uint64_t>(layer_sizes, layer_sizes + num_layers), *std::move(collective));
-  if (!session.ok()) {
-    Fail(session.status(), err, err_size);
-    return nullptr;
-  }
-  return new sf_session{*std::move(session)};
+  const std::vector<uint64_t> layers(layer_sizes, layer_sizes + num_layers);
+  return NewSession(settings, ops, err, err_size,
+                    [&layers](sketchfuse::HookSettings parsed, std::unique_ptr<sketchfuse::Collective> collective) {
+                      return sketchfuse::HookSession::Join(std::move(parsed), layers, std::move(collective));
+                    });
 }
 
 int sf_session_exchange_step(sf_session* session, uint64_t step, const float* grad, uint64_t dim, float* out,
