@@ -451,7 +451,8 @@ class HookState:
             for k in keys:
                 self._pending.pop(k, None)
             if any(a is not None and a.numel() != dim for a in arrays):
-                raise RuntimeError(f"sketchfuse hook: saved state does not fit bucket {index}")
+                raise ValueError(f"sketchfuse hook: the loaded state does not fit bucket {index} (a checkpoint of "
+                                 "another model?)")
             self._restore(group, arrays)
         return group
 
@@ -481,9 +482,16 @@ class HookState:
         return keys
 
     def _end_of_step(self, bucket):
-        if bucket.is_last():
-            self.step += 1
+        if not bucket.is_last():
+            return
+        self.step += 1
+        if not self._first_step_seen:
             self._first_step_seen = True
+            unknown = sorted(set(self._pending) - set(self._key_of.values()), key=_key_order)
+            if unknown:
+                raise ValueError(f"sketchfuse hook: the loaded state has parameters {', '.join(unknown[:5])}"
+                                 f"{' ...' if len(unknown) > 5 else ''} that this model's buckets do not have "
+                                 "(a checkpoint of another model?)")
 
     def exchange(self, bucket):
         """Aggregates one DDP bucket (decentralized schemes); returns the mean update (a tensor like the bucket's

@@ -160,6 +160,21 @@ def _roundtrip(obj, rank):
     return path
 
 
+def _other_model(rank, world):
+    _, saved, _ = _train(rank, "topk_allgather", "topk:density=0.05", 2, 25, save=True)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(20, 5), torch.nn.Linear(5, 5))
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    state = sft.HookState("topk_allgather", "topk:density=0.05", seed=5)
+    ddp.register_comm_hook(state, sft.hook)
+    state.load_state_dict(saved["hook"])
+    try:
+        ddp(torch.randn(4, 20)).sum().backward()
+    except Exception as e:  # noqa: BLE001 - DDP wraps the hook's error
+        return {"error": str(e)}
+    return {"error": None}
+
+
 def _mismatch(rank, world):
     compressor = "topk:density=0.01" if rank == 1 else "topk:density=0.02"
     try:
@@ -410,6 +425,12 @@ class BadInput(unittest.TestCase):
     def test_needs_a_process_group(self):
         with self.assertRaisesRegex(RuntimeError, "not initialized"):
             sft.HookState("sketch_allreduce")
+
+    def test_a_checkpoint_of_another_model_is_refused(self):
+        results = _spawn(_other_model, 1)
+        self.assertNotIn("exception", results[0], results[0].get("exception"))
+        self.assertIsNotNone(results[0]["error"], "another model's state was taken")
+        self.assertIn("a checkpoint of another model", results[0]["error"])
 
     def test_ranks_with_different_settings_all_fail_naming_the_field(self):
         results = _spawn(_mismatch, 2)
