@@ -154,7 +154,9 @@ bool KeepsSketchSpaceState(const std::string& compressor_spec) {
 
 absl::Status CheckRunScheme(const v1::RunConfig& run) {
   if (absl::Status s = CheckSchemeCompressor(run.scheme(), run.compressor()); !s.ok()) return s;
-  const SchemeInfo& info = *FindScheme(run.scheme());
+  // A copy: a reference into the temporary StatusOr would dangle (ASan's
+  // stack-use-after-scope, found by //worker/hook:hook_session_test).
+  const SchemeInfo info = *FindScheme(run.scheme());
   if (run.second_round() && !info.second_round) {
     const std::vector<std::string> with = NamesWith([](const SchemeInfo& scheme) { return scheme.second_round; });
     return absl::InvalidArgumentError(absl::StrCat("--second_round is for --scheme=", absl::StrJoin(with, " or "),
