@@ -181,7 +181,7 @@ def main():
     print(f"wrote {prefix}.csv, {prefix}.json", end="")
     if shutil.which("gnuplot"):
         script = f"""
-set terminal pngcairo size 900,500 noenhanced
+set terminal pngcairo size 1000,560 noenhanced
 set output '{prefix}.png'
 set title 'DDP step time, {args.model}, {args.world} processes on {os.cpu_count()} CPUs (PyTorch {torch.__version__})'
 set style data histograms
@@ -193,7 +193,7 @@ set datafile separator ','
 set key top left
 set xtics rotate by -20
 c(k) = valid(k) ? column(k) : 0
-plot '{prefix}.csv' every ::1 using ($2-c(3)-c(4)):xtic(1) title 'rest of the step', '' every ::1 using (c(3)) title 'hook compress', '' every ::1 using (c(4)) title 'hook decode'
+plot '{prefix}.csv' every ::1 using ($2-c(3)-c(4)-c(5)):xtic(1) title 'rest of the step', '' every ::1 using (c(3)) title 'hook compress', '' every ::1 using (c(4)) title 'hook decode', '' every ::1 using (c(5)) title 'divergence check'
 """
         subprocess.run(["gnuplot"], input=script, text=True, check=True)
         print(f", {prefix}.png")

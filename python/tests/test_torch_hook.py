@@ -55,17 +55,17 @@ def gradients(world, steps, dim, seed=7):
     return g
 
 
-def _spawn(fn, world, *args):
-    """Runs fn(rank, world, init_file, out_dir, *args) on `world` processes; returns each rank's result dict."""
+def _spawn(fn, world, *args, backend="gloo"):
+    """Runs fn(rank, world, *args) on `world` processes in a `backend` group; returns each rank's result dict."""
     with tempfile.TemporaryDirectory() as tmp:
         init_file = os.path.join(tmp, "init")
-        mp.spawn(_entry, args=(fn, world, init_file, tmp, args), nprocs=world, join=True)
-        return [torch.load(os.path.join(tmp, f"rank{r}.pt")) for r in range(world)]
+        mp.spawn(_entry, args=(fn, world, init_file, tmp, args, backend), nprocs=world, join=True)
+        return [torch.load(os.path.join(tmp, f"rank{r}.pt"), map_location="cpu") for r in range(world)]
 
 
-def _entry(rank, fn, world, init_file, out_dir, args):
+def _entry(rank, fn, world, init_file, out_dir, args, backend):
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank, world_size=world)
     try:
         result = fn(rank, world, *args)
     except BaseException:  # noqa: BLE001 - reported to the parent
@@ -112,10 +112,11 @@ def _batch(rank, step):
 
 
 def _train(rank, scheme, compressor, steps, bucket_cap_mb, load=None, save=False, nan_at=None, nan_rank=None,
-           before_step=None, **hook_options):
+           before_step=None, device="cpu", **hook_options):
     torch.manual_seed(0)
-    model = SmallNet()
-    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
+    model = SmallNet().to(device)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb,
+                                                    device_ids=[0] if device == "cuda" else None)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
     state = sft.HookState(scheme, compressor, seed=5, optimizer=optimizer, **hook_options)
     ddp.register_comm_hook(state, sft.hook)
@@ -131,6 +132,7 @@ def _train(rank, scheme, compressor, steps, bucket_cap_mb, load=None, save=False
         x, y = _batch(rank, step)
         if step == nan_at and rank == nan_rank:
             x[3, 4] = float("nan")
+        x, y = x.to(device), y.to(device)
         loss = torch.nn.functional.cross_entropy(ddp(x), y)
         optimizer.zero_grad()
         loss.backward()
@@ -139,7 +141,7 @@ def _train(rank, scheme, compressor, steps, bucket_cap_mb, load=None, save=False
     if save:
         saved = {"model": {k: v.clone() for k, v in model.state_dict().items()},
                  "optimizer": optimizer.state_dict(), "hook": state.state_dict(), "step": first + steps}
-    params = [p.detach().clone() for p in model.parameters()]
+    params = [p.detach().cpu().clone() for p in model.parameters()]
     stats = state.stats()
     del ddp, state
     return params, saved, stats
@@ -173,6 +175,19 @@ def _other_model(rank, world):
     except Exception as e:  # noqa: BLE001 - DDP wraps the hook's error
         return {"error": str(e)}
     return {"error": None}
+
+
+def _cuda_and_host(rank, world):
+    out = {}
+    for scheme in ("dense_allreduce", "sketch_allreduce"):
+        out[scheme] = {device: _train(rank, scheme, SKETCH if scheme == "sketch_allreduce" else None, 6, 25,
+                                      device=device)[0] for device in ("cpu", "cuda")}
+    return out
+
+
+def _nccl_one_rank(rank, world):
+    params, _, stats = _train(rank, "sketch_allreduce", SKETCH, 4, 25, device="cuda")
+    return {"params": params, "stats": stats}
 
 
 def _mismatch(rank, world):
@@ -446,6 +461,29 @@ class BadInput(unittest.TestCase):
             self.assertIsNotNone(result["error"], f"rank {r} trained through a NaN")
             self.assertIn("non-finite gradient at step 2", result["error"])
             self.assertIn("on rank 1", result["error"])
+
+
+@unittest.skipUnless(torch.cuda.is_available(),
+                     "no CUDA device here: the hook's CUDA buckets are tested on the GPU machine (issue 24)")
+class CudaBuckets(unittest.TestCase):
+    def test_cuda_buckets_train_as_host_buckets(self):
+        # Two ranks share the one GPU over Gloo: the hook stages CUDA buckets through the host.
+        results = _spawn(_cuda_and_host, 2)
+        for r, result in enumerate(results):
+            self.assertNotIn("exception", result, result.get("exception"))
+            for a, b in zip(result["dense_allreduce"]["cpu"], result["dense_allreduce"]["cuda"]):
+                torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5, msg=f"rank {r}")
+            for a, b in zip(result["sketch_allreduce"]["cuda"], results[0]["sketch_allreduce"]["cuda"]):
+                self.assertTrue(torch.equal(a, b), f"rank {r}: the ranks' CUDA models differ")
+                self.assertTrue(torch.isfinite(a).all())
+
+    def test_an_nccl_group(self):
+        # One rank (the machine has one GPU): the callbacks stage the buffers on the device for NCCL.
+        results = _spawn(_nccl_one_rank, 1, backend="nccl")
+        self.assertNotIn("exception", results[0], results[0].get("exception"))
+        self.assertEqual(results[0]["stats"]["steps"], 4)
+        for p in results[0]["params"]:
+            self.assertTrue(torch.isfinite(p).all())
 
 
 class BucketCap(unittest.TestCase):
