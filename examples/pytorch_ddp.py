@@ -165,6 +165,11 @@ def parse_args(argv=None):
         parser.error("--start_servers needs --nproc_per_node (the example starts servers and ranks together)")
     if args.start_servers and args.coordinator:
         parser.error("--start_servers and --coordinator exclude each other")
+    if args.scheme != "ddp":
+        try:
+            _native.scheme_traits(args.scheme)
+        except _native.NativeError as e:
+            parser.error(f"--scheme: {e} (or ddp: DDP's own allreduce)")
     return parser, args
 
 
@@ -222,7 +227,10 @@ def main():
     if args.write_job_config:
         if args.world_size < 1:
             parser.error("--write_job_config needs --world_size >= 1")
-        write_job(args, args.world_size, args.write_job_config, "sketchfuse")
+        try:
+            write_job(args, args.world_size, args.write_job_config, "sketchfuse")
+        except ValueError as e:
+            parser.error(f"--write_job_config (for the centralized and hybrid schemes): {e}")
         print(f"wrote {args.write_job_config}")
         return
     if args.nproc_per_node > 0 and "RANK" not in os.environ:

@@ -486,6 +486,31 @@ class CudaBuckets(unittest.TestCase):
             self.assertTrue(torch.isfinite(p).all())
 
 
+class CommandLines(unittest.TestCase):
+    """The example's and the benchmark's refusals: exit status 2 and a message naming the flag."""
+
+    def _refused(self, script, args, expected):
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+        done = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, script)] + args, capture_output=True,
+                              text=True, env=env, timeout=120)
+        self.assertEqual(done.returncode, 2, f"{script} {args}: {done.stderr}")
+        self.assertIn(expected, done.stderr, f"{script} {args}")
+
+    def test_the_example_refuses_bad_flags(self):
+        self._refused("examples/pytorch_ddp.py", ["--scheme=nope"], "--scheme: INVALID_ARGUMENT: unknown scheme 'nope'")
+        self._refused("examples/pytorch_ddp.py", ["--epochs=0"], "--epochs must be >= 1")
+        self._refused("examples/pytorch_ddp.py", ["--learning_rate=nan"], "--learning_rate must be > 0")
+        self._refused("examples/pytorch_ddp.py", ["--start_servers=2"], "--start_servers needs --nproc_per_node")
+        self._refused("examples/pytorch_ddp.py", ["--write_job_config=/dev/null"], "needs --world_size")
+        self._refused("examples/pytorch_ddp.py", ["--write_job_config=/dev/null", "--world_size=2",
+                                                  "--scheme=sketch_allreduce"], "joins no coordinator")
+
+    def test_the_benchmark_refuses_bad_flags(self):
+        self._refused("bench/torch_hook_bench.py", ["--steps=0"], "--steps must be >= 1")
+        self._refused("bench/torch_hook_bench.py", ["--warmup=1"], "--warmup must be >= 2")
+        self._refused("bench/torch_hook_bench.py", ["--configs=ddp,nope"], "unknown config(s) nope")
+
+
 class BucketCap(unittest.TestCase):
     def test_the_planners_groups(self):
         torch.manual_seed(0)
