@@ -36,6 +36,9 @@ __all__ = ["HookState", "hook", "DivergedError", "suggest_bucket_cap_mb", "write
 
 _SETTING_OPTIONS = ("seed", "momentum", "error_feedback", "release_cap", "second_round", "check_finite", "job",
                     "tls_cert", "tls_key", "join_timeout_s", "push_timeout_s", "push_attempts", "probe_every")
+# The counters stats() adds up.
+_ZERO_STATS = {"steps": 0, "bytes_sent": 0, "dense_bytes": 0, "compress_s": 0.0, "communicate_s": 0.0,
+               "decode_s": 0.0, "check_s": 0.0}
 # Settings that differ by rank by design.
 _PER_RANK = ("rank", "worker_id")
 
@@ -245,9 +248,8 @@ class HookState:
         self._step_buckets = []
         self._layout = None
         self._job_state = None
-        self._stats_before = {"steps": 0, "bytes_sent": 0, "dense_bytes": 0, "compress_s": 0.0,
-                              "communicate_s": 0.0, "decode_s": 0.0, "check_s": 0.0}
-        self._retired = dict(self._stats_before)
+        # Counters of a run this state was loaded from (state_dict()["stats"]), added to the live ones.
+        self._retired = dict(_ZERO_STATS)
 
     # -- settings agreement -------------------------------------------------
 
@@ -652,9 +654,14 @@ class HookState:
             pending[key] = tuple(arrays)
         sketch = {}
         for index, entry in state.get("sketch_state", {}).items():
-            sketch[int(index)] = (tuple(entry["signature"]),
-                                  torch.as_tensor(entry["residual"], dtype=torch.float32),
-                                  torch.as_tensor(entry["velocity"], dtype=torch.float32))
+            try:
+                sketch[int(index)] = (tuple(int(n) for n in entry["signature"]),
+                                      torch.as_tensor(entry["residual"], dtype=torch.float32),
+                                      torch.as_tensor(entry["velocity"], dtype=torch.float32))
+            except (KeyError, TypeError, ValueError) as e:
+                raise ValueError(f"sketchfuse hook: saved sketch state of bucket {index!r} is malformed ({e})") from None
+            if not all(torch.isfinite(a).all() for a in sketch[int(index)][1:]):
+                raise ValueError(f"sketchfuse hook: saved sketch state of bucket {index} is not finite")
         job_groups = {}
         for g, entry in state.get("job_groups", {}).items():
             arrays = tuple(None if entry.get(n) is None else torch.as_tensor(entry[n], dtype=torch.float32).reshape(-1)
@@ -662,6 +669,11 @@ class HookState:
             if any(a is not None and not torch.isfinite(a).all() for a in arrays):
                 raise ValueError(f"sketchfuse hook: saved state of job group {g} is not finite")
             job_groups[int(g)] = arrays
+        retired = {k: state.get("stats", {}).get(k, v) for k, v in _ZERO_STATS.items()}
+        for key, value in retired.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 <= value < float("inf")):
+                raise ValueError(f"sketchfuse hook: saved counter {key} is {value!r}, not a finite number >= 0")
+        # Everything checked: from here on the state changes.
         if self.joins_coordinator:
             if self._session is not None:
                 for g, arrays in job_groups.items():
@@ -673,7 +685,7 @@ class HookState:
         self._pending = pending
         self._sketch_state = sketch
         self.step = step
-        self._retired = {k: state.get("stats", {}).get(k, v) for k, v in self._stats_before.items()}
+        self._retired = retired
         # Parameter keys are assigned in this process's first iteration.
 
     # -- counters ---------------------------------------------------------------
@@ -685,7 +697,7 @@ class HookState:
             out = ctypes.create_string_buffer(1024)
             _native.lib().sf_session_stats_json(self._session, out, 1024)
             live = json.loads(_native.text(out))
-        merged = {k: self._retired[k] + live.get(k, 0) for k in self._stats_before}
+        merged = {k: self._retired[k] + live.get(k, 0) for k in _ZERO_STATS}
         merged["steps"] = self.step
         merged["compression_ratio"] = (merged["dense_bytes"] / merged["bytes_sent"]) if merged["bytes_sent"] else None
         merged["scheme"] = self.scheme

@@ -190,6 +190,27 @@ def _nccl_one_rank(rank, world):
     return {"params": params, "stats": stats}
 
 
+def _bad_checkpoints(rank, world):
+    _, saved, _ = _train(rank, "topk_allgather", "topk:density=0.05", 2, 25, save=True)
+    state = sft.HookState("topk_allgather", "topk:density=0.05", seed=5)
+    errors = []
+    key = sorted(saved["hook"]["params"])[0]
+    bad_cases = [
+        {"version": 2},
+        dict(saved["hook"], step=-1),
+        dict(saved["hook"], stats=dict(saved["hook"]["stats"], bytes_sent=float("nan"))),
+        dict(saved["hook"], params={key: {"residual": torch.tensor([float("inf")]), "velocity": None}}),
+        dict(saved["hook"], settings=dict(saved["hook"]["settings"], compressor="topk:density=0.5")),
+    ]
+    for bad in bad_cases:
+        try:
+            state.load_state_dict(bad)
+            errors.append(None)
+        except ValueError as e:
+            errors.append(str(e))
+    return {"errors": errors, "step_after": state.step}
+
+
 def _mismatch(rank, world):
     compressor = "topk:density=0.01" if rank == 1 else "topk:density=0.02"
     try:
@@ -440,6 +461,16 @@ class BadInput(unittest.TestCase):
     def test_needs_a_process_group(self):
         with self.assertRaisesRegex(RuntimeError, "not initialized"):
             sft.HookState("sketch_allreduce")
+
+    def test_malformed_checkpoints_are_refused_and_change_nothing(self):
+        result = _spawn(_bad_checkpoints, 1)[0]
+        self.assertNotIn("exception", result, result.get("exception"))
+        expected = ["not a version-1 hook state", "saved step -1", "saved counter bytes_sent",
+                    "is not finite", "settings differ in compressor"]
+        for error, words in zip(result["errors"], expected):
+            self.assertIsNotNone(error, f"accepted a checkpoint with {words!r}")
+            self.assertIn(words, error)
+        self.assertEqual(result["step_after"], 0)
 
     def test_a_checkpoint_of_another_model_is_refused(self):
         results = _spawn(_other_model, 1)

@@ -12,16 +12,12 @@
 // Exit status 0, or 2 with a message naming the problem.
 #include <cstdio>
 #include <fstream>
-#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "worker/collective/local_group.h"
-#include "worker/hook/hook_session.h"
-#include "worker/pipeline/job_plan.h"
-#include "worker/schemes/collective_scheme.h"
+#include "worker/hook/worker_reference.h"
 
 namespace sketchfuse {
 namespace {
@@ -41,42 +37,18 @@ absl::Status Run(const std::string& settings_path, const std::string& gradients_
   }
   const int world = header[0], steps = header[1];
   const size_t dim = static_cast<size_t>(header[2]);
+  if (static_cast<uint64_t>(world) * steps * dim > (uint64_t{1} << 28)) {
+    return absl::InvalidArgumentError(absl::StrCat(gradients_path, ": ", world, " x ", steps, " x ", dim,
+                                                   " gradients are more than 2^28 floats"));
+  }
   std::vector<float> grads(static_cast<size_t>(world) * steps * dim);
   if (!in.read(reinterpret_cast<char*>(grads.data()), grads.size() * sizeof(float))) {
     return absl::InvalidArgumentError(absl::StrCat(gradients_path, ": fewer gradients than the header says"));
   }
-  std::vector<float> means(grads.size(), 0.0f);
-  std::vector<absl::Status> statuses = RunOnLocalGlooGroup(world, [&](Collective& collective) -> absl::Status {
-    const int rank = collective.rank();
-    absl::StatusOr<HookSettings> settings =
-        ParseHookSettings(absl::StrCat(text.str(), "\nrank=", rank, "\nworld_size=", world, "\n"));
-    if (!settings.ok()) return settings.status();
-    v1::RunConfig run = HookRun(*settings);
-    run.add_layer_sizes(dim);
-    absl::StatusOr<v1::JobConfig> job = MakeJobConfig("reference", world, run);
-    if (!job.ok()) return job.status();
-    absl::StatusOr<std::unique_ptr<CollectiveScheme>> scheme = CollectiveScheme::Create(*job, &collective);
-    if (!scheme.ok()) return scheme.status();
-    for (int step = 0; step < steps; ++step) {
-      const size_t at = (static_cast<size_t>(step) * world + rank) * dim;
-      std::optional<absl::StatusOr<ExchangeResult>> result;
-      (*scheme)->Exchange(step, 0, absl::MakeConstSpan(grads.data() + at, dim), {},
-                          [&](absl::StatusOr<ExchangeResult> r) { result = std::move(r); });
-      if (!result->ok()) return result->status();
-      const Update& u = (*result)->update;
-      const float scale = 1.0f / static_cast<float>(world);
-      for (size_t i = 0; i < (u.dense ? dim : u.indices.size()); ++i) {
-        means[at + (u.dense ? i : u.indices[i])] = u.values[i] * scale;
-      }
-      if (absl::Status s = (*scheme)->OnApplied(0, u); !s.ok()) return s;
-    }
-    return absl::OkStatus();
-  });
-  for (const absl::Status& s : statuses) {
-    if (!s.ok()) return s;
-  }
+  absl::StatusOr<std::vector<float>> means = WorkerSchemeMeans(text.str(), world, steps, dim, grads, {});
+  if (!means.ok()) return means.status();
   std::ofstream out(out_path, std::ios::binary);
-  if (!out.write(reinterpret_cast<const char*>(means.data()), means.size() * sizeof(float))) {
+  if (!out.write(reinterpret_cast<const char*>(means->data()), means->size() * sizeof(float))) {
     return absl::UnavailableError(absl::StrCat(out_path, ": cannot write"));
   }
   return absl::OkStatus();

@@ -13,7 +13,7 @@
 #include "worker/collective/local_group.h"
 #include "worker/hook/callback_collective.h"
 #include "worker/hook/sketchfuse_c.h"
-#include "worker/pipeline/job_plan.h"
+#include "worker/hook/worker_reference.h"
 
 namespace sketchfuse {
 namespace {
@@ -79,36 +79,28 @@ std::string Settings(const std::string& scheme, const std::string& compressor, i
                       "\nseed=3\nmomentum=0.9\n");
 }
 
-// The mean updates the worker's CollectiveScheme gives for `steps` steps.
+// The mean updates the worker's CollectiveScheme gives for `steps` steps, per rank.
 std::vector<std::vector<std::vector<float>>> Reference(const std::string& scheme, const std::string& compressor,
                                                        size_t dim, int steps) {
-  std::vector<std::vector<std::vector<float>>> out(kWorld);
-  std::vector<absl::Status> statuses = RunOnLocalGlooGroup(kWorld, [&](Collective& collective) -> absl::Status {
-    absl::StatusOr<HookSettings> settings = ParseHookSettings(Settings(scheme, compressor, collective.rank()));
-    if (!settings.ok()) return settings.status();
-    v1::RunConfig run = HookRun(*settings);
-    run.add_layer_sizes(dim);
-    absl::StatusOr<v1::JobConfig> job = MakeJobConfig("reference", kWorld, run);
-    if (!job.ok()) return job.status();
-    absl::StatusOr<std::unique_ptr<CollectiveScheme>> made = CollectiveScheme::Create(*job, &collective);
-    if (!made.ok()) return made.status();
-    const std::vector<float> params = Parameters(dim);
-    for (int step = 0; step < steps; ++step) {
-      std::optional<absl::StatusOr<ExchangeResult>> result;
-      (*made)->Exchange(step, 0, Gradient(step, collective.rank(), dim), params,
-                        [&](absl::StatusOr<ExchangeResult> r) { result = std::move(r); });
-      if (!result->ok()) return result->status();
-      const Update& u = (*result)->update;
-      std::vector<float> mean(dim, 0.0f);
-      for (size_t i = 0; i < (u.dense ? dim : u.indices.size()); ++i) {
-        mean[u.dense ? i : u.indices[i]] = u.values[i] * (1.0f / kWorld);
-      }
-      out[collective.rank()].push_back(mean);
-      if (absl::Status s = (*made)->OnApplied(0, u); !s.ok()) return s;
+  std::vector<float> grads;
+  for (int step = 0; step < steps; ++step) {
+    for (int rank = 0; rank < kWorld; ++rank) {
+      const std::vector<float> g = Gradient(step, rank, dim);
+      grads.insert(grads.end(), g.begin(), g.end());
     }
-    return absl::OkStatus();
-  });
-  for (const absl::Status& s : statuses) EXPECT_TRUE(s.ok()) << s;
+  }
+  absl::StatusOr<std::vector<float>> means =
+      WorkerSchemeMeans(absl::StrCat("scheme=", scheme, "\ncompressor=", compressor, "\nseed=3\nmomentum=0.9\n"),
+                        kWorld, steps, dim, grads, Parameters(dim));
+  EXPECT_TRUE(means.ok()) << means.status();
+  std::vector<std::vector<std::vector<float>>> out(kWorld);
+  if (!means.ok()) return out;
+  for (int step = 0; step < steps; ++step) {
+    for (int rank = 0; rank < kWorld; ++rank) {
+      const auto begin = means->begin() + (static_cast<size_t>(step) * kWorld + rank) * dim;
+      out[rank].emplace_back(begin, begin + dim);
+    }
+  }
   return out;
 }
 
