@@ -243,7 +243,7 @@ TEST(GroupCompressorsTest, ReleaseCapKeepsTheUnsentPartInTheResidual) {
     ASSERT_TRUE(CapsRelease(job.run()));
     // Not where payload values are not what is sent, nor without momentum.
     v1::RunConfig other = job.run();
-    for (const char* scheme : {"spardl", "importance_allreduce", "gtopk", "dense_allreduce"}) {
+    for (const char* scheme : {"spardl", "importance_allreduce", "gtopk", "topk_ps", "dense_allreduce"}) {
       other.set_scheme(scheme);
       EXPECT_FALSE(CapsRelease(other)) << scheme;
     }

@@ -36,9 +36,14 @@ const std::vector<SchemeInfo>& Schemes() {
       Scheme({"sketch_ps", Route::kCentralized, "count_sketch", "count_sketch:method=peel,density=0.00625,rows=4,width=4",
               "Count-Sketch per fused group, summed on the servers, which decode the global top-k (Sketch-Fusion)"},
              kYes, kYes, kYes, kYes, kNo, kNo, nullptr),
-      Scheme({"topk_ps", Route::kCentralized, "topk", "topk:density=0.01",
+      // topk_ps applies k coordinates in all (the servers re-select the
+      // union of P local top-k), so it needs a higher density than
+      // topk_allgather, as gtopk does; and no release cap: most of what a
+      // worker sends is dropped by the re-selection, so a cap computed on
+      // what it sends throttles what is applied (worker/README.md, "Baselines").
+      Scheme({"topk_ps", Route::kCentralized, "topk", "topk:density=0.05",
               "local top-k, unioned and re-selected on the servers (BytePS-style baseline)"},
-             kYes, kYes, kNo, kNo, kYes, kNo, nullptr),
+             kYes, kNo, kNo, kNo, kYes, kNo, nullptr),
       Scheme({"dense_ps", Route::kCentralized, "dense", "dense", "dense gradients summed on the servers"},
              kNo, kNo, kNo, kNo, kNo, kNo, nullptr),
       Scheme({"dense_allreduce", Route::kDecentralized, "dense", "dense",
@@ -63,8 +68,9 @@ const std::vector<SchemeInfo>& Schemes() {
              kYes, kNo, kNo, kNo, kNo, kNo, &GTopK),
       // importance_allreduce's density is per rank: every rank names its k
       // most important indices and all allreduce their values at the union
-      // (up to P k coordinates; 14x at P = 4 on the Fashion-MNIST models).
-      Scheme({"importance_allreduce", Route::kDecentralized, "importance", "importance:density=0.01",
+      // (up to P k coordinates; 3.8x at P = 4 on the Fashion-MNIST models:
+      // the density that holds accuracy, worker/README.md, "Baselines").
+      Scheme({"importance_allreduce", Route::kDecentralized, "importance", "importance:density=0.04",
               "every rank names its important indices by |g|/|w| (allgather); all allreduce their values at the union"},
              kYes, kNo, kNo, kNo, kNo, kYes, &ImportanceAllreduce),
       Scheme({"spardl", Route::kDecentralized, "topk", "topk:density=0.01",
