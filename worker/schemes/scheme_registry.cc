@@ -73,9 +73,7 @@ const std::vector<SchemeInfo>& Schemes() {
       Scheme({"importance_allreduce", Route::kDecentralized, "importance", "importance:density=0.04",
               "every rank names its important indices by |g|/|w| (allgather); all allreduce their values at the union"},
              kYes, kNo, kNo, kNo, kNo, kYes, &ImportanceAllreduce),
-      // spardl at density 0.01 (33x) lost 1.5 to 2.9 points on the CNN; at
-      // 10x it holds both models (worker/README.md, "Baselines").
-      Scheme({"spardl", Route::kDecentralized, "topk", "topk:density=0.0333333",
+      Scheme({"spardl", Route::kDecentralized, "topk", "topk:density=0.01",
               "SparDL: Spar-Reduce-Scatter and Spar-All-Gather with global residual collection"},
              kYes, kNo, kNo, kNo, kNo, kNo, &SparDL),
       // The hybrid pushes like sketch_ps and falls back to sketch_allreduce's
