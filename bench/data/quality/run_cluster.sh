@@ -1,16 +1,16 @@
 #!/bin/bash
 # One local cluster on the CNN or MLP (scripts/local_cluster.sh), 4 workers,
 # the main job's defaults; prints NAME, final test accuracy, ratio.
-#   usage: run.sh NAME WORKLOAD SCHEME SEED [worker flags...]
-#   e.g.   run.sh tk36_s1 cnn topk_allgather 1 --compressor=topk:density=0.00125
-# Output in ${OUT:-/tmp/same_k}/NAME (comparison.json, curves.csv) and NAME.log.
+#   usage: run_cluster.sh NAME WORKLOAD SCHEME SEED [worker flags...]
+#   e.g.   run_cluster.sh tk36_s1 cnn topk_allgather 1 --compressor=topk:density=0.00125
+# Output in ${OUT:-/tmp/quality_runs}/NAME (comparison.json, curves.csv) and NAME.log.
 # The decode audit (audit_*/audit.txt) needs a worker built with
-# decode_audit.patch applied (`git apply bench/data/quality/same_k/decode_audit.patch`,
+# same_k/decode_audit.patch applied (`git apply bench/data/quality/same_k/decode_audit.patch`,
 # then `bash scripts/bazel.sh build //worker:sketchfuse_worker`) and
 # SF_DEBUG_TRUTH=1 in the environment; its lines are in the rank-0 worker's log.
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../../.." && pwd)"
-out="${OUT:-/tmp/same_k}"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
+out="${OUT:-/tmp/quality_runs}"
 name=$1 workload=$2 scheme=$3 seed=$4
 shift 4
 mkdir -p "$out"
