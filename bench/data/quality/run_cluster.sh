@@ -9,6 +9,10 @@
 # then `bash scripts/bazel.sh build //worker:sketchfuse_worker`) and
 # SF_DEBUG_TRUTH=1 in the environment; its lines are in the rank-0 worker's log.
 set -euo pipefail
+if [ $# -lt 4 ]; then
+  echo "usage: run_cluster.sh NAME WORKLOAD SCHEME SEED [worker flags...]" >&2
+  exit 2
+fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 out="${OUT:-/tmp/quality_runs}"
 name=$1 workload=$2 scheme=$3 seed=$4
