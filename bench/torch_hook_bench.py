@@ -47,7 +47,7 @@ CONFIGS = ["ddp", "ddp_allreduce_hook", "ddp_fp16_hook", "sketchfuse:dense_allre
 
 def one_config(name, args, rank, x, y):
     torch.manual_seed(1)
-    model = pytorch_ddp.Cnn() if args.model == "cnn" else pytorch_ddp.Mlp()
+    model = pytorch_ddp.build_model(args.model)
     ddp = torch.nn.parallel.DistributedDataParallel(model)
     state = None
     momentum = 0.9
@@ -115,7 +115,7 @@ def worker(rank, args, port, out_path):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="cnn", choices=["cnn", "mlp"])
+    parser.add_argument("--model", default="cnn", choices=sorted(pytorch_ddp.MODELS))
     parser.add_argument("--world", type=int, default=4)
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=10)

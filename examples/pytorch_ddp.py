@@ -13,9 +13,15 @@ Python 3.11 on); PyTorch 2.x's launcher works.
 
 It trains the C++ worker's models ("cnn" by default, or "mlp"; the same layers,
 the same initial weights for the same --seed, the same shards of the data and
-the same order of examples through sf_epoch_order) with the hook aggregating
-every DDP bucket, and prints the test accuracy, the time per step, the bytes a
-worker sent per step and the hook's own time (compress and decode) per step.
+the same order of examples through sf_epoch_order), or torchvision's ResNet-18
+(--model=resnet18: 11.2M parameters, batch norm; Debian: python3-torchvision),
+with the hook aggregating every DDP bucket, and prints the test accuracy, the
+time per step, the bytes a worker sent per step and the hook's own time
+(compress and decode) per step, also as a share of the backward pass it runs in.
+--device=cuda puts each rank's model and batches on GPU (rank mod GPU count);
+over Gloo several ranks share one GPU and the hook stages the CUDA buckets
+through the host; --backend=nccl needs a GPU per rank. On the GPU machine:
+scripts/gpu_bundle.sh build-hook here, then run-hook there.
 The same settings on the C++ worker:
 
     scripts/local_cluster.sh --workload=cnn --schemes=SCHEME -- --seed=1 [--compressor=SPEC]
@@ -85,6 +91,25 @@ class Mlp(torch.nn.Module):
         return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
 
 
+def resnet18():
+    """torchvision's ResNet-18 for 28x28 grey images, 10 classes: the usual small-image stem
+    (a 3x3, stride-1 first convolution of one channel, no max-pool) on torchvision's blocks.
+    Needs torchvision (Debian: python3-torchvision)."""
+    import torchvision  # only this model needs it
+    model = torchvision.models.resnet18(weights=None, num_classes=10)
+    model.conv1 = torch.nn.Conv2d(1, 64, 3, stride=1, padding=1, bias=False)
+    model.maxpool = torch.nn.Identity()
+    return model
+
+
+MODELS = {"cnn": Cnn, "mlp": Mlp, "resnet18": resnet18}
+
+
+def build_model(name):
+    """A new model by --model name (the caller seeds torch first)."""
+    return MODELS[name]()
+
+
 def read_idx(path, expected_magic):
     """An IDX file (gzip) as a uint8 tensor; ValueError naming the file when it is not one."""
     with gzip.open(path, "rb") as f:
@@ -128,7 +153,12 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scheme", default="sketch_allreduce")
     parser.add_argument("--compressor", default=None, help="compressor spec (default: the scheme's)")
-    parser.add_argument("--model", default="cnn", choices=["cnn", "mlp"])
+    parser.add_argument("--model", default="cnn", choices=sorted(MODELS),
+                        help="cnn and mlp are the C++ worker's; resnet18 is torchvision's")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                        help="where the model, its gradients and the batches live (cuda: rank r on GPU r mod count)")
+    parser.add_argument("--backend", default="gloo", choices=["gloo", "nccl"],
+                        help="DDP's process group; nccl needs --device=cuda and a GPU per rank")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--train_examples", type=int, default=24000)
     parser.add_argument("--test_examples", type=int, default=10000)
@@ -159,6 +189,14 @@ def parse_args(argv=None):
             parser.error(f"--{name} must be >= 1; got {getattr(args, name)}")
     if not (args.learning_rate > 0):
         parser.error(f"--learning_rate must be > 0; got {args.learning_rate}")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device=cuda: PyTorch sees no CUDA device here")
+    if args.backend == "nccl" and args.device != "cuda":
+        parser.error("--backend=nccl needs --device=cuda")
+    ranks = args.nproc_per_node or int(os.environ.get("WORLD_SIZE", "1"))
+    if args.backend == "nccl" and ranks > torch.cuda.device_count():
+        parser.error(f"--backend=nccl: {ranks} ranks on {torch.cuda.device_count()} GPU(s); NCCL needs a GPU per "
+                     "rank (use --backend=gloo to share a GPU: the hook stages CUDA buckets through the host)")
     if args.nproc_per_node < 0:
         parser.error(f"--nproc_per_node must be >= 0; got {args.nproc_per_node}")
     if args.start_servers < 0 or (args.start_servers and not args.nproc_per_node):
@@ -187,7 +225,7 @@ def spawned(local_rank, world, port, argv):
 
 def write_job(args, world_size, path, job):
     torch.manual_seed(args.seed)
-    model = Cnn() if args.model == "cnn" else Mlp()
+    model = build_model(args.model)
     sft.write_job_config(model, path, args.scheme, args.compressor, world_size=world_size, job=job, seed=args.seed,
                          momentum=args.momentum, release_cap=args.release_cap)
 
@@ -254,7 +292,11 @@ def main():
 
 def train(parser, args):
     torch.set_num_threads(args.threads)
-    dist.init_process_group("gloo")
+    device = torch.device("cpu")
+    if args.device == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    dist.init_process_group(args.backend)
     rank, world = dist.get_rank(), dist.get_world_size()
 
     x_train, y_train = load(args.data_dir, "train")
@@ -265,11 +307,12 @@ def train(parser, args):
     steps_per_epoch = (used // world) // args.batch_size
     if steps_per_epoch < 1:
         parser.error(f"--batch_size {args.batch_size} is larger than a worker's {used // world} examples")
-    x_test, y_test = x_test[:args.test_examples], y_test[:args.test_examples]
+    x_test, y_test = x_test[:args.test_examples].to(device), y_test[:args.test_examples].to(device)
+    x_shard, y_shard = x_shard.to(device), y_shard.to(device)
 
     torch.manual_seed(args.seed)
-    model = Cnn() if args.model == "cnn" else Mlp()
-    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    model = build_model(args.model).to(device)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
     state = None
     momentum_in_optimizer = args.momentum
     if args.scheme != "ddp":
@@ -283,7 +326,7 @@ def train(parser, args):
 
     first_step = 0
     if args.resume:
-        saved = torch.load(args.resume.replace("{rank}", str(rank)))
+        saved = torch.load(args.resume.replace("{rank}", str(rank)), map_location="cpu")
         model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
         if state is not None:
@@ -292,21 +335,30 @@ def train(parser, args):
 
     total_steps = steps_per_epoch * args.epochs
     last_step = total_steps if args.stop_after_steps <= 0 else min(total_steps, first_step + args.stop_after_steps)
-    step_seconds = 0.0
+    step_seconds = backward_seconds = 0.0
+
+    def synchronized_clock():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return time.perf_counter()
+
     wall_start = time.perf_counter()
     order = None
     loss_value = float("nan")
     for step in range(first_step, last_step):
         epoch, in_epoch = divmod(step, steps_per_epoch)
         if in_epoch == 0 or order is None:
-            order = torch.tensor(_native.epoch_order(args.seed, rank, epoch, x_shard.shape[0]), dtype=torch.int64)
+            order = torch.tensor(_native.epoch_order(args.seed, rank, epoch, x_shard.shape[0]), dtype=torch.int64,
+                                 device=device)
         index = order[in_epoch * args.batch_size:(in_epoch + 1) * args.batch_size]
-        begin = time.perf_counter()
+        begin = synchronized_clock()
         loss = F.cross_entropy(ddp(x_shard[index]), y_shard[index])
         optimizer.zero_grad()
-        loss.backward()
+        backward_begin = synchronized_clock()
+        loss.backward()  # DDP runs the hook on each bucket inside it and waits for every bucket's result
+        backward_seconds += synchronized_clock() - backward_begin
         optimizer.step()
-        step_seconds += time.perf_counter() - begin
+        step_seconds += synchronized_clock() - begin
         loss_value = loss.item()
         if in_epoch == steps_per_epoch - 1 and rank == 0:
             print(f"epoch {epoch + 1}: loss {loss_value:.4f}, test accuracy {evaluate(model, x_test, y_test):.2f}%",
@@ -315,13 +367,18 @@ def train(parser, args):
     steps = max(last_step - first_step, 1)
     accuracy = evaluate(model, x_test, y_test)
     stats = state.stats() if state is not None else None
+    hook_seconds = ((stats["compress_s"] + stats["decode_s"]) / steps) if stats else None
     summary = {
-        "scheme": args.scheme, "compressor": args.compressor, "model": args.model, "rank": rank, "world_size": world,
+        "scheme": args.scheme, "compressor": args.compressor, "model": args.model, "device": str(device),
+        "backend": args.backend, "parameters": sum(p.numel() for p in model.parameters()), "rank": rank,
+        "world_size": world,
         "seed": args.seed, "steps": last_step, "test_accuracy": accuracy, "final_loss": loss_value,
-        "step_time_s": step_seconds / steps, "wall_s": wall,
+        "step_time_s": step_seconds / steps, "backward_s_per_step": backward_seconds / steps, "wall_s": wall,
         "bytes_per_step": (stats["bytes_sent"] / stats["steps"]) if stats and stats["steps"] else None,
         "compression_ratio": stats["compression_ratio"] if stats else None,
-        "hook_compress_decode_s_per_step": ((stats["compress_s"] + stats["decode_s"]) / steps) if stats else None,
+        "hook_compress_decode_s_per_step": hook_seconds,
+        # The hook's own compute against the backward pass it runs in (which includes it and the transfers).
+        "hook_share_of_backward": (hook_seconds / (backward_seconds / steps)) if stats and backward_seconds > 0 else None,
         "hook": stats,
     }
     if args.checkpoint:
@@ -331,8 +388,10 @@ def train(parser, args):
     if rank == 0:
         ratio = f"{summary['compression_ratio']:.1f}x" if summary["compression_ratio"] else "1x (DDP)"
         bytes_text = f"{summary['bytes_per_step']:.0f}" if summary["bytes_per_step"] else "-"
+        share = (f"; hook compress+decode {100 * summary['hook_share_of_backward']:.1f}% of the backward pass"
+                 if summary["hook_share_of_backward"] is not None else "")
         print(f"{args.scheme}: test accuracy {accuracy:.2f}% after {last_step} steps; {1e3 * summary['step_time_s']:.1f} "
-              f"ms/step; {bytes_text} bytes/step per worker ({ratio})", flush=True)
+              f"ms/step; {bytes_text} bytes/step per worker ({ratio}){share}", flush=True)
     if args.json:
         with open(args.json.replace("{rank}", str(rank)), "w") as f:
             json.dump(summary, f, indent=1)

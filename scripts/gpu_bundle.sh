@@ -12,11 +12,25 @@
 #                                           then the benchmark and the same work in PyTorch,
 #                                           and writes logs, JUnit XML and the comparison to
 #                                           DIR (default out/gpu)
+#   bash scripts/gpu_bundle.sh build-hook   here: the PyTorch hook's native library with the
+#                                           shared libraries it needs, and Fashion-MNIST, into
+#                                           .gpu_bundle/hook/ (about 50 MB; carry it alone)
+#   bash scripts/gpu_bundle.sh run-hook [--out DIR] [--device cuda|cpu] [--ranks N]
+#            [--train_examples N] [--epochs N] [--schemes S,S,...]
+#                                           on the GPU machine: examples/pytorch_ddp.py
+#                                           trains torchvision's ResNet-18 with DDP's own
+#                                           allreduce and with the hook's schemes, N ranks
+#                                           (default 2) sharing the GPU over Gloo; writes each
+#                                           run's log and summary and resnet18.csv to DIR
+#                                           (default out/gpu_hook) and prints the table
+#                                           ($PYTHON, default python3: the one with PyTorch)
 #
 # NCCL is not carried (218 MB): `run` takes libnccl.so.2 from the machine's
 # PyTorch environment (the nvidia-nccl wheel), or from /usr/local/cuda/lib64.
 # Each bundled program runs with LD_LIBRARY_PATH set for it alone, so that the
-# bundle's libraries never reach the machine's Python.
+# bundle's libraries never reach the machine's Python; run-hook's Python loads
+# the hook's library, so its bundle leaves out the C and C++ runtimes, zlib and OpenSSL
+# (the machine's newer ones serve both).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -25,7 +39,7 @@ gpu_tests=(//cuda:device_test //cuda:count_sketch_kernels_test //cuda:topk_kerne
            //cuda:vector_kernels_test //cuda:nccl_communicator_test //worker/collective:nccl_collective_test
            //worker/gpu:device_group_state_test //worker/gpu:device_synthetic_run_test)
 
-usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 build() {
   if [ ! -x "${CUDA_PATH:-/usr/local/cuda}/bin/nvcc" ]; then
@@ -121,8 +135,93 @@ run() {
   return "$failed"
 }
 
+build_hook() {
+  bash scripts/bazel.sh build //worker/hook:libsketchfuse_c.so 2>&1 | grep -v -E 'linux-sandbox(-pid1)?\.cc'
+  local dir="$bundle/hook"
+  rm -rf "$dir"
+  mkdir -p "$dir/lib" "$dir/data"
+  cp bazel-bin/worker/hook/libsketchfuse_c.so "$dir/lib/"
+  # Its libraries, but not those the machine's Python process already holds in
+  # newer versions (the C and C++ runtimes, zlib, OpenSSL 3): LD_LIBRARY_PATH covers the
+  # whole process there, PyTorch included.
+  ldd "$dir/lib/libsketchfuse_c.so" | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
+    case "$(basename "$lib")" in
+      libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libstdc++.so*|libgcc_s.so*|libz.so*|libssl.so*|libcrypto.so*) ;;
+      *) cp -L "$lib" "$dir/lib/" ;;
+    esac
+  done
+  cp /usr/share/datasets/fashion-mnist/*-ubyte.gz "$dir/data/"
+  chmod -R u+w "$dir"
+  echo "hook bundle: $(du -sh "$dir" | cut -f1) in $dir ($(ls "$dir/lib" | wc -l) libraries, Fashion-MNIST)"
+}
+
+run_hook() {
+  local out=out/gpu_hook device=cuda ranks=2 examples=24000 epochs=2 schemes=ddp,dense_allreduce,sketch_allreduce,topk_allgather
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --out) out="$2"; shift 2 ;;
+      --device) device="$2"; shift 2 ;;
+      --ranks) ranks="$2"; shift 2 ;;
+      --train_examples) examples="$2"; shift 2 ;;
+      --epochs) epochs="$2"; shift 2 ;;
+      --schemes) schemes="$2"; shift 2 ;;
+      *) echo "gpu_bundle.sh run-hook: unknown option '$1'" >&2; usage ;;
+    esac
+  done
+  local dir="$bundle/hook"
+  if [ ! -e "$dir/lib/libsketchfuse_c.so" ]; then
+    echo "gpu_bundle.sh run-hook: no $dir/ here; run 'bash scripts/gpu_bundle.sh build-hook' first" >&2
+    exit 1
+  fi
+  mkdir -p "$out"
+  command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv \
+    2>&1 | tee "$out/gpu.txt" || true
+  local scheme failed=0
+  for scheme in ${schemes//,/ }; do
+    echo "== resnet18 $scheme"
+    if ! PYTHONUNBUFFERED=1 LD_LIBRARY_PATH="$root/$dir/lib" SKETCHFUSE_LIB="$root/$dir/lib/libsketchfuse_c.so" \
+         "${PYTHON:-python3}" examples/pytorch_ddp.py --nproc_per_node="$ranks" --model=resnet18 --device="$device" \
+         --scheme="$scheme" --train_examples="$examples" --epochs="$epochs" --seed=1 --data_dir="$dir/data" \
+         --json="$out/resnet18_${scheme}_{rank}.json" >"$out/resnet18_${scheme}.log" 2>&1; then
+      failed=1
+      echo "   FAILED; the end of its log:"
+      tail -n 20 "$out/resnet18_${scheme}.log"
+    fi
+    tail -n 1 "$out/resnet18_${scheme}.log"
+  done
+  python3 - "$out" ${schemes//,/ } <<'PY'
+import json, os, sys
+out, schemes = sys.argv[1], sys.argv[2:]
+rows = []
+for scheme in schemes:
+    path = os.path.join(out, f"resnet18_{scheme}_0.json")
+    if os.path.exists(path):
+        rows.append(json.load(open(path)))
+keys = ["scheme", "device", "world_size", "steps", "test_accuracy", "step_time_s", "backward_s_per_step",
+        "hook_compress_decode_s_per_step", "hook_share_of_backward", "compression_ratio"]
+with open(os.path.join(out, "resnet18.csv"), "w") as f:
+    f.write(",".join(keys) + "\n")
+    for r in rows:
+        f.write(",".join("" if r.get(k) is None else str(r[k]) for k in keys) + "\n")
+print(f"{'scheme':18s} {'accuracy':>9s} {'ms/step':>8s} {'backward ms':>12s} {'hook ms':>8s} {'hook/backward':>14s} {'ratio':>6s}")
+for r in rows:
+    hook = r["hook_compress_decode_s_per_step"]
+    share = r["hook_share_of_backward"]
+    ratio = r["compression_ratio"]
+    hook_text = "-" if hook is None else f"{1e3 * hook:.1f}"
+    share_text = "-" if share is None else f"{100 * share:.1f}%"
+    ratio_text = "-" if not ratio else f"{ratio:.1f}x"
+    print(f"{r['scheme']:18s} {r['test_accuracy']:8.2f}% {1e3 * r['step_time_s']:8.1f} "
+          f"{1e3 * r['backward_s_per_step']:12.1f} {hook_text:>8s} {share_text:>14s} {ratio_text:>6s}")
+print(f"wrote {os.path.join(out, 'resnet18.csv')}")
+PY
+  return "$failed"
+}
+
 case "${1:-}" in
   build) shift; [ $# -eq 0 ] || usage; build ;;
   run) shift; run "$@" ;;
+  build-hook) shift; [ $# -eq 0 ] || usage; build_hook ;;
+  run-hook) shift; run_hook "$@" ;;
   *) usage ;;
 esac

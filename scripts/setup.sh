@@ -16,7 +16,8 @@ set -euo pipefail
 # library and data; python3 formats the local cluster's report and gnuplot
 # draws its plot; iproute2 (ip, tc) makes the network namespaces of the
 # partition test and the shaped-link benchmarks; python3-torch is what the
-# PyTorch front end (python/sketchfuse) is built for and tested with.
+# PyTorch front end (python/sketchfuse) is built for and tested with, and
+# python3-torchvision gives the example and the tests ResNet-18.
 BUILD_PACKAGES=(
   bazel-bootstrap bazel-bootstrap-source g++ git
   libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc grpc-proto
@@ -24,7 +25,7 @@ BUILD_PACKAGES=(
   libgloo-dev prometheus-cpp-dev zlib1g-dev
   openssl
   libtorch-dev dataset-fashion-mnist python3 gnuplot-nox iproute2
-  python3-torch
+  python3-torch python3-torchvision
 )
 # Benchmarks: nothing beyond the build's (kept for the command line; PyTorch,
 # the benchmarks' reference, is in the build's list for the front end).

@@ -185,6 +185,37 @@ def _cuda_and_host(rank, world):
     return out
 
 
+def _resnet18(rank, world, device, steps=3):
+    """torchvision's ResNet-18 of the example (examples/pytorch_ddp.py) on random 28x28 batches: DDP's own
+    allreduce, then the hook with dense_allreduce and sketch_allreduce, from the same initial weights."""
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    import pytorch_ddp  # noqa: E402 - the example's model, as a user runs it
+    out = {}
+    for scheme in ("ddp", "dense_allreduce", "sketch_allreduce"):
+        torch.manual_seed(0)
+        model = pytorch_ddp.resnet18().to(device)
+        out.setdefault("initial", [p.detach().cpu().clone() for p in model.parameters()])
+        ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[0] if device == "cuda" else None)
+        optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05)
+        state = None
+        if scheme != "ddp":
+            state = sft.HookState(scheme, None, seed=5, optimizer=optimizer)
+            ddp.register_comm_hook(state, sft.hook)
+        g = torch.Generator().manual_seed(100 + rank)
+        for _ in range(steps):
+            x = torch.randn(8, 1, 28, 28, generator=g).to(device)
+            y = torch.randint(0, 10, (8,), generator=g).to(device)
+            loss = torch.nn.functional.cross_entropy(ddp(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        out[scheme] = [p.detach().cpu().clone() for p in model.parameters()]
+        if state is not None:
+            out[scheme + "/stats"] = state.stats()
+        del ddp, state
+    return out
+
+
 def _nccl_one_rank(rank, world):
     params, _, stats = _train(rank, "sketch_allreduce", SKETCH, 4, 25, device="cuda")
     return {"params": params, "stats": stats}
@@ -494,6 +525,45 @@ class BadInput(unittest.TestCase):
             self.assertIn("on rank 1", result["error"])
 
 
+def _has_torchvision():
+    try:
+        import torchvision  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+class TorchvisionResNet18(unittest.TestCase):
+    """A real convolutional network of 11.2M parameters (batch norm included) through the hook, two ranks."""
+
+    def check(self, results):
+        for r, result in enumerate(results):
+            self.assertNotIn("exception", result, result.get("exception"))
+            # The hook's dense allreduce is DDP's: the same parameters up to the order of the sums.
+            for a, b in zip(result["ddp"], result["dense_allreduce"]):
+                torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5, msg=f"rank {r}")
+            stats = result["sketch_allreduce/stats"]
+            self.assertEqual(stats["steps"], 3)
+            self.assertGreater(stats["compression_ratio"], 5)
+            for a, b in zip(result["sketch_allreduce"], results[0]["sketch_allreduce"]):
+                self.assertTrue(torch.equal(a, b), f"rank {r}: the ranks' models differ")
+                self.assertTrue(torch.isfinite(a).all())
+            # The sketch's updates reached the weights (three steps: some coordinates of most tensors).
+            moved = sum(not torch.equal(a, b) for a, b in zip(result["initial"], result["sketch_allreduce"]))
+            self.assertGreater(moved, len(result["initial"]) // 2)
+
+    @unittest.skipUnless(_has_torchvision(), "torchvision is missing: scripts/setup.sh installs python3-torchvision")
+    def test_resnet18_on_host_buckets(self):
+        self.check(_spawn(_resnet18, 2, "cpu"))
+
+    @unittest.skipUnless(_has_torchvision() and torch.cuda.is_available(),
+                         "no CUDA device here (or no torchvision): ResNet-18's CUDA buckets run on the GPU machine "
+                         "(issue 24)")
+    def test_resnet18_on_cuda_buckets(self):
+        # Two ranks share the one GPU over Gloo: the hook stages CUDA buckets through the host.
+        self.check(_spawn(_resnet18, 2, "cuda"))
+
+
 @unittest.skipUnless(torch.cuda.is_available(),
                      "no CUDA device here: the hook's CUDA buckets are tested on the GPU machine (issue 24)")
 class CudaBuckets(unittest.TestCase):
@@ -535,6 +605,14 @@ class CommandLines(unittest.TestCase):
         self._refused("examples/pytorch_ddp.py", ["--write_job_config=/dev/null"], "needs --world_size")
         self._refused("examples/pytorch_ddp.py", ["--write_job_config=/dev/null", "--world_size=2",
                                                   "--scheme=sketch_allreduce"], "joins no coordinator")
+        self._refused("examples/pytorch_ddp.py", ["--backend=nccl"], "--backend=nccl needs --device=cuda")
+        self._refused("examples/pytorch_ddp.py", ["--model=resnet50"], "invalid choice: 'resnet50'")
+        if not torch.cuda.is_available():
+            self._refused("examples/pytorch_ddp.py", ["--device=cuda"], "PyTorch sees no CUDA device here")
+        else:
+            self._refused("examples/pytorch_ddp.py", ["--device=cuda", "--backend=nccl",
+                                                      f"--nproc_per_node={torch.cuda.device_count() + 1}"],
+                          "NCCL needs a GPU per rank")
 
     def test_the_benchmark_refuses_bad_flags(self):
         self._refused("bench/torch_hook_bench.py", ["--steps=0"], "--steps must be >= 1")
