@@ -129,6 +129,8 @@ class Peeler {
   bool usable() const { return shape_.rows >= 2 && n_ > 0 && options_.max_entries > 0; }
   bool more_passes(uint32_t pass) const { return pass < options_.max_passes && entries_.size() < options_.max_entries; }
   const std::vector<float>& table() const { return table_; }
+  // Row estimates at or below this magnitude read an empty cell.
+  float floor() const { return floor_; }
   uint32_t size() const { return n_; }
 
   // Looks at coordinate `index` with its row estimates: false if it is below
@@ -165,6 +167,18 @@ class Peeler {
         table_[static_cast<size_t>(r) * shape_.cols + BucketOfIndex(hashes_[r], c.index, shape_.cols, chunk_shift_)] -=
             SignOfIndex(hashes_[r], c.index) * c.value;
       }
+    }
+    return true;
+  }
+
+  // Coordinate `index`'s row estimates into out[r], row by row, stopping at
+  // the first one at or below the floor (false): such a coordinate is out
+  // for good, as Consider would find.
+  bool EstimatesAboveFloor(uint32_t index, float* out) const {
+    for (uint32_t r = 0; r < shape_.rows; ++r) {
+      out[r] = SignOfIndex(hashes_[r], index) *
+               table_[static_cast<size_t>(r) * shape_.cols + BucketOfIndex(hashes_[r], index, shape_.cols, chunk_shift_)];
+      if (!(std::fabs(out[r]) > floor_)) return false;
     }
     return true;
   }
@@ -212,22 +226,33 @@ SparseEntries PeelDecode(const SketchView& sketch, uint64_t dim, const PeelOptio
   // passes only those still above the floor in every row (a coordinate that
   // reads an empty cell never becomes decodable), one at a time: after the
   // first pass they are a small share of the group.
+  // Most coordinates read an empty cell in some row: a branch-free sweep over
+  // the block's rows marks those above the floor in every row, and only they
+  // are considered (Consider tests the floor again; the result is the same).
   std::vector<uint32_t> alive;
   std::vector<float> est(static_cast<size_t>(shape.rows) * kBlock);
+  std::vector<uint8_t> above(kBlock);
+  const float floor = peeler.floor();
   const uint32_t n = peeler.size();
   for (uint32_t base = 0; base < n; base += std::min(kBlock, n - base)) {
     const uint32_t len = std::min(kBlock, n - base);
     SketchView(shape, peeler.table().data()).RowEstimates(base, len, est.data(), kBlock);
+    std::fill(above.begin(), above.begin() + len, uint8_t{1});
+    for (uint32_t r = 0; r < shape.rows; ++r) {
+      const float* row = &est[static_cast<size_t>(r) * kBlock];
+      for (uint32_t j = 0; j < len; ++j) above[j] &= static_cast<uint8_t>(std::fabs(row[j]) > floor);
+    }
     for (uint32_t j = 0; j < len; ++j) {
-      if (peeler.Consider(base + j, &est[j], kBlock)) alive.push_back(base + j);
+      if (above[j] && peeler.Consider(base + j, &est[j], kBlock)) alive.push_back(base + j);
     }
   }
   std::vector<float> one(shape.rows);
   for (uint32_t pass = 1; peeler.EndPass() && peeler.more_passes(pass); ++pass) {
     size_t kept = 0;
     for (uint32_t index : alive) {
-      peeler.EstimatesOf(index, one.data());
-      if (peeler.Consider(index, one.data(), 1)) alive[kept++] = index;
+      if (peeler.EstimatesAboveFloor(index, one.data()) && peeler.Consider(index, one.data(), 1)) {
+        alive[kept++] = index;
+      }
     }
     alive.resize(kept);
   }
