@@ -81,6 +81,47 @@ bool Claims(const float* est, size_t stride, uint32_t rows, float tolerance, Can
 std::vector<Candidate> Resolve(const std::vector<Candidate>& candidates, const SketchShape& shape,
                                const std::vector<RowHash>& hashes, uint32_t chunk_shift) {
   struct Claim {
+    size_t cell;
+    uint32_t candidate;
+  };
+  std::vector<Claim> claims;
+  for (uint32_t c = 0; c < candidates.size(); ++c) {
+    for (uint32_t r = 0; r < shape.rows; ++r) {
+      if ((candidates[c].rows >> r & 1) == 0) continue;
+      claims.push_back({static_cast<size_t>(r) * shape.cols +
+                            BucketOfIndex(hashes[r], candidates[c].index, shape.cols, chunk_shift),
+                        c});
+    }
+  }
+  // Per cell: the most agreeing rows among its claims (rows <= 64), and
+  // whether more than one claim has that many.
+  std::vector<uint8_t> most(shape.num_cells(), 0);
+  std::vector<uint8_t> tied(shape.num_cells(), 0);
+  for (const Claim& claim : claims) {
+    const uint32_t agree = candidates[claim.candidate].agree;
+    if (agree > most[claim.cell]) {
+      most[claim.cell] = static_cast<uint8_t>(agree);
+      tied[claim.cell] = 0;
+    } else if (agree == most[claim.cell]) {
+      tied[claim.cell] = 1;
+    }
+  }
+  std::vector<bool> lost(candidates.size(), false);
+  for (const Claim& claim : claims) {
+    if (candidates[claim.candidate].agree < most[claim.cell] || tied[claim.cell]) lost[claim.candidate] = true;
+  }
+  std::vector<Candidate> won;
+  for (uint32_t c = 0; c < candidates.size(); ++c) {
+    if (!lost[c] && candidates[c].takeable) won.push_back(candidates[c]);
+  }
+  return won;
+}
+
+// The same rule, written as a sort of the claims by cell and agreement (the
+// reference's: the parity test holds the two to the same bits).
+std::vector<Candidate> ResolveBySorting(const std::vector<Candidate>& candidates, const SketchShape& shape,
+                                        const std::vector<RowHash>& hashes, uint32_t chunk_shift) {
+  struct Claim {
     uint64_t cell;
     uint32_t agree;
     uint32_t candidate;
@@ -113,12 +154,16 @@ std::vector<Candidate> Resolve(const std::vector<Candidate>& candidates, const S
   return won;
 }
 
+using Resolver = std::vector<Candidate> (*)(const std::vector<Candidate>&, const SketchShape&,
+                                            const std::vector<RowHash>&, uint32_t);
+
 // The state of one decode: the table as peeled so far, the coordinates
 // taken, and the shared steps of a pass.
 class Peeler {
  public:
-  Peeler(const SketchShape& shape, std::vector<float> table, uint64_t dim, const PeelOptions& options)
-      : shape_(shape), table_(std::move(table)), n_(static_cast<uint32_t>(dim)), options_(options),
+  Peeler(const SketchShape& shape, std::vector<float> table, uint64_t dim, const PeelOptions& options,
+         Resolver resolve)
+      : shape_(shape), table_(std::move(table)), n_(static_cast<uint32_t>(dim)), options_(options), resolve_(resolve),
         hashes_(shape.rows), chunk_shift_(ChunkShift(shape.cols)), decoded_(dim, false) {
     for (uint32_t r = 0; r < shape.rows; ++r) hashes_[r] = MakeRowHash(shape.seed, r);
     float largest = 0;
@@ -149,7 +194,7 @@ class Peeler {
   // Resolves this pass's claims, takes the winners (up to the cap) out of
   // the table; false when nothing was taken.
   bool EndPass() {
-    std::vector<Candidate> taken = Resolve(candidates_, shape_, hashes_, chunk_shift_);
+    std::vector<Candidate> taken = resolve_(candidates_, shape_, hashes_, chunk_shift_);
     candidates_.clear();
     if (taken.empty()) return false;
     const uint64_t room = options_.max_entries - entries_.size();
@@ -208,6 +253,7 @@ class Peeler {
   std::vector<float> table_;
   const uint32_t n_;
   const PeelOptions options_;
+  const Resolver resolve_;
   std::vector<RowHash> hashes_;
   const uint32_t chunk_shift_;
   float floor_ = 0;
@@ -220,7 +266,8 @@ class Peeler {
 
 SparseEntries PeelDecode(const SketchView& sketch, uint64_t dim, const PeelOptions& options) {
   const SketchShape& shape = sketch.shape();
-  Peeler peeler(shape, std::vector<float>(sketch.table(), sketch.table() + shape.num_cells()), dim, options);
+  Peeler peeler(shape, std::vector<float>(sketch.table(), sketch.table() + shape.num_cells()), dim, options,
+                Resolve);
   if (!peeler.usable()) return {};
   // The first pass reads every coordinate, a block of rows at a time; later
   // passes only those still above the floor in every row (a coordinate that
@@ -263,7 +310,7 @@ namespace sketch_peeling_reference {
 
 SparseEntries PeelDecode(const SketchShape& shape, std::vector<float> table, uint64_t dim,
                          const PeelOptions& options) {
-  Peeler peeler(shape, std::move(table), dim, options);
+  Peeler peeler(shape, std::move(table), dim, options, ResolveBySorting);
   if (!peeler.usable()) return {};
   std::vector<float> est(shape.rows);
   for (uint32_t pass = 0; peeler.more_passes(pass); ++pass) {
