@@ -46,6 +46,18 @@ bool AboveFloor(const float* est, size_t stride, uint32_t rows, float floor) {
 // one, the coordinate waits for the pass after that other coordinate was
 // taken out, and meanwhile keeps the cells it may own from being explained
 // by a coordinate that only collides with it.)
+// Whether two of the rows agree: Claims is true exactly then. Most alive
+// coordinates read crowded cells in every row and agree nowhere; this finds
+// them with fewer comparisons than Claims' full count.
+bool SomePairAgrees(const float* est, size_t stride, uint32_t rows, float tolerance) {
+  for (uint32_t a = 0; a + 1 < rows; ++a) {
+    for (uint32_t b = a + 1; b < rows; ++b) {
+      if (Agree(est[a * stride], est[b * stride], tolerance)) return true;
+    }
+  }
+  return false;
+}
+
 bool Claims(const float* est, size_t stride, uint32_t rows, float tolerance, Candidate* out) {
   uint32_t best = 0;
   uint64_t groups = 0;  // union of the largest groups
@@ -161,9 +173,12 @@ using Resolver = std::vector<Candidate> (*)(const std::vector<Candidate>&, const
 // taken, and the shared steps of a pass.
 class Peeler {
  public:
+  // `resolve` settles the claims of a pass; with `quick_reject`, coordinates
+  // none of whose rows agree are passed over before Claims counts them.
   Peeler(const SketchShape& shape, std::vector<float> table, uint64_t dim, const PeelOptions& options,
-         Resolver resolve)
+         Resolver resolve, bool quick_reject)
       : shape_(shape), table_(std::move(table)), n_(static_cast<uint32_t>(dim)), options_(options), resolve_(resolve),
+        quick_reject_(quick_reject),
         hashes_(shape.rows), chunk_shift_(ChunkShift(shape.cols)), decoded_(dim, false) {
     for (uint32_t r = 0; r < shape.rows; ++r) hashes_[r] = MakeRowHash(shape.seed, r);
     float largest = 0;
@@ -183,6 +198,7 @@ class Peeler {
   // it makes one, for this pass.
   bool Consider(uint32_t index, const float* est, size_t stride) {
     if (decoded_[index] || !AboveFloor(est, stride, shape_.rows, floor_)) return false;
+    if (quick_reject_ && !SomePairAgrees(est, stride, shape_.rows, options_.tolerance)) return true;
     Candidate c;
     if (Claims(est, stride, shape_.rows, options_.tolerance, &c)) {
       c.index = index;
@@ -254,6 +270,7 @@ class Peeler {
   const uint32_t n_;
   const PeelOptions options_;
   const Resolver resolve_;
+  const bool quick_reject_;
   std::vector<RowHash> hashes_;
   const uint32_t chunk_shift_;
   float floor_ = 0;
@@ -267,7 +284,7 @@ class Peeler {
 SparseEntries PeelDecode(const SketchView& sketch, uint64_t dim, const PeelOptions& options) {
   const SketchShape& shape = sketch.shape();
   Peeler peeler(shape, std::vector<float>(sketch.table(), sketch.table() + shape.num_cells()), dim, options,
-                Resolve);
+                Resolve, /*quick_reject=*/true);
   if (!peeler.usable()) return {};
   // The first pass reads every coordinate, a block of rows at a time; later
   // passes only those still above the floor in every row (a coordinate that
@@ -310,7 +327,7 @@ namespace sketch_peeling_reference {
 
 SparseEntries PeelDecode(const SketchShape& shape, std::vector<float> table, uint64_t dim,
                          const PeelOptions& options) {
-  Peeler peeler(shape, std::move(table), dim, options, ResolveBySorting);
+  Peeler peeler(shape, std::move(table), dim, options, ResolveBySorting, /*quick_reject=*/false);
   if (!peeler.usable()) return {};
   std::vector<float> est(shape.rows);
   for (uint32_t pass = 0; peeler.more_passes(pass); ++pass) {
