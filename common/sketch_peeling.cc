@@ -88,6 +88,29 @@ bool Claims(const float* est, size_t stride, uint32_t rows, float tolerance, Can
   return best >= 2;
 }
 
+// Calls claim(cell, c) for every cell (an index of the table) that
+// candidates[c] claims, candidate by candidate.
+template <typename Fn>
+void ForEachClaim(const std::vector<Candidate>& candidates, const SketchShape& shape,
+                  const std::vector<RowHash>& hashes, uint32_t chunk_shift, Fn claim) {
+  for (uint32_t c = 0; c < candidates.size(); ++c) {
+    for (uint32_t r = 0; r < shape.rows; ++r) {
+      if ((candidates[c].rows >> r & 1) == 0) continue;
+      claim(static_cast<size_t>(r) * shape.cols + BucketOfIndex(hashes[r], candidates[c].index, shape.cols, chunk_shift),
+            c);
+    }
+  }
+}
+
+// The takeable candidates that lost no cell, in their order.
+std::vector<Candidate> Winners(const std::vector<Candidate>& candidates, const std::vector<bool>& lost) {
+  std::vector<Candidate> won;
+  for (uint32_t c = 0; c < candidates.size(); ++c) {
+    if (!lost[c] && candidates[c].takeable) won.push_back(candidates[c]);
+  }
+  return won;
+}
+
 // Keeps the takeable candidates that win every cell they claim: the claim
 // with the most agreeing rows wins a cell; a tie at the top leaves it to none.
 std::vector<Candidate> Resolve(const std::vector<Candidate>& candidates, const SketchShape& shape,
@@ -97,14 +120,8 @@ std::vector<Candidate> Resolve(const std::vector<Candidate>& candidates, const S
     uint32_t candidate;
   };
   std::vector<Claim> claims;
-  for (uint32_t c = 0; c < candidates.size(); ++c) {
-    for (uint32_t r = 0; r < shape.rows; ++r) {
-      if ((candidates[c].rows >> r & 1) == 0) continue;
-      claims.push_back({static_cast<size_t>(r) * shape.cols +
-                            BucketOfIndex(hashes[r], candidates[c].index, shape.cols, chunk_shift),
-                        c});
-    }
-  }
+  ForEachClaim(candidates, shape, hashes, chunk_shift,
+               [&](size_t cell, uint32_t c) { claims.push_back({cell, c}); });
   // Per cell: the most agreeing rows among its claims (rows <= 64), and
   // whether more than one claim has that many.
   std::vector<uint8_t> most(shape.num_cells(), 0);
@@ -122,11 +139,7 @@ std::vector<Candidate> Resolve(const std::vector<Candidate>& candidates, const S
   for (const Claim& claim : claims) {
     if (candidates[claim.candidate].agree < most[claim.cell] || tied[claim.cell]) lost[claim.candidate] = true;
   }
-  std::vector<Candidate> won;
-  for (uint32_t c = 0; c < candidates.size(); ++c) {
-    if (!lost[c] && candidates[c].takeable) won.push_back(candidates[c]);
-  }
-  return won;
+  return Winners(candidates, lost);
 }
 
 // The same rule, written as a sort of the claims by cell and agreement (the
@@ -139,14 +152,8 @@ std::vector<Candidate> ResolveBySorting(const std::vector<Candidate>& candidates
     uint32_t candidate;
   };
   std::vector<Claim> claims;
-  for (uint32_t c = 0; c < candidates.size(); ++c) {
-    for (uint32_t r = 0; r < shape.rows; ++r) {
-      if ((candidates[c].rows >> r & 1) == 0) continue;
-      const uint64_t cell = uint64_t{r} * shape.cols +
-                            BucketOfIndex(hashes[r], candidates[c].index, shape.cols, chunk_shift);
-      claims.push_back({cell, candidates[c].agree, c});
-    }
-  }
+  ForEachClaim(candidates, shape, hashes, chunk_shift,
+               [&](size_t cell, uint32_t c) { claims.push_back({cell, candidates[c].agree, c}); });
   std::sort(claims.begin(), claims.end(), [](const Claim& a, const Claim& b) {
     return std::make_tuple(a.cell, b.agree, a.candidate) < std::make_tuple(b.cell, a.agree, b.candidate);
   });
@@ -159,11 +166,7 @@ std::vector<Candidate> ResolveBySorting(const std::vector<Candidate>& candidates
     for (size_t j = tie ? i : i + 1; j < end; ++j) lost[claims[j].candidate] = true;
     i = end;
   }
-  std::vector<Candidate> won;
-  for (uint32_t c = 0; c < candidates.size(); ++c) {
-    if (!lost[c] && candidates[c].takeable) won.push_back(candidates[c]);
-  }
-  return won;
+  return Winners(candidates, lost);
 }
 
 using Resolver = std::vector<Candidate> (*)(const std::vector<Candidate>&, const SketchShape&,
