@@ -37,15 +37,6 @@ bool AboveFloor(const float* est, size_t stride, uint32_t rows, float floor) {
   return true;
 }
 
-// What a coordinate above the floor, with row estimates est[0], est[stride],
-// ..., claims, if anything: its largest groups
-// of agreeing rows, if they have two rows or more: it claims their cells, and
-// it is takeable, with the group's value, when that group is the only
-// largest one. (Two rows that hold the coordinate and the same other
-// coordinate agree on a wrong value; while another pair agrees on the right
-// one, the coordinate waits for the pass after that other coordinate was
-// taken out, and meanwhile keeps the cells it may own from being explained
-// by a coordinate that only collides with it.)
 // Whether two of the rows agree: Claims is true exactly then. Most alive
 // coordinates read crowded cells in every row and agree nowhere; this finds
 // them with fewer comparisons than Claims' full count.
@@ -58,6 +49,15 @@ bool SomePairAgrees(const float* est, size_t stride, uint32_t rows, float tolera
   return false;
 }
 
+// What a coordinate above the floor, with row estimates est[0], est[stride],
+// ..., claims, if anything: its largest groups
+// of agreeing rows, if they have two rows or more: it claims their cells, and
+// it is takeable, with the group's value, when that group is the only
+// largest one. (Two rows that hold the coordinate and the same other
+// coordinate agree on a wrong value; while another pair agrees on the right
+// one, the coordinate waits for the pass after that other coordinate was
+// taken out, and meanwhile keeps the cells it may own from being explained
+// by a coordinate that only collides with it.)
 bool Claims(const float* est, size_t stride, uint32_t rows, float tolerance, Candidate* out) {
   uint32_t best = 0;
   uint64_t groups = 0;  // union of the largest groups
@@ -228,11 +228,15 @@ class Peeler {
       decoded_[c.index] = true;
       entries_.emplace_back(c.index, c.value);
       for (uint32_t r = 0; r < shape_.rows; ++r) {
-        table_[static_cast<size_t>(r) * shape_.cols + BucketOfIndex(hashes_[r], c.index, shape_.cols, chunk_shift_)] -=
-            SignOfIndex(hashes_[r], c.index) * c.value;
+        table_[CellOf(r, c.index)] -= SignOfIndex(hashes_[r], c.index) * c.value;
       }
     }
     return true;
+  }
+
+  // The cell coordinate `index` reads in row r (an index of table()).
+  size_t CellOf(uint32_t r, uint32_t index) const {
+    return static_cast<size_t>(r) * shape_.cols + BucketOfIndex(hashes_[r], index, shape_.cols, chunk_shift_);
   }
 
   // Coordinate `index`'s row estimates into out[r], row by row, stopping at
@@ -240,8 +244,7 @@ class Peeler {
   // for good, as Consider would find.
   bool EstimatesAboveFloor(uint32_t index, float* out) const {
     for (uint32_t r = 0; r < shape_.rows; ++r) {
-      out[r] = SignOfIndex(hashes_[r], index) *
-               table_[static_cast<size_t>(r) * shape_.cols + BucketOfIndex(hashes_[r], index, shape_.cols, chunk_shift_)];
+      out[r] = SignOfIndex(hashes_[r], index) * table_[CellOf(r, index)];
       if (!(std::fabs(out[r]) > floor_)) return false;
     }
     return true;
@@ -250,8 +253,7 @@ class Peeler {
   // Coordinate `index`'s row estimates, one at a time (out[r]).
   void EstimatesOf(uint32_t index, float* out) const {
     for (uint32_t r = 0; r < shape_.rows; ++r) {
-      out[r] = SignOfIndex(hashes_[r], index) *
-               table_[static_cast<size_t>(r) * shape_.cols + BucketOfIndex(hashes_[r], index, shape_.cols, chunk_shift_)];
+      out[r] = SignOfIndex(hashes_[r], index) * table_[CellOf(r, index)];
     }
   }
 
@@ -289,13 +291,13 @@ SparseEntries PeelDecode(const SketchView& sketch, uint64_t dim, const PeelOptio
   Peeler peeler(shape, std::vector<float>(sketch.table(), sketch.table() + shape.num_cells()), dim, options,
                 Resolve, /*quick_reject=*/true);
   if (!peeler.usable()) return {};
-  // The first pass reads every coordinate, a block of rows at a time; later
-  // passes only those still above the floor in every row (a coordinate that
-  // reads an empty cell never becomes decodable), one at a time: after the
-  // first pass they are a small share of the group.
-  // Most coordinates read an empty cell in some row: a branch-free sweep over
-  // the block's rows marks those above the floor in every row, and only they
-  // are considered (Consider tests the floor again; the result is the same).
+  // The first pass reads every coordinate, a block of rows at a time; most
+  // read an empty cell in some row, so a branch-free sweep over the block's
+  // rows marks those above the floor in every row, and only they are
+  // considered. Later passes read only those still above the floor (a
+  // coordinate that reads an empty cell never becomes decodable), one at a
+  // time, stopping at the first empty cell: after the first pass they are a
+  // small share of the group.
   std::vector<uint32_t> alive;
   std::vector<float> est(static_cast<size_t>(shape.rows) * kBlock);
   std::vector<uint8_t> above(kBlock);
