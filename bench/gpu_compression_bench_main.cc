@@ -8,6 +8,15 @@
 //   heavy_hitters      estimate every coordinate (median over rows) + top-k (_r1 too)
 //   compress_decode    the two above: the whole sketch round of one worker
 //   compress_decode_r1 the same with a one-row sketch
+//   peel_compress      the sketch schemes' default route (count_sketch
+//                      method=peel): top-k of the gradient (k_peel =
+//                      --peel_density of it), zero the table (--peel_rows x
+//                      --peel_width * k_peel), insert the k_peel entries
+//   peel_decode        the peeling decode of four such workers' summed
+//                      sketches (four gradients), as after an allreduce
+//   peel_round         the two: one worker's whole sketch round at 10x
+//   peel_decode_cpu    the same decode by the host's PeelDecode, one core,
+//                      on the same table (the reference the kernels match)
 //   topk               exact top-k of the gradient by magnitude
 //   gather, scatter_add    k (index, value) pairs
 //   ef_momentum        u = m u + g; e += u
@@ -27,6 +36,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -52,6 +62,8 @@
 #include "cuda/device_buffer.h"
 #include "cuda/error_feedback_kernels.h"
 #include "cuda/fusion_kernels.h"
+#include "cuda/peel_kernels.h"
+#include "common/sketch_peeling.h"
 #include "cuda/sparse_kernels.h"
 #include "cuda/topk_kernels.h"
 
@@ -60,6 +72,9 @@ ABSL_FLAG(int, rows, 5, "sketch rows");
 ABSL_FLAG(double, cols_divisor, 51.0, "sketch columns = parameters / this");
 ABSL_FLAG(double, k_fraction, 0.001, "k = parameters * this");
 ABSL_FLAG(int, reps, 30, "timed repetitions per operation");
+ABSL_FLAG(double, peel_density, 0.00625, "peel route: k = parameters * this per worker");
+ABSL_FLAG(int, peel_rows, 4, "peel route: sketch rows");
+ABSL_FLAG(double, peel_width, 4.0, "peel route: sketch columns = k * this");
 ABSL_FLAG(std::string, json, "", "write the figures here as JSON");
 
 namespace sketchfuse {
@@ -72,6 +87,15 @@ namespace {
       std::fprintf(stderr, "error: %s: %s\n", #expr, sf_status_.ToString().c_str()); \
       std::exit(1);                                                            \
     }                                                                          \
+  } while (false)
+
+#define GPU_CHECK_ASYNC(call)                                                          \
+  do {                                                                                 \
+    const cudaError_t sf_error_ = (call);                                              \
+    if (sf_error_ != cudaSuccess) {                                                    \
+      std::fprintf(stderr, "error: %s: %s\n", #call, cudaGetErrorString(sf_error_)); \
+      std::exit(1);                                                                    \
+    }                                                                                  \
   } while (false)
 
 absl::Status CudaCopy(float* to, const float* from, uint64_t n, cudaStream_t stream) {
@@ -241,6 +265,71 @@ void RunProfile(const ModelProfile& profile, cudaStream_t stream, std::vector<Re
   // as FetchSGD's). Their bytes are 4 per operation.
   const uint64_t ops = n * shape.rows;
   const uint32_t run = 1u << ChunkShift(shape.cols);
+  // The peel route at its default setting: each of four workers sketches its
+  // own top-k; the decode peels their sum.
+  {
+    const uint64_t k_peel = std::max<uint64_t>(1, n * absl::GetFlag(FLAGS_peel_density));
+    const SketchShape peel_shape{static_cast<uint32_t>(absl::GetFlag(FLAGS_peel_rows)),
+                                 static_cast<uint32_t>(std::max<double>(1, k_peel * absl::GetFlag(FLAGS_peel_width))),
+                                 StepSeed(42, 0)};
+    auto peel_table = Unwrap(DeviceBuffer<float>::Allocate(peel_shape.num_cells()), "peel sketch");
+    auto sum_table = Unwrap(DeviceBuffer<float>::Allocate(peel_shape.num_cells()), "summed peel sketch");
+    auto selected = Unwrap(DeviceBuffer<uint32_t>::Allocate(k_peel), "peel indices");
+    auto selected_values = Unwrap(DeviceBuffer<float>::Allocate(k_peel), "peel values");
+    auto topk_workspace = Unwrap(TopKWorkspace::Create(n, false), "top-k workspace");
+    auto compress = [&](const float* grad, float* into, bool zero) {
+      BENCH_CHECK(LaunchTopK(grad, n, k_peel, topk_workspace, selected.data(), selected_values.data(), stream));
+      if (zero) {
+        GPU_CHECK_ASYNC(cudaMemsetAsync(into, 0, peel_shape.num_cells() * sizeof(float), stream));
+      }
+      BENCH_CHECK(LaunchCountSketchInsertEntries(peel_shape, selected.data(), selected_values.data(), k_peel, into,
+                                                 stream));
+    };
+    // Four workers' gradients: four independent heavy-tailed vectors.
+    GPU_CHECK_ASYNC(cudaMemsetAsync(sum_table.data(), 0, peel_shape.num_cells() * sizeof(float), stream));
+    for (uint32_t worker = 0; worker < 4; ++worker) {
+      auto grad = Unwrap(DeviceBuffer<float>::FromHost(StudentTGradient(n, 11 + worker)), "a worker's gradient");
+      compress(grad.data(), sum_table.data(), false);
+      GPU_CHECK_ASYNC(cudaStreamSynchronize(stream));  // before `grad` is freed
+    }
+    PeelWorkspace peel_workspace;
+    DevicePeelResult peeled;
+    auto decode_sum = [&] {
+      PeelOptions options;
+      options.max_entries = peel_shape.num_cells();
+      peeled = Unwrap(PeelDecodeOnDevice(peel_shape, sum_table.data(), n, options, peel_workspace, stream),
+                      "peel decode");
+    };
+    std::printf("  peel: sketch %u x %u (%.1fx), k = %llu per worker, 4 workers\n", peel_shape.rows,
+                peel_shape.cols, 4.0 * n / (4.0 * peel_shape.num_cells()), static_cast<unsigned long long>(k_peel));
+    record("peel_compress", vec, [&] { compress(x.data(), peel_table.data(), true); });
+    record("peel_decode", 4.0 * peel_shape.num_cells(), decode_sum);
+    std::printf("  peel_decode: %llu of %llu inserted coordinates recovered in %u passes "
+                "(%llu ordered subtractions)\n",
+                static_cast<unsigned long long>(peeled.count), static_cast<unsigned long long>(4 * k_peel),
+                peeled.passes, static_cast<unsigned long long>(peeled.ordered_subtractions));
+    record("peel_round", vec, [&] {
+      compress(x.data(), peel_table.data(), true);
+      decode_sum();
+    });
+    // The host decoder on the same table: the reference the kernels match.
+    const std::vector<float> host_table = Unwrap(sum_table.ToHost(), "summed peel sketch");
+    PeelOptions options;
+    options.max_entries = peel_shape.num_cells();
+    std::vector<double> cpu_ms;
+    SparseEntries cpu;
+    for (int rep = 0; rep < std::min(reps, 5); ++rep) {
+      const auto start = std::chrono::steady_clock::now();
+      cpu = PeelDecode(SketchView(peel_shape, host_table.data()), n, options);
+      cpu_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    }
+    std::sort(cpu_ms.begin(), cpu_ms.end());
+    results->push_back({profile.name, "peel_decode_cpu", n, cpu_ms[cpu_ms.size() / 2], cpu_ms.front(),
+                        4.0 * peel_shape.num_cells()});
+    std::printf("  %-20s %10.3f ms (min %8.3f)  host, one core; %s the device's result\n", "peel_decode_cpu",
+                cpu_ms[cpu_ms.size() / 2], cpu_ms.front(),
+                cpu.indices.size() == peeled.count ? "as many coordinates as" : "NOT the size of");
+  }
   record("ceiling_reductions", 4.0 * ops, [&] {
     BENCH_CHECK(LaunchHashedReductions(table.data(), shape.num_cells(), ops, run, stream));
   });

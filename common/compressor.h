@@ -90,7 +90,8 @@ class Compressor {
     uint64_t heavy_hitters = 0;
     // How the sketch route trains (count_sketch's `method`):
     //   kPeel: each worker inserts its `heavy_hitters` largest entries,
-    //     hashed with the step's seed, and the decode peels (host only);
+    //     hashed with the step's seed (StepSeed(seed, step); `shape` holds
+    //     step 0's), and the decode peels;
     //   kEstimate: the whole group under a fixed seed, heavy hitters of the
     //     estimates;
     //   kFetchSgd: the whole raw gradient under a fixed seed; the holder of
@@ -99,6 +100,8 @@ class Compressor {
     enum class Method { kPeel, kEstimate, kFetchSgd };
     Method method = Method::kEstimate;
     float momentum = 0.0f;
+    // The compressor's seed (kPeel: the seed each step's seed derives from).
+    uint64_t seed = 0;
   };
   virtual std::optional<SketchLayout> SketchLayoutFor(uint64_t dim) const { return std::nullopt; }
 

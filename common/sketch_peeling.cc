@@ -5,6 +5,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/peel_rules.h"
 #include "common/sketch_hash.h"
 
 namespace sketchfuse {
@@ -14,79 +15,10 @@ namespace {
 // multiple of every chunk length, as SketchView::RowEstimates needs).
 constexpr uint32_t kBlock = 2048;
 
-struct Candidate {
+// A coordinate's claim in a pass (the rules: common/peel_rules.h).
+struct Candidate : peel_rules::Claim {
   uint32_t index = 0;
-  float value = 0;
-  uint64_t rows = 0;   // the rows whose cells it claims
-  uint32_t agree = 0;  // rows in its largest group of agreeing rows
-  bool takeable = false;
 };
-
-bool Agree(float a, float b, float tolerance) {
-  return std::fabs(a - b) <= tolerance * std::max(std::fabs(a), std::fabs(b));
-}
-
-// Whether every row estimate is above the floor. A coordinate with an
-// estimate at or below it was never inserted (its cell there is empty), and
-// stays so: subtraction only takes out what a taken coordinate put in, and a
-// taken coordinate has no empty cell.
-bool AboveFloor(const float* est, size_t stride, uint32_t rows, float floor) {
-  for (uint32_t r = 0; r < rows; ++r) {
-    if (!(std::fabs(est[r * stride]) > floor)) return false;
-  }
-  return true;
-}
-
-// Whether two of the rows agree: Claims is true exactly then. Most alive
-// coordinates read crowded cells in every row and agree nowhere; this finds
-// them with fewer comparisons than Claims' full count.
-bool SomePairAgrees(const float* est, size_t stride, uint32_t rows, float tolerance) {
-  for (uint32_t a = 0; a + 1 < rows; ++a) {
-    for (uint32_t b = a + 1; b < rows; ++b) {
-      if (Agree(est[a * stride], est[b * stride], tolerance)) return true;
-    }
-  }
-  return false;
-}
-
-// What a coordinate above the floor, with row estimates est[0], est[stride],
-// ..., claims, if anything: its largest groups
-// of agreeing rows, if they have two rows or more: it claims their cells, and
-// it is takeable, with the group's value, when that group is the only
-// largest one. (Two rows that hold the coordinate and the same other
-// coordinate agree on a wrong value; while another pair agrees on the right
-// one, the coordinate waits for the pass after that other coordinate was
-// taken out, and meanwhile keeps the cells it may own from being explained
-// by a coordinate that only collides with it.)
-bool Claims(const float* est, size_t stride, uint32_t rows, float tolerance, Candidate* out) {
-  uint32_t best = 0;
-  uint64_t groups = 0;  // union of the largest groups
-  bool ambiguous = false;
-  for (uint32_t a = 0; a < rows; ++a) {
-    const float value = est[a * stride];
-    uint64_t mask = 0;
-    uint32_t count = 0;
-    for (uint32_t b = 0; b < rows; ++b) {
-      if (Agree(value, est[b * stride], tolerance)) {
-        mask |= uint64_t{1} << b;
-        ++count;
-      }
-    }
-    if (count > best) {
-      best = count;
-      ambiguous = false;
-      groups = mask;
-      out->value = value;
-    } else if (count == best && (mask & ~groups) != 0) {
-      ambiguous = true;  // another group of rows, as large, agrees on another value
-      groups |= mask;
-    }
-  }
-  out->rows = groups;
-  out->agree = best;
-  out->takeable = !ambiguous;
-  return best >= 2;
-}
 
 // Calls claim(cell, c) for every cell (an index of the table) that
 // candidates[c] claims, candidate by candidate.
@@ -189,7 +121,9 @@ class Peeler {
     floor_ = options.floor * largest;
   }
 
-  bool usable() const { return shape_.rows >= 2 && n_ > 0 && options_.max_entries > 0; }
+  bool usable() const {
+    return shape_.rows >= 2 && n_ > 0 && options_.max_passes > 0 && options_.max_entries > 0;
+  }
   bool more_passes(uint32_t pass) const { return pass < options_.max_passes && entries_.size() < options_.max_entries; }
   const std::vector<float>& table() const { return table_; }
   // Row estimates at or below this magnitude read an empty cell.
@@ -200,10 +134,10 @@ class Peeler {
   // the floor (it never will be above it again); else records its claim, if
   // it makes one, for this pass.
   bool Consider(uint32_t index, const float* est, size_t stride) {
-    if (decoded_[index] || !AboveFloor(est, stride, shape_.rows, floor_)) return false;
-    if (quick_reject_ && !SomePairAgrees(est, stride, shape_.rows, options_.tolerance)) return true;
+    if (decoded_[index] || !peel_rules::AboveFloor(est, stride, shape_.rows, floor_)) return false;
+    if (quick_reject_ && !peel_rules::SomePairAgrees(est, stride, shape_.rows, options_.tolerance)) return true;
     Candidate c;
-    if (Claims(est, stride, shape_.rows, options_.tolerance, &c)) {
+    if (peel_rules::Claims(est, stride, shape_.rows, options_.tolerance, &c)) {
       c.index = index;
       candidates_.push_back(c);
     }

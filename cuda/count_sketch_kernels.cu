@@ -114,6 +114,18 @@ __global__ void EstimateKernel(SketchHashParams sketch, const float* table, uint
   }
 }
 
+// One thread per entry; its row cells are scattered, so each is an atomic.
+__global__ void InsertEntriesKernel(SketchHashParams sketch, const uint32_t* indices, const float* values,
+                                    uint64_t count, float* table) {
+  for (uint64_t j = blockIdx.x * blockDim.x + threadIdx.x; j < count; j += gridDim.x * blockDim.x) {
+    const CoordinateKeys keys = KeysOf(sketch, indices[j]);
+    const float value = values[j];
+    for (uint32_t r = 0; r < sketch.rows; ++r) {
+      atomicAdd(table + static_cast<size_t>(r) * sketch.cols + CellOf(sketch, r, keys), SignIn(sketch, r, keys) * value);
+    }
+  }
+}
+
 }  // namespace
 
 absl::Status LaunchSketchHashes(const SketchShape& shape, uint32_t row, uint32_t n,
@@ -158,6 +170,18 @@ absl::Status LaunchCountSketchInsert(const SketchShape& shape, const float* x, u
     }
     GPU_RETURN_IF_ERROR(cudaGetLastError(), "launching the sketch insert kernel");
   }
+  return absl::OkStatus();
+}
+
+absl::Status LaunchCountSketchInsertEntries(const SketchShape& shape, const uint32_t* indices,
+                                            const float* values, uint64_t count, float* table,
+                                            cudaStream_t stream) {
+  absl::Status valid = ValidateSketchShape(shape);
+  if (!valid.ok()) return valid;
+  if (count == 0) return absl::OkStatus();
+  InsertEntriesKernel<<<PersistentBlocks(kThreads, count), kThreads, 0, stream>>>(MakeSketchHashParams(shape),
+                                                                                  indices, values, count, table);
+  GPU_RETURN_IF_ERROR(cudaGetLastError(), "launching the sparse sketch insert kernel");
   return absl::OkStatus();
 }
 

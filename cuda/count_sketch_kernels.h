@@ -27,6 +27,14 @@ absl::Status LaunchSketchHashes(const SketchShape& shape, uint32_t row, uint32_t
 absl::Status LaunchCountSketchInsert(const SketchShape& shape, const float* x, uint32_t n,
                                      float* table, cudaStream_t stream);
 
+// table += Sketch(v) for the sparse vector v with v[indices[j]] = values[j],
+// j < count (distinct indices, as a top-k selection gives): the CPU's
+// CountSketch::InsertEntries up to the order of the additions into a cell
+// that several entries share.
+absl::Status LaunchCountSketchInsertEntries(const SketchShape& shape, const uint32_t* indices,
+                                            const float* values, uint64_t count, float* table,
+                                            cudaStream_t stream);
+
 // out[i] = estimate of coordinate i (median over rows) for i < n.
 absl::Status LaunchCountSketchEstimate(const SketchShape& shape, const float* table, uint32_t n,
                                        float* out, cudaStream_t stream);

@@ -6,6 +6,7 @@
 #include "cuda/count_sketch_kernels.h"
 
 #include <cmath>
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -123,6 +124,46 @@ TEST(GpuSketchTest, WideSketchesAtEveryAlignment) {
       std::vector<float> cpu_est(n);
       cpu.view().EstimateAll(absl::MakeSpan(cpu_est));
       ASSERT_EQ(*d_est.ToHost(), cpu_est);
+    }
+  }
+}
+
+// The sparse insert (a top-k selection into a peel sketch) against
+// CountSketch::InsertEntries: equal up to the order of additions into cells
+// that several entries share (1e-5 of the cell's absolute mass).
+TEST(GpuSketchTest, SparseInsertMatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  for (uint64_t count : {uint64_t{1}, uint64_t{255}, uint64_t{4097}, uint64_t{150001}}) {
+    for (uint32_t rows : {2u, 4u, 7u}) {
+      const uint64_t dim = count * 37 + 11;
+      const SketchShape shape{rows, static_cast<uint32_t>(std::max<uint64_t>(1, count / 2)), 900 + rows};
+      SCOPED_TRACE(testing::Message() << "count " << count << " rows " << rows);
+      std::mt19937 rng(static_cast<uint32_t>(count + rows));
+      std::vector<uint32_t> indices(dim);
+      for (uint32_t i = 0; i < dim; ++i) indices[i] = i;
+      std::shuffle(indices.begin(), indices.end(), rng);
+      indices.resize(count);
+      const std::vector<float> values = GaussianVector(count, rows);
+      CountSketch cpu = *CountSketch::Create(shape);
+      ASSERT_TRUE(cpu.InsertEntries(indices, values).ok());
+      auto d_indices = *DeviceBuffer<uint32_t>::FromHost(indices);
+      auto d_values = *DeviceBuffer<float>::FromHost(values);
+      auto d_table = *DeviceBuffer<float>::FromHost(std::vector<float>(shape.num_cells(), 0.0f));
+      ASSERT_TRUE(LaunchCountSketchInsertEntries(shape, d_indices.data(), d_values.data(), count, d_table.data(),
+                                                 nullptr)
+                      .ok());
+      const std::vector<float> gpu_table = *d_table.ToHost();
+      std::vector<double> mass(shape.num_cells(), 0.0);
+      for (uint32_t r = 0; r < rows; ++r) {
+        const RowHash h = MakeRowHash(shape.seed, r);
+        for (uint64_t j = 0; j < count; ++j) {
+          mass[static_cast<size_t>(r) * shape.cols + BucketOfIndex(h, indices[j], shape.cols, ChunkShift(shape.cols))] +=
+              std::abs(values[j]);
+        }
+      }
+      for (size_t c = 0; c < gpu_table.size(); ++c) {
+        ASSERT_NEAR(gpu_table[c], cpu.table()[c], 1e-5 * mass[c] + 1e-30) << c;
+      }
     }
   }
 }

@@ -32,6 +32,18 @@ absl::Status LaunchErrorFeedbackAccumulate(const float* grad, uint64_t n, float 
 absl::Status LaunchClearApplied(const uint32_t* indices, uint64_t count, uint64_t n,
                                 float* residual, float* velocity, cudaStream_t stream);
 
+// A capped release at indices[0, count) (each < n): residual[i] = 0 +
+// kept * residual[i] (the host stack's release, then its add-back of the
+// unsent fraction, each rounded as there), and velocity[i] = 0 when velocity
+// is not null. Out-of-range indices are skipped.
+absl::Status LaunchKeepApplied(const uint32_t* indices, uint64_t count, uint64_t n, float kept, float* residual,
+                               float* velocity, cudaStream_t stream);
+
+// *out = the sum of x[i]^2 over i < n, in double (the order of the additions
+// is the device's: within a few units in the last place of the host's
+// sequential sum). `out` is device memory.
+absl::Status LaunchSquaredNorm(const float* x, uint64_t n, double* out, cudaStream_t stream);
+
 }  // namespace sketchfuse
 
 #endif  // SKETCHFUSE_CUDA_ERROR_FEEDBACK_KERNELS_H_

@@ -116,6 +116,38 @@ TEST_P(GpuVectorTest, ErrorFeedbackKeepsWhatWasNotApplied) {
   }
 }
 
+// A capped release keeps kept * e at the released coordinates (0 + kept * e,
+// each rounded: bit for bit the host's) and zeroes the velocity there; the
+// squared norm is the host's double sum within 1e-12 of it (another order).
+TEST_P(GpuVectorTest, CappedReleaseAndSquaredNormMatchCpuLoops) {
+  SKIP_WITHOUT_GPU();
+  const uint32_t n = GetParam();
+  std::vector<float> residual = GaussianVector(n, 7 * n);
+  std::vector<float> velocity = GaussianVector(n, 7 * n + 1);
+  auto d_residual = *DeviceBuffer<float>::FromHost(residual);
+  auto d_velocity = *DeviceBuffer<float>::FromHost(velocity);
+  const std::vector<uint32_t> released = RandomIndices(n, std::max(1u, n / 9), n + 5);
+  auto d_released = *DeviceBuffer<uint32_t>::FromHost(released);
+  const float kept = 1 - 0.3719f;
+  ASSERT_TRUE(LaunchKeepApplied(d_released.data(), released.size(), n, kept, d_residual.data(), d_velocity.data(),
+                                nullptr)
+                  .ok());
+  for (uint32_t i : released) {
+    const float unsent = kept * residual[i];
+    residual[i] = 0.0f;
+    residual[i] += unsent;
+    velocity[i] = 0.0f;
+  }
+  ASSERT_EQ(*d_residual.ToHost(), residual);
+  ASSERT_EQ(*d_velocity.ToHost(), velocity);
+
+  auto d_norm = *DeviceBuffer<double>::Allocate(1);
+  ASSERT_TRUE(LaunchSquaredNorm(d_velocity.data(), n, d_norm.data(), nullptr).ok());
+  double want = 0;
+  for (float v : velocity) want += static_cast<double>(v) * v;
+  EXPECT_NEAR((*d_norm.ToHost())[0], want, 1e-12 * want);
+}
+
 INSTANTIATE_TEST_SUITE_P(Sizes, GpuVectorTest,
                          ::testing::Values(1u, 2u, 255u, 256u, 257u, 4099u, 100003u, 1u << 20));
 

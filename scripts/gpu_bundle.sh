@@ -35,7 +35,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bundle=.gpu_bundle
-gpu_tests=(//cuda:device_test //cuda:count_sketch_kernels_test //cuda:topk_kernels_test
+gpu_tests=(//cuda:device_test //cuda:count_sketch_kernels_test //cuda:topk_kernels_test //cuda:peel_kernels_test
            //cuda:vector_kernels_test //cuda:nccl_communicator_test //worker/collective:nccl_collective_test
            //worker/gpu:device_group_state_test //worker/gpu:device_synthetic_run_test)
 

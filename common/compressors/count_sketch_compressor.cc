@@ -88,7 +88,7 @@ class CountSketchCompressor final : public Compressor {
   }
 
   std::optional<SketchLayout> SketchLayoutFor(uint64_t dim) const override {
-    return SketchLayout{ShapeFor(dim), selection_.For(dim), method_, momentum_};
+    return SketchLayout{ShapeFor(dim), selection_.For(dim), method_, momentum_, seed_};
   }
 
   absl::StatusOr<Payload> Encode(absl::Span<const float> grad, const EncodeContext& context) override {

@@ -26,13 +26,27 @@ class DeviceStack {
   virtual ~DeviceStack() = default;
   virtual uint64_t dim() const = 0;
   // Accumulates `grad` (device memory, dim elements) and returns the sketch
-  // of the residual. INVALID_ARGUMENT for a host view or another size.
-  virtual absl::StatusOr<Payload> Encode(GradientView grad) = 0;
-  // The heavy hitters of `aggregate`, a sketch of this group's shape and dim.
+  // of the residual for training step `step` (method=peel: of its largest
+  // entries, listed in the payload's `inserted`, hashed with the step's
+  // seed). INVALID_ARGUMENT for a host view or another size.
+  virtual absl::StatusOr<Payload> Encode(GradientView grad, uint64_t step) = 0;
+  // The coordinates of `aggregate`, a sketch of this group's shape and dim,
+  // as the group's compressor decodes them (heavy hitters, or the peel).
   virtual absl::StatusOr<Update> Decode(const Payload& aggregate) = 0;
-  // Zeroes the residual at `release` and the velocity at `velocity_mask`.
-  // INVALID_ARGUMENT (state unchanged) if either does not fit the group.
-  virtual absl::Status Settle(const Coordinates& release, const Coordinates& velocity_mask) = 0;
+  // What a release cap weighs after an Encode that listed its inserted
+  // coordinates: the sum of squares of the residual there (added in index
+  // order, as the host stack does) and of the whole velocity (0 without
+  // momentum).
+  struct ReleaseNorms {
+    double sent_squared = 0;
+    double velocity_squared = 0;
+  };
+  virtual absl::StatusOr<ReleaseNorms> LastReleaseNorms() const = 0;
+  // Sets the residual at `release` to residual_kept times its value (0:
+  // zeroes it; a capped release keeps the unsent fraction) and zeroes the
+  // velocity at `velocity_mask`. INVALID_ARGUMENT (state unchanged) if either
+  // does not fit the group.
+  virtual absl::Status Settle(const Coordinates& release, const Coordinates& velocity_mask, float residual_kept) = 0;
   // Host copies of the residual and the velocity (empty without momentum),
   // and their restoration (an empty vector restores zeros).
   virtual absl::StatusOr<std::vector<float>> Residual() const = 0;

@@ -28,11 +28,10 @@ absl::StatusOr<GroupCompressors> GroupCompressors::Create(const v1::JobConfig& j
         return absl::InvalidArgumentError(absl::StrCat("group ", group.group(), ": device=gpu needs a count_sketch "
                                                        "compressor; got ", stack.top->spec()));
       }
-      if (layout->method != Compressor::SketchLayout::Method::kEstimate) {
+      if (layout->method == Compressor::SketchLayout::Method::kFetchSgd) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "group ", group.group(), ": device=gpu runs count_sketch with method=estimate; the peeling decode "
-            "(method=peel, the default) and FetchSGD's sketch-space state run on the host: use --device=cpu, or "
-            "method=estimate; got ",
+            "group ", group.group(), ": device=gpu runs count_sketch with method=peel or method=estimate; "
+            "FetchSGD's sketch-space state (method=fetchsgd) runs on the host: use --device=cpu; got ",
             stack.top->spec()));
       }
       absl::StatusOr<std::unique_ptr<DeviceStack>> device = options.device(*layout, group.dim(), options.worker_momentum);
@@ -41,6 +40,7 @@ absl::StatusOr<GroupCompressors> GroupCompressors::Create(const v1::JobConfig& j
                             absl::StrCat("group ", group.group(), " on the GPU: ", device.status().message()));
       }
       stack.device = *std::move(device);
+      stack.release_cap = options.release_cap;
       stacks.push_back(std::move(stack));
       continue;
     }
@@ -81,9 +81,12 @@ absl::StatusOr<Payload> GroupCompressors::Encode(int group, GradientView grad, c
                                                       on_device_ ? "GPU" : "host"));
   }
   Stack& stack = stacks_[group];
-  absl::StatusOr<Payload> payload = on_device_ ? stack.device->Encode(grad) : stack.top->Encode(grad.host(), context);
+  absl::StatusOr<Payload> payload =
+      on_device_ ? stack.device->Encode(grad, context.step) : stack.top->Encode(grad.host(), context);
   stack.sent_fraction = 1;
-  if (payload.ok() && stack.release_cap > 0) CapRelease(stack, &*payload);
+  if (payload.ok() && stack.release_cap > 0) {
+    if (absl::Status s = CapRelease(stack, &*payload); !s.ok()) return s;
+  }
   // A finite gradient can still overflow the residual it is added to: such a
   // payload is never sent (the servers would refuse it; a collective would
   // spread it to every worker).
@@ -96,25 +99,35 @@ absl::StatusOr<Payload> GroupCompressors::Encode(int group, GradientView grad, c
   return payload;
 }
 
-void GroupCompressors::CapRelease(Stack& stack, Payload* payload) {
+absl::Status GroupCompressors::CapRelease(Stack& stack, Payload* payload) {
   // What the payload releases: a sparse payload's values, or the residual at
   // a selective sketch's inserted coordinates.
   double sent = 0;
-  if (payload->kind == PayloadKind::kSparse) {
-    for (float v : payload->values) sent += static_cast<double>(v) * v;
-  } else if (payload->kind == PayloadKind::kSketch && payload->inserted.has_value()) {
-    const absl::Span<const float> e = stack.error_feedback->residual();
-    for (uint32_t i : *payload->inserted) sent += static_cast<double>(e[i]) * e[i];
-  } else {
-    return;  // dense, or a sketch of the whole group: no per-coordinate release
-  }
   double velocity = 0;
-  for (float v : stack.momentum->velocity()) velocity += static_cast<double>(v) * v;
+  if (payload->kind == PayloadKind::kSketch && payload->inserted.has_value() && stack.device != nullptr) {
+    absl::StatusOr<DeviceStack::ReleaseNorms> norms = stack.device->LastReleaseNorms();
+    if (!norms.ok()) return norms.status();
+    sent = norms->sent_squared;
+    velocity = norms->velocity_squared;
+  } else if (stack.device != nullptr) {
+    return absl::OkStatus();  // a sketch of the whole group
+  } else {
+    if (payload->kind == PayloadKind::kSparse) {
+      for (float v : payload->values) sent += static_cast<double>(v) * v;
+    } else if (payload->kind == PayloadKind::kSketch && payload->inserted.has_value()) {
+      const absl::Span<const float> e = stack.error_feedback->residual();
+      for (uint32_t i : *payload->inserted) sent += static_cast<double>(e[i]) * e[i];
+    } else {
+      return absl::OkStatus();  // dense, or a sketch of the whole group: no per-coordinate release
+    }
+    for (float v : stack.momentum->velocity()) velocity += static_cast<double>(v) * v;
+  }
   const double limit = stack.release_cap * std::sqrt(velocity);
   sent = std::sqrt(sent);
-  if (!(sent > limit) || !(limit > 0)) return;
+  if (!(sent > limit) || !(limit > 0)) return absl::OkStatus();
   stack.sent_fraction = static_cast<float>(limit / sent);
   for (float& v : payload->values) v *= stack.sent_fraction;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Update> GroupCompressors::Decode(int group, const Payload& aggregate) {
@@ -149,9 +162,13 @@ absl::Status GroupCompressors::Settle(int group, const Settlement& settlement) {
     if (settlement.give_back.dense || !settlement.give_back.indices.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("group ", group, ": a group on the GPU takes nothing back"));
     }
-    if (absl::Status s = stack.device->Settle(settlement.release, settlement.velocity_mask); !s.ok()) {
+    // A capped payload sent only sent_fraction of each released coordinate:
+    // the rest stays (as on the host).
+    const float kept = stack.sent_fraction < 1 && !settlement.release.all ? 1 - stack.sent_fraction : 0.0f;
+    if (absl::Status s = stack.device->Settle(settlement.release, settlement.velocity_mask, kept); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("group ", group, " ", s.message()));
     }
+    stack.sent_fraction = 1;
     return absl::OkStatus();
   }
   // Validate every part first, so a misfit changes nothing.

@@ -117,8 +117,9 @@ class GroupCompressors {
     float sent_fraction = 1;
   };
   GroupCompressors(std::vector<Stack> stacks, bool on_device) : stacks_(std::move(stacks)), on_device_(on_device) {}
-  // Scales `payload` down to the stack's release cap, if it is above it.
-  static void CapRelease(Stack& stack, Payload* payload);
+  // Scales `payload` down to the stack's release cap, if it is above it (a
+  // GPU stack's norms can fail to read back).
+  static absl::Status CapRelease(Stack& stack, Payload* payload);
 
   std::vector<Stack> stacks_;
   bool on_device_ = false;

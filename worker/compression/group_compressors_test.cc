@@ -159,28 +159,31 @@ TEST(GroupCompressorsTest, DevicePlacementNeedsAGpuAndASketch) {
   EXPECT_EQ(topk.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(topk.status().message().find("group 0: device=gpu needs a count_sketch compressor"), std::string::npos)
       << topk.status();
-  // The peeling decode is host code: a peeling sketch is refused on the GPU.
-  for (v1::GroupConfig& group : *job.mutable_groups()) group.set_compressor("count_sketch:k=1,cols=4");
-  absl::StatusOr<GroupCompressors> peel = CompressorsFor(job);
-  EXPECT_EQ(peel.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(peel.status().message().find("device=gpu runs count_sketch with method=estimate"), std::string::npos)
-      << peel.status();
-  for (v1::GroupConfig& group : *job.mutable_groups()) {
-    group.set_compressor("count_sketch:method=estimate,k=1,cols=4");
-  }
-  absl::StatusOr<GroupCompressors> sketch = CompressorsFor(job);
-  if (ProbeGpus().device_count == 0) {
-    // Here (CI): the refusal names the missing GPU. The GPU path itself is
-    // tested against this stack in worker/gpu/device_group_state_test.
-    EXPECT_EQ(sketch.status().code(), absl::StatusCode::kFailedPrecondition);
-    EXPECT_NE(sketch.status().message().find("group 0 on the GPU: device=gpu needs a GPU"), std::string::npos)
-        << sketch.status();
-  } else {
-    ASSERT_TRUE(sketch.ok()) << sketch.status();
-    EXPECT_TRUE(sketch->on_device());
-    // Host gradients are refused by groups kept on the GPU.
-    EXPECT_EQ(sketch->Encode(0, std::vector<float>(4, 1.0f), EncodeContext{}).status().code(),
-              absl::StatusCode::kFailedPrecondition);
+  // FetchSGD's sketch-space state is host code: refused on the GPU.
+  for (v1::GroupConfig& group : *job.mutable_groups()) group.set_compressor("count_sketch:method=fetchsgd,k=1,cols=4");
+  absl::StatusOr<GroupCompressors> fetchsgd = CompressorsFor(job);
+  EXPECT_EQ(fetchsgd.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(fetchsgd.status().message().find("device=gpu runs count_sketch with method=peel or method=estimate"),
+            std::string::npos)
+      << fetchsgd.status();
+  // Peel (the default) and estimate both run there.
+  for (const char* spec : {"count_sketch:k=1,cols=4", "count_sketch:method=estimate,k=1,cols=4"}) {
+    SCOPED_TRACE(spec);
+    for (v1::GroupConfig& group : *job.mutable_groups()) group.set_compressor(spec);
+    absl::StatusOr<GroupCompressors> sketch = CompressorsFor(job);
+    if (ProbeGpus().device_count == 0) {
+      // Here (CI): the refusal names the missing GPU. The GPU path itself is
+      // tested against this stack in worker/gpu/device_group_state_test.
+      EXPECT_EQ(sketch.status().code(), absl::StatusCode::kFailedPrecondition);
+      EXPECT_NE(sketch.status().message().find("group 0 on the GPU: device=gpu needs a GPU"), std::string::npos)
+          << sketch.status();
+    } else {
+      ASSERT_TRUE(sketch.ok()) << sketch.status();
+      EXPECT_TRUE(sketch->on_device());
+      // Host gradients are refused by groups kept on the GPU.
+      EXPECT_EQ(sketch->Encode(0, std::vector<float>(4, 1.0f), EncodeContext{}).status().code(),
+                absl::StatusCode::kFailedPrecondition);
+    }
   }
 }
 

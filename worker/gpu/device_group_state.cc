@@ -5,13 +5,16 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "cuda/count_sketch_kernels.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device_buffer.h"
 #include "cuda/error_feedback_kernels.h"
+#include "cuda/peel_kernels.h"
 #include "cuda/topk_kernels.h"
+#include "common/sketch_hash.h"
 #include "worker/gpu/device_memory.h"
 
 namespace sketchfuse {
@@ -22,9 +25,12 @@ struct DeviceGroupState::Impl {
     if (stream != nullptr) cudaStreamDestroy(stream);
   }
 
+  bool peel() const { return layout.method == Compressor::SketchLayout::Method::kPeel; }
+
   // Copies host coordinates to the device (growing the index buffer) and
-  // zeroes `target` (and `also`, when not null) there; all: the whole vector.
-  absl::Status Clear(const Coordinates& coordinates, float* target, float* also) {
+  // zeroes `target` (and `also`, when not null) there; all: the whole
+  // vector. With `kept` nonzero (indices only), target keeps that fraction.
+  absl::Status Clear(const Coordinates& coordinates, float* target, float* also, float kept = 0) {
     if (coordinates.all) {
       GPU_RETURN_IF_ERROR(cudaMemsetAsync(target, 0, dim * sizeof(float), stream), "clearing a group");
       if (also != nullptr) {
@@ -42,7 +48,9 @@ struct DeviceGroupState::Impl {
                                         coordinates.indices.size() * sizeof(uint32_t), cudaMemcpyHostToDevice, stream),
                         "copying applied coordinates");
     if (absl::Status s =
-            LaunchClearApplied(index_scratch.data(), coordinates.indices.size(), dim, target, also, stream);
+            kept != 0 ? LaunchKeepApplied(index_scratch.data(), coordinates.indices.size(), dim, kept, target, also,
+                                          stream)
+                      : LaunchClearApplied(index_scratch.data(), coordinates.indices.size(), dim, target, also, stream);
         !s.ok()) {
       return s;
     }
@@ -59,7 +67,11 @@ struct DeviceGroupState::Impl {
   DeviceBuffer<uint32_t> hitter_indices, index_scratch;
   DeviceBuffer<float> hitter_values;
   TopKWorkspace workspace;
+  PeelWorkspace peel_workspace;
+  DeviceBuffer<double> norm;    // LaunchSquaredNorm's result
   float* host_table = nullptr;  // pinned, num_cells floats
+  // After a peel Encode: the residual's sum of squares at the inserted coordinates.
+  std::optional<double> sent_squared;
 };
 
 DeviceGroupState::DeviceGroupState(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -89,10 +101,11 @@ absl::StatusOr<std::unique_ptr<DeviceGroupState>> DeviceGroupState::Create(const
   const size_t k = impl->layout.heavy_hitters;
   for (absl::Status s : {allocate(impl->residual, dim), allocate(impl->velocity, momentum >= 0 ? dim : 0),
                          allocate(impl->table, cells), allocate(impl->hitter_indices, k),
-                         allocate(impl->hitter_values, k)}) {
+                         allocate(impl->hitter_values, k), allocate(impl->norm, 1)}) {
     if (!s.ok()) return s;
   }
-  absl::StatusOr<TopKWorkspace> workspace = TopKWorkspace::Create(dim, /*for_sketches=*/true);
+  // Peel selects from the residual; estimate from a sketch's estimates.
+  absl::StatusOr<TopKWorkspace> workspace = TopKWorkspace::Create(dim, /*for_sketches=*/!impl->peel());
   if (!workspace.ok()) return workspace.status();
   impl->workspace = *std::move(workspace);
   GPU_RETURN_IF_ERROR(cudaMallocHost(reinterpret_cast<void**>(&impl->host_table), cells * sizeof(float)),
@@ -103,7 +116,7 @@ absl::StatusOr<std::unique_ptr<DeviceGroupState>> DeviceGroupState::Create(const
   return std::unique_ptr<DeviceGroupState>(new DeviceGroupState(std::move(impl)));
 }
 
-absl::StatusOr<Payload> DeviceGroupState::Encode(GradientView grad) {
+absl::StatusOr<Payload> DeviceGroupState::Encode(GradientView grad, uint64_t step) {
   Impl& s = *impl_;
   if (!grad.on_device()) {
     return absl::InvalidArgumentError("a GPU worker's group state encodes gradients in device memory only");
@@ -112,6 +125,7 @@ absl::StatusOr<Payload> DeviceGroupState::Encode(GradientView grad) {
     return absl::InvalidArgumentError(absl::StrCat("the group has ", s.dim, " elements; got a gradient of ",
                                                    grad.size()));
   }
+  s.sent_squared.reset();
   float* velocity = s.momentum >= 0 ? s.velocity.data() : nullptr;
   if (absl::Status st = LaunchErrorFeedbackAccumulate(grad.device(), s.dim, std::max(s.momentum, 0.0f), velocity,
                                                       s.residual.data(), s.stream);
@@ -119,9 +133,38 @@ absl::StatusOr<Payload> DeviceGroupState::Encode(GradientView grad) {
     return st;
   }
   if (absl::Status st = s.table.ZeroAsync(s.stream); !st.ok()) return st;
-  if (absl::Status st = LaunchCountSketchInsert(s.layout.shape, s.residual.data(), static_cast<uint32_t>(s.dim),
-                                                s.table.data(), s.stream);
-      !st.ok()) {
+  Payload payload;
+  payload.kind = PayloadKind::kSketch;
+  payload.dim = s.dim;
+  payload.sketch = s.layout.shape;
+  const uint64_t k = s.layout.heavy_hitters;
+  std::vector<uint32_t> inserted;
+  std::vector<float> inserted_values;
+  if (s.peel()) {
+    // The step's hashes; the residual's k largest entries (the CPU's
+    // selection) inserted.
+    payload.sketch.seed = StepSeed(s.layout.seed, step);
+    if (absl::Status st = LaunchTopK(s.residual.data(), s.dim, k, s.workspace, s.hitter_indices.data(),
+                                     s.hitter_values.data(), s.stream);
+        !st.ok()) {
+      return st;
+    }
+    if (absl::Status st = LaunchCountSketchInsertEntries(payload.sketch, s.hitter_indices.data(),
+                                                         s.hitter_values.data(), k, s.table.data(), s.stream);
+        !st.ok()) {
+      return st;
+    }
+    inserted.resize(k);
+    inserted_values.resize(k);
+    GPU_RETURN_IF_ERROR(cudaMemcpyAsync(inserted.data(), s.hitter_indices.data(), k * sizeof(uint32_t),
+                                        cudaMemcpyDeviceToHost, s.stream),
+                        "copying the inserted coordinates to the host");
+    GPU_RETURN_IF_ERROR(cudaMemcpyAsync(inserted_values.data(), s.hitter_values.data(), k * sizeof(float),
+                                        cudaMemcpyDeviceToHost, s.stream),
+                        "copying the inserted values to the host");
+  } else if (absl::Status st = LaunchCountSketchInsert(s.layout.shape, s.residual.data(),
+                                                       static_cast<uint32_t>(s.dim), s.table.data(), s.stream);
+             !st.ok()) {
     return st;
   }
   const size_t cells = s.layout.shape.num_cells();
@@ -129,48 +172,84 @@ absl::StatusOr<Payload> DeviceGroupState::Encode(GradientView grad) {
                                       s.stream),
                       "copying the sketch to the host");
   GPU_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream), "encoding a group");
-  Payload payload;
-  payload.kind = PayloadKind::kSketch;
-  payload.dim = s.dim;
-  payload.sketch = s.layout.shape;
   payload.values.assign(s.host_table, s.host_table + cells);
+  if (s.peel()) {
+    double sent = 0;  // in index order, as the host stack adds it
+    for (float v : inserted_values) sent += static_cast<double>(v) * v;
+    s.sent_squared = sent;
+    payload.inserted = std::move(inserted);
+  }
   return payload;
 }
 
 absl::StatusOr<Update> DeviceGroupState::Decode(const Payload& aggregate) {
   Impl& s = *impl_;
-  if (aggregate.kind != PayloadKind::kSketch || aggregate.dim != s.dim || aggregate.sketch != s.layout.shape ||
-      aggregate.values.size() != s.layout.shape.num_cells()) {
-    return absl::InvalidArgumentError(absl::StrCat("the aggregate is not a sketch of this group's shape (",
-                                                   s.layout.shape.rows, "x", s.layout.shape.cols, ", dim ", s.dim,
-                                                   ")"));
+  const SketchShape& want = s.layout.shape;
+  // A peel sketch's seed is its step's (the compressor checks it against the step).
+  const bool fits = aggregate.kind == PayloadKind::kSketch && aggregate.dim == s.dim &&
+                    aggregate.sketch.rows == want.rows && aggregate.sketch.cols == want.cols &&
+                    (s.peel() || aggregate.sketch.seed == want.seed) && aggregate.values.size() == want.num_cells();
+  if (!fits) {
+    return absl::InvalidArgumentError(absl::StrCat("the aggregate is not a sketch of this group's shape (", want.rows,
+                                                   "x", want.cols, ", dim ", s.dim, ")"));
   }
-  const size_t cells = s.layout.shape.num_cells();
+  const size_t cells = want.num_cells();
   std::memcpy(s.host_table, aggregate.values.data(), cells * sizeof(float));
   GPU_RETURN_IF_ERROR(cudaMemcpyAsync(s.table.data(), s.host_table, cells * sizeof(float), cudaMemcpyHostToDevice,
                                       s.stream),
                       "copying the aggregate to the device");
-  const uint64_t k = s.layout.heavy_hitters;
-  if (absl::Status st = LaunchSketchHeavyHitters(s.layout.shape, s.table.data(), s.dim, k, s.workspace,
-                                                 s.hitter_indices.data(), s.hitter_values.data(), s.stream);
-      !st.ok()) {
-    return st;
-  }
   Update update;
   update.dim = s.dim;
-  update.indices.resize(k);
-  update.values.resize(k);
-  GPU_RETURN_IF_ERROR(cudaMemcpyAsync(update.indices.data(), s.hitter_indices.data(), k * sizeof(uint32_t),
-                                      cudaMemcpyDeviceToHost, s.stream),
-                      "copying the heavy hitters to the host");
-  GPU_RETURN_IF_ERROR(cudaMemcpyAsync(update.values.data(), s.hitter_values.data(), k * sizeof(float),
-                                      cudaMemcpyDeviceToHost, s.stream),
-                      "copying the heavy hitters to the host");
+  const uint32_t* indices = s.hitter_indices.data();
+  const float* values = s.hitter_values.data();
+  uint64_t count = s.layout.heavy_hitters;
+  if (s.peel()) {
+    PeelOptions options;
+    options.max_entries = cells;  // as the compressor decodes on the host
+    absl::StatusOr<DevicePeelResult> peeled =
+        PeelDecodeOnDevice(aggregate.sketch, s.table.data(), s.dim, options, s.peel_workspace, s.stream);
+    if (!peeled.ok()) return peeled.status();
+    indices = peeled->indices;
+    values = peeled->values;
+    count = peeled->count;
+  } else if (absl::Status st = LaunchSketchHeavyHitters(want, s.table.data(), s.dim, count, s.workspace,
+                                                        s.hitter_indices.data(), s.hitter_values.data(), s.stream);
+             !st.ok()) {
+    return st;
+  }
+  update.indices.resize(count);
+  update.values.resize(count);
+  if (count > 0) {
+    GPU_RETURN_IF_ERROR(cudaMemcpyAsync(update.indices.data(), indices, count * sizeof(uint32_t),
+                                        cudaMemcpyDeviceToHost, s.stream),
+                        "copying the decoded coordinates to the host");
+    GPU_RETURN_IF_ERROR(cudaMemcpyAsync(update.values.data(), values, count * sizeof(float), cudaMemcpyDeviceToHost,
+                                        s.stream),
+                        "copying the decoded values to the host");
+  }
   GPU_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream), "decoding a group");
   return update;
 }
 
-absl::Status DeviceGroupState::Settle(const Coordinates& release, const Coordinates& velocity_mask) {
+absl::StatusOr<DeviceStack::ReleaseNorms> DeviceGroupState::LastReleaseNorms() const {
+  Impl& s = *impl_;
+  if (!s.sent_squared.has_value()) {
+    return absl::FailedPreconditionError("a release cap needs a peel Encode's inserted coordinates");
+  }
+  ReleaseNorms norms;
+  norms.sent_squared = *s.sent_squared;
+  if (s.momentum >= 0) {
+    if (absl::Status st = LaunchSquaredNorm(s.velocity.data(), s.dim, s.norm.data(), s.stream); !st.ok()) return st;
+    GPU_RETURN_IF_ERROR(cudaMemcpyAsync(&norms.velocity_squared, s.norm.data(), sizeof(double),
+                                        cudaMemcpyDeviceToHost, s.stream),
+                        "reading the velocity's norm");
+    GPU_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream), "reading the velocity's norm");
+  }
+  return norms;
+}
+
+absl::Status DeviceGroupState::Settle(const Coordinates& release, const Coordinates& velocity_mask,
+                                      float residual_kept) {
   Impl& s = *impl_;
   if (absl::Status st = ValidateCoordinates(release, s.dim); !st.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("release: ", st.message()));
@@ -181,9 +260,12 @@ absl::Status DeviceGroupState::Settle(const Coordinates& release, const Coordina
       return absl::InvalidArgumentError(absl::StrCat("velocity mask: ", st.message()));
     }
   }
+  if (release.all && residual_kept != 0) {
+    return absl::InvalidArgumentError("a capped release names its coordinates");
+  }
   const bool same = release.all == velocity_mask.all && release.indices == velocity_mask.indices;
-  if (has_velocity && same) return s.Clear(release, s.residual.data(), s.velocity.data());
-  if (absl::Status st = s.Clear(release, s.residual.data(), nullptr); !st.ok()) return st;
+  if (has_velocity && same) return s.Clear(release, s.residual.data(), s.velocity.data(), residual_kept);
+  if (absl::Status st = s.Clear(release, s.residual.data(), nullptr, residual_kept); !st.ok()) return st;
   if (has_velocity) return s.Clear(velocity_mask, s.velocity.data(), nullptr);
   return absl::OkStatus();
 }

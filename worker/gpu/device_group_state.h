@@ -1,19 +1,24 @@
 // The compression state of one fusion group on a GPU worker: the job's
-// count_sketch compressor under error feedback, and momentum correction when
-// the run uses it, with the residual, the velocity and the sketch in device
-// memory: the DeviceStack (worker/compression/device_stack.h) of a GPU worker.
-// It does on the device what the CPU stack of worker/compression/group_compressors.h
-// does on the host:
+// count_sketch compressor (method=peel or method=estimate) under error
+// feedback, and momentum correction when the run uses it, with the residual,
+// the velocity and the sketch in device memory: the DeviceStack
+// (worker/compression/device_stack.h) of a GPU worker. It does on the device
+// what the CPU stack of worker/compression/group_compressors.h does on the
+// host:
 //
 //   Encode(g):   u = m * u + g; e = e + u (e = e + g without momentum);
-//                the payload is the Count-Sketch of e. Buckets and signs are
-//                the CPU's bit for bit (common/sketch_hash.h); a cell's sum
-//                may differ from the CPU's in float rounding (atomics add in
-//                another order).
-//   Decode(s):   the heavy hitters of an aggregate sketch, selected on the
-//                device: for the same table, the CPU's indices and values bit
-//                for bit (cuda/topk_kernels.h).
-//   Settle:      zeroes e and u at the applied coordinates.
+//                peel: the payload is the Count-Sketch, under the step's
+//                seed, of e's k largest entries (selected on the device: the
+//                CPU's selection, cuda/topk_kernels.h), listed in `inserted`;
+//                estimate: the Count-Sketch of the whole of e. Buckets and
+//                signs are the CPU's bit for bit (common/sketch_hash.h); a
+//                cell's sum may differ from the CPU's in float rounding
+//                (atomics add in another order).
+//   Decode(s):   peel: the peeling decode of cuda/peel_kernels.h; estimate:
+//                the heavy hitters of the estimates. Either way, for the same
+//                table, the CPU's indices and values bit for bit.
+//   Settle:      zeroes e (or, after a capped release, keeps its unsent
+//                fraction) and u at the applied coordinates.
 //
 // Only the sketch crosses to the host (a few MB per group); the gradient,
 // residual and velocity never do, except in Save/Restore for checkpoints.
@@ -50,16 +55,23 @@ class DeviceGroupState final : public DeviceStack {
   uint64_t dim() const override;
 
   // Accumulates `grad` (device memory, dim elements) and returns the sketch
-  // of the residual. INVALID_ARGUMENT for a host view or another size.
-  absl::StatusOr<Payload> Encode(GradientView grad) override;
+  // of the residual for `step`. INVALID_ARGUMENT for a host view or another
+  // size.
+  absl::StatusOr<Payload> Encode(GradientView grad, uint64_t step) override;
 
-  // The heavy hitters of `aggregate`, a sketch of this group's shape and dim
-  // (INVALID_ARGUMENT otherwise).
+  // The coordinates of `aggregate`, a sketch of this group's rows, columns
+  // (and, for estimate, seed) and dim (INVALID_ARGUMENT otherwise).
   absl::StatusOr<Update> Decode(const Payload& aggregate) override;
 
-  // Zeroes the residual at `release` and the velocity at `velocity_mask`.
-  // INVALID_ARGUMENT (state unchanged) if either does not fit the group.
-  absl::Status Settle(const Coordinates& release, const Coordinates& velocity_mask) override;
+  // After a peel Encode: the residual's sum of squares at the inserted
+  // coordinates and the velocity's (FAILED_PRECONDITION after an estimate
+  // Encode, or before any).
+  absl::StatusOr<ReleaseNorms> LastReleaseNorms() const override;
+
+  // Sets the residual at `release` to residual_kept times its value and
+  // zeroes the velocity at `velocity_mask`. INVALID_ARGUMENT (state
+  // unchanged) if either does not fit the group.
+  absl::Status Settle(const Coordinates& release, const Coordinates& velocity_mask, float residual_kept) override;
 
   // Host copies of the residual and the velocity (empty without momentum),
   // and their restoration (INVALID_ARGUMENT unless sizes fit; an empty

@@ -21,9 +21,10 @@ absl::StatusOr<std::unique_ptr<DeviceGroupState>> DeviceGroupState::Create(const
                                                                            float) {
   return NoCuda();
 }
-absl::StatusOr<Payload> DeviceGroupState::Encode(GradientView) { return NoCuda(); }
+absl::StatusOr<Payload> DeviceGroupState::Encode(GradientView, uint64_t) { return NoCuda(); }
 absl::StatusOr<Update> DeviceGroupState::Decode(const Payload&) { return NoCuda(); }
-absl::Status DeviceGroupState::Settle(const Coordinates&, const Coordinates&) { return NoCuda(); }
+absl::StatusOr<DeviceStack::ReleaseNorms> DeviceGroupState::LastReleaseNorms() const { return NoCuda(); }
+absl::Status DeviceGroupState::Settle(const Coordinates&, const Coordinates&, float) { return NoCuda(); }
 absl::StatusOr<std::vector<float>> DeviceGroupState::Residual() const { return NoCuda(); }
 absl::StatusOr<std::vector<float>> DeviceGroupState::Velocity() const { return NoCuda(); }
 absl::Status DeviceGroupState::Restore(absl::Span<const float>, absl::Span<const float>) { return NoCuda(); }

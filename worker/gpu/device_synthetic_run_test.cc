@@ -1,11 +1,13 @@
 // A synthetic ResNet-50 run with its groups on the GPU, against the same run
 // on the host: two workers (threads of one process, a real Gloo group on
 // loopback) take three sketch_allreduce steps, each from device memory and
-// from host memory. The sketches differ only in float rounding, so the two
-// runs agree: every step sends the same bytes, and each worker's final
-// residual and velocity match within 1e-3 of their norms (a coordinate whose
-// estimate sits at the top-k boundary may be chosen in one run and not in
-// the other; the rest are identical).
+// from host memory, with the scheme's default sketch (method=peel, under the
+// release cap) and with method=estimate. The sketches differ only in float
+// rounding, so the two runs agree: every step sends the same bytes, and each
+// worker's final residual and velocity match within 1e-3 of their norms (a
+// coordinate at the top-k boundary, or at the edge of what the peel
+// separates, may be taken in one run and not in the other; the rest are
+// identical).
 #include <cmath>
 
 #include "cuda/gpu_test_util.h"
@@ -18,11 +20,12 @@
 namespace sketchfuse {
 namespace {
 
-v1::RunConfig ResNetRun(const std::string& device) {
+v1::RunConfig ResNetRun(const std::string& device, const std::string& compressor) {
   v1::RunConfig run;
   run.set_workload("resnet50");
   run.set_scheme("sketch_allreduce");
-  run.set_compressor("count_sketch:method=estimate,density=0.001,rows=5,width=10");
+  run.set_compressor(compressor);
+  run.set_release_cap(1.0);
   run.set_fusion("4");
   run.set_error_feedback(true);
   run.set_momentum(0.9);
@@ -39,8 +42,8 @@ struct RankResult {
   std::vector<std::vector<float>> state;
 };
 
-std::vector<RankResult> RunTwoWorkers(const std::string& device) {
-  const v1::RunConfig run = ResNetRun(device);
+std::vector<RankResult> RunTwoWorkers(const std::string& device, const std::string& compressor) {
+  const v1::RunConfig run = ResNetRun(device, compressor);
   absl::StatusOr<v1::JobConfig> job = MakeJobConfig("synthetic", 2, run);
   EXPECT_TRUE(job.ok()) << job.status();
   std::vector<RankResult> results(2);
@@ -68,10 +71,12 @@ double Norm(const std::vector<float>& v) {
   return std::sqrt(sum);
 }
 
-TEST(DeviceSyntheticRunTest, TheGpuPlacementTrainsLikeTheHostOne) {
+class DeviceSyntheticRunTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DeviceSyntheticRunTest, TheGpuPlacementTrainsLikeTheHostOne) {
   SKIP_WITHOUT_GPU();
-  const std::vector<RankResult> host = RunTwoWorkers("cpu");
-  const std::vector<RankResult> gpu = RunTwoWorkers("gpu");
+  const std::vector<RankResult> host = RunTwoWorkers("cpu", GetParam());
+  const std::vector<RankResult> gpu = RunTwoWorkers("gpu", GetParam());
   ASSERT_EQ(host.size(), 2u);
   ASSERT_EQ(gpu.size(), 2u);
   for (int rank = 0; rank < 2; ++rank) {
@@ -92,6 +97,10 @@ TEST(DeviceSyntheticRunTest, TheGpuPlacementTrainsLikeTheHostOne) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Methods, DeviceSyntheticRunTest,
+                         ::testing::Values("count_sketch:method=peel,density=0.0042,rows=4,width=4",
+                                           "count_sketch:method=estimate,density=0.001,rows=5,width=10"));
 
 }  // namespace
 }  // namespace sketchfuse
