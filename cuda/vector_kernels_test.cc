@@ -6,6 +6,7 @@
 // (1e-6 of |m*u| + |g| + |e|). Skips without a GPU.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "common/test_vectors.h"
 #include "cuda/device_buffer.h"
 #include "cuda/error_feedback_kernels.h"
+#include "cuda/finite_kernels.h"
 #include "cuda/fusion_kernels.h"
 #include "cuda/gpu_test_util.h"
 #include "cuda/sparse_kernels.h"
@@ -146,6 +148,28 @@ TEST_P(GpuVectorTest, CappedReleaseAndSquaredNormMatchCpuLoops) {
   double want = 0;
   for (float v : velocity) want += static_cast<double>(v) * v;
   EXPECT_NEAR((*d_norm.ToHost())[0], want, 1e-12 * want);
+}
+
+// The first non-finite element against a loop: none, one NaN, an infinity
+// before a NaN, and every element non-finite.
+TEST_P(GpuVectorTest, FirstNonFiniteMatchesCpuLoop) {
+  SKIP_WITHOUT_GPU();
+  const uint32_t n = GetParam();
+  auto d_first = *DeviceBuffer<unsigned long long>::Allocate(1);
+  auto first_of = [&](const std::vector<float>& x) {
+    auto d_x = *DeviceBuffer<float>::FromHost(x);
+    EXPECT_TRUE(LaunchFirstNonFinite(d_x.data(), x.size(), d_first.data(), nullptr).ok());
+    return (*d_first.ToHost())[0];
+  };
+  std::vector<float> x = GaussianVector(n, 11 * n);
+  EXPECT_EQ(first_of(x), ~0ull);
+  const uint32_t late = n - 1 - (n / 3);
+  x[late] = std::nanf("");
+  EXPECT_EQ(first_of(x), late);
+  const uint32_t early = n / 7;
+  x[early] = early == late ? x[early] : -std::numeric_limits<float>::infinity();
+  EXPECT_EQ(first_of(x), std::min(early, late));
+  EXPECT_EQ(first_of(std::vector<float>(n, std::numeric_limits<float>::infinity())), 0ull);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, GpuVectorTest,

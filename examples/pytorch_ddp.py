@@ -20,7 +20,10 @@ time per step, the bytes a worker sent per step and the hook's own time
 (compress and decode) per step, also as a share of the backward pass it runs in.
 --device=cuda puts each rank's model and batches on GPU (rank mod GPU count);
 over Gloo several ranks share one GPU and the hook stages the CUDA buckets
-through the host; --backend=nccl needs a GPU per rank. On the GPU machine:
+through the host, unless --hook_device=cuda (sketch_allreduce): then error
+feedback, selection, the sketch and its peeling decode run on the GPU and only
+the sketch crosses to the host; --backend=nccl needs a GPU per rank. On the
+GPU machine:
 scripts/gpu_bundle.sh build-hook here, then run-hook there.
 The same settings on the C++ worker:
 
@@ -157,6 +160,9 @@ def parse_args(argv=None):
                         help="cnn and mlp are the C++ worker's; resnet18 is torchvision's")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                         help="where the model, its gradients and the batches live (cuda: rank r on GPU r mod count)")
+    parser.add_argument("--hook_device", default="cpu", choices=["cpu", "cuda"],
+                        help="where the hook compresses CUDA buckets: staged to the host (cpu) or on the GPU (cuda: "
+                             "sketch_allreduce, with --device=cuda)")
     parser.add_argument("--backend", default="gloo", choices=["gloo", "nccl"],
                         help="DDP's process group; nccl needs --device=cuda and a GPU per rank")
     parser.add_argument("--epochs", type=int, default=2)
@@ -191,6 +197,10 @@ def parse_args(argv=None):
         parser.error(f"--learning_rate must be > 0; got {args.learning_rate}")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device=cuda: PyTorch sees no CUDA device here")
+    if args.hook_device == "cuda" and args.device != "cuda":
+        parser.error("--hook_device=cuda needs --device=cuda (the buckets on the GPU)")
+    if args.hook_device == "cuda" and args.scheme != "sketch_allreduce":
+        parser.error(f"--hook_device=cuda runs sketch_allreduce on the GPU; got --scheme={args.scheme}")
     if args.backend == "nccl" and args.device != "cuda":
         parser.error("--backend=nccl needs --device=cuda")
     ranks = args.nproc_per_node or int(os.environ.get("WORLD_SIZE", "1"))
@@ -320,8 +330,9 @@ def train(parser, args):
         momentum_in_optimizer = 0.0 if compresses else args.momentum
     optimizer = torch.optim.SGD(ddp.parameters(), lr=args.learning_rate, momentum=momentum_in_optimizer)
     if args.scheme != "ddp":
+        on_gpu = {"device": "cuda"} if args.hook_device == "cuda" else {}
         state = sft.HookState(args.scheme, args.compressor, coordinator=args.coordinator, seed=args.seed,
-                              momentum=args.momentum, release_cap=args.release_cap, optimizer=optimizer)
+                              momentum=args.momentum, release_cap=args.release_cap, optimizer=optimizer, **on_gpu)
         ddp.register_comm_hook(state, sft.hook)
 
     first_step = 0
@@ -370,6 +381,7 @@ def train(parser, args):
     hook_seconds = ((stats["compress_s"] + stats["decode_s"]) / steps) if stats else None
     summary = {
         "scheme": args.scheme, "compressor": args.compressor, "model": args.model, "device": str(device),
+        "hook_device": args.hook_device,
         "backend": args.backend, "parameters": sum(p.numel() for p in model.parameters()), "rank": rank,
         "world_size": world,
         "seed": args.seed, "steps": last_step, "test_accuracy": accuracy, "final_loss": loss_value,

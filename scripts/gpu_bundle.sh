@@ -22,7 +22,9 @@
 #                                           allreduce and with the hook's schemes, N ranks
 #                                           (default 2) sharing the GPU over Gloo; writes each
 #                                           run's log and summary and resnet18.csv to DIR
-#                                           (default out/gpu_hook) and prints the table
+#                                           (default out/gpu_hook) and prints the table;
+#                                           a scheme S@cuda runs S with --hook_device=cuda
+#                                           (the sketch and its decode on the GPU)
 #                                           ($PYTHON, default python3: the one with PyTorch)
 #
 # NCCL is not carried (218 MB): `run` takes libnccl.so.2 from the machine's
@@ -156,7 +158,8 @@ build_hook() {
 }
 
 run_hook() {
-  local out=out/gpu_hook device=cuda ranks=2 examples=24000 epochs=2 schemes=ddp,dense_allreduce,sketch_allreduce,topk_allgather
+  local out=out/gpu_hook device=cuda ranks=2 examples=24000 epochs=2
+  local schemes=ddp,dense_allreduce,sketch_allreduce,sketch_allreduce@cuda,topk_allgather
   while [ $# -gt 0 ]; do
     case "$1" in
       --out) out="$2"; shift 2 ;;
@@ -176,12 +179,15 @@ run_hook() {
   mkdir -p "$out"
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv \
     2>&1 | tee "$out/gpu.txt" || true
-  local scheme failed=0
+  local scheme failed=0 hook_device
   for scheme in ${schemes//,/ }; do
     echo "== resnet18 $scheme"
+    hook_device=cpu
+    if [[ "$scheme" == *@cuda ]]; then hook_device=cuda; fi
     if ! PYTHONUNBUFFERED=1 LD_LIBRARY_PATH="$root/$dir/lib" SKETCHFUSE_LIB="$root/$dir/lib/libsketchfuse_c.so" \
          "${PYTHON:-python3}" examples/pytorch_ddp.py --nproc_per_node="$ranks" --model=resnet18 --device="$device" \
-         --scheme="$scheme" --train_examples="$examples" --epochs="$epochs" --seed=1 --data_dir="$dir/data" \
+         --scheme="${scheme%@cuda}" --hook_device="$hook_device" --train_examples="$examples" --epochs="$epochs" \
+         --seed=1 --data_dir="$dir/data" \
          --json="$out/resnet18_${scheme}_{rank}.json" >"$out/resnet18_${scheme}.log" 2>&1; then
       failed=1
       echo "   FAILED; the end of its log:"
@@ -197,13 +203,13 @@ for scheme in schemes:
     path = os.path.join(out, f"resnet18_{scheme}_0.json")
     if os.path.exists(path):
         rows.append(json.load(open(path)))
-keys = ["scheme", "device", "world_size", "steps", "test_accuracy", "step_time_s", "backward_s_per_step",
+keys = ["scheme", "device", "hook_device", "world_size", "steps", "test_accuracy", "step_time_s", "backward_s_per_step",
         "hook_compress_decode_s_per_step", "hook_share_of_backward", "compression_ratio"]
 with open(os.path.join(out, "resnet18.csv"), "w") as f:
     f.write(",".join(keys) + "\n")
     for r in rows:
         f.write(",".join("" if r.get(k) is None else str(r[k]) for k in keys) + "\n")
-print(f"{'scheme':18s} {'accuracy':>9s} {'ms/step':>8s} {'backward ms':>12s} {'hook ms':>8s} {'hook/backward':>14s} {'ratio':>6s}")
+print(f"{'scheme':22s} {'accuracy':>9s} {'ms/step':>8s} {'backward ms':>12s} {'hook ms':>8s} {'hook/backward':>14s} {'ratio':>6s}")
 for r in rows:
     hook = r["hook_compress_decode_s_per_step"]
     share = r["hook_share_of_backward"]
@@ -211,7 +217,8 @@ for r in rows:
     hook_text = "-" if hook is None else f"{1e3 * hook:.1f}"
     share_text = "-" if share is None else f"{100 * share:.1f}%"
     ratio_text = "-" if not ratio else f"{ratio:.1f}x"
-    print(f"{r['scheme']:18s} {r['test_accuracy']:8.2f}% {1e3 * r['step_time_s']:8.1f} "
+    label = r["scheme"] + ("@cuda" if r.get("hook_device") == "cuda" else "")
+    print(f"{label:22s} {r['test_accuracy']:8.2f}% {1e3 * r['step_time_s']:8.1f} "
           f"{1e3 * r['backward_s_per_step']:12.1f} {hook_text:>8s} {share_text:>14s} {ratio_text:>6s}")
 print(f"wrote {os.path.join(out, 'resnet18.csv')}")
 PY

@@ -6,7 +6,7 @@ same library serves any PyTorch and any Python 3.
 import ctypes
 import os
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 _ERR_SIZE = 2048
 
 _lib = None
@@ -85,6 +85,8 @@ def lib():
     loaded.sf_session_add_group.restype = ctypes.c_int64
     loaded.sf_session_exchange.argtypes = [ctypes.c_void_p, ctypes.c_int64, u64, ctypes.c_void_p, ctypes.c_void_p, u64,
                                            ctypes.c_void_p, c_err, u64]
+    loaded.sf_session_exchange_device.argtypes = [ctypes.c_void_p, ctypes.c_int64, u64, ctypes.c_void_p,
+                                                  ctypes.c_void_p, u64, c_err, u64]
     loaded.sf_session_state_size.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int]
     loaded.sf_session_state_size.restype = u64
     loaded.sf_session_save_state.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, c_err,

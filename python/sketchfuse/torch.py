@@ -34,13 +34,14 @@ from sketchfuse import _native
 
 __all__ = ["HookState", "hook", "DivergedError", "suggest_bucket_cap_mb", "write_job_config"]
 
-_SETTING_OPTIONS = ("seed", "momentum", "error_feedback", "release_cap", "second_round", "check_finite", "job",
+_SETTING_OPTIONS = ("seed", "momentum", "error_feedback", "release_cap", "second_round", "check_finite", "device",
+                    "job",
                     "tls_cert", "tls_key", "join_timeout_s", "push_timeout_s", "push_attempts", "probe_every")
 # The counters stats() adds up.
 _ZERO_STATS = {"steps": 0, "bytes_sent": 0, "dense_bytes": 0, "compress_s": 0.0, "communicate_s": 0.0,
                "decode_s": 0.0, "check_s": 0.0}
 # Settings that differ by rank by design.
-_PER_RANK = ("rank", "worker_id")
+_PER_RANK = ("rank", "worker_id", "gpu")
 
 
 class DivergedError(RuntimeError):
@@ -157,7 +158,11 @@ class HookState:
       (default "hook-<rank>"), token_file and tls_ca: as the worker's flags.
     options: seed (1), momentum (0.9), error_feedback (True), release_cap
       (1.0), second_round (False), check_finite (True: a non-finite gradient
-      on any rank stops every rank at that step); for the centralized schemes
+      on any rank stops every rank at that step), device ("cpu"; "cuda":
+      sketch_allreduce on CUDA buckets keeps error feedback, selection, the
+      sketch and its peeling decode on the rank's current GPU, and only the
+      sketch crosses to the host for the collectives; with "cpu" CUDA buckets
+      are staged through host memory); for the centralized schemes
       job ("sketchfuse"), tls_cert, tls_key, join_timeout_s (120),
       push_timeout_s (60), push_attempts (5), probe_every (20); and optimizer
       (checked, not kept).
@@ -196,6 +201,11 @@ class HookState:
         lines = [f"scheme={scheme}", f"compressor={compressor or ''}"]
         lines += [f"{key}={value}" for key, value in named.items() if value is not None]
         lines += [f"{key}={_format(value)}" for key, value in options.items()]
+        self._on_gpu = str(options.get("device", "cpu")) == "cuda"
+        if self._on_gpu:
+            if not torch.cuda.is_available():
+                raise ValueError("sketchfuse hook: device='cuda' needs a GPU; torch.cuda.is_available() is False")
+            lines.append(f"gpu={torch.cuda.current_device()}")
         # Checked for one rank of two first: no process group is touched yet.
         try:
             _native.check_settings("\n".join(lines + ["rank=0", "world_size=2"]))
@@ -502,22 +512,35 @@ class HookState:
         params = list(bucket.parameters())
         group = self._group_for(bucket, params)
         grad = buffer.detach()
-        if grad.device.type != "cpu" or grad.dtype != torch.float32:
+        if self._on_gpu:
+            # device="cuda": the bucket stays on its GPU.
+            if grad.device.type != "cuda":
+                raise RuntimeError(f"sketchfuse hook: device='cuda' exchanges CUDA buckets; bucket {bucket.index()} "
+                                   f"is on {grad.device} (move the model to the GPU before wrapping it in DDP)")
+            grad = grad.to(dtype=torch.float32)
+        elif grad.device.type != "cpu" or grad.dtype != torch.float32:
             grad = grad.to("cpu", torch.float32)
         grad = group.to_canonical(grad.reshape(-1)).contiguous()
         if grad.numel() != sum(group.signature):
             raise RuntimeError(f"sketchfuse hook: bucket {bucket.index()} holds {grad.numel()} elements; its "
                                f"parameters have {sum(group.signature)}")
-        param_values = None
-        if self._needs_parameters:
-            param_values = group.to_canonical(
-                torch.cat([p.detach().reshape(-1).to("cpu", torch.float32) for p in params])).contiguous()
         out = torch.empty_like(grad)
         err = _native.err_buffer()
-        rc = _native.lib().sf_session_exchange(
-            self._session, group.native_group, self.step, grad.data_ptr(),
-            param_values.data_ptr() if param_values is not None else None, grad.numel(), out.data_ptr(), err,
-            len(err))
+        if self._on_gpu:
+            # The native side works on its own stream: the bucket must be complete.
+            torch.cuda.current_stream(grad.device).synchronize()
+            rc = _native.lib().sf_session_exchange_device(self._session, group.native_group, self.step,
+                                                          grad.data_ptr(), out.data_ptr(), grad.numel(), err,
+                                                          len(err))
+        else:
+            param_values = None
+            if self._needs_parameters:
+                param_values = group.to_canonical(
+                    torch.cat([p.detach().reshape(-1).to("cpu", torch.float32) for p in params])).contiguous()
+            rc = _native.lib().sf_session_exchange(
+                self._session, group.native_group, self.step, grad.data_ptr(),
+                param_values.data_ptr() if param_values is not None else None, grad.numel(), out.data_ptr(), err,
+                len(err))
         if rc != 0:
             self._raise_native(err, f"bucket {bucket.index()} at step {self.step}")
         if bucket.is_last() and _native.lib().sf_session_finish_step(self._session, self.step, err, len(err)) != 0:

@@ -112,7 +112,9 @@ def _batch(rank, step):
 
 
 def _train(rank, scheme, compressor, steps, bucket_cap_mb, load=None, save=False, nan_at=None, nan_rank=None,
-           before_step=None, device="cpu", **hook_options):
+           before_step=None, device="cpu", hook_device=None, **hook_options):
+    if hook_device is not None:
+        hook_options["device"] = hook_device
     torch.manual_seed(0)
     model = SmallNet().to(device)
     ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb,
@@ -185,9 +187,23 @@ def _cuda_and_host(rank, world):
     return out
 
 
-def _resnet18(rank, world, device, steps=3):
+def _device_path(rank, world):
+    """sketch_allreduce on CUDA buckets, staged through the host (device="cpu") and kept on the GPU
+    (device="cuda"), from the same start; and the device path's state through a checkpoint."""
+    out = {}
+    for hook_device in ("cpu", "cuda"):
+        params, saved, stats = _train(rank, "sketch_allreduce", SKETCH, 6, 25, save=True, device="cuda",
+                                      hook_device=hook_device)
+        out[hook_device] = params
+        out[hook_device + "/stats"] = stats
+        out[hook_device + "/state"] = saved["hook"]
+    return out
+
+
+def _resnet18(rank, world, device, steps=3, sketch_on_gpu=False):
     """torchvision's ResNet-18 of the example (examples/pytorch_ddp.py) on random 28x28 batches: DDP's own
-    allreduce, then the hook with dense_allreduce and sketch_allreduce, from the same initial weights."""
+    allreduce, then the hook with dense_allreduce and sketch_allreduce (sketch_on_gpu: with device="cuda"),
+    from the same initial weights."""
     sys.path.insert(0, os.path.join(ROOT, "examples"))
     import pytorch_ddp  # noqa: E402 - the example's model, as a user runs it
     out = {}
@@ -199,7 +215,8 @@ def _resnet18(rank, world, device, steps=3):
         optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05)
         state = None
         if scheme != "ddp":
-            state = sft.HookState(scheme, None, seed=5, optimizer=optimizer)
+            on_gpu = {"device": "cuda"} if sketch_on_gpu and scheme == "sketch_allreduce" else {}
+            state = sft.HookState(scheme, None, seed=5, optimizer=optimizer, **on_gpu)
             ddp.register_comm_hook(state, sft.hook)
         g = torch.Generator().manual_seed(100 + rank)
         for _ in range(steps):
@@ -469,6 +486,7 @@ class BadInput(unittest.TestCase):
         cases = [
             (("nope",), {}, "scheme 'nope'"),
             (("sketch_allreduce", "count_sketch:rows=x"), {}, "compressor"),
+            (("sketch_allreduce",), {"device": "tpu"}, "setting 'device'"),
             (("sketch_allreduce", "topk:density=0.1"), {}, "compressor"),
             (("topk_allgather",), {"momentun": 0.9}, "unknown option(s) momentun"),
             (("topk_allgather",), {"momentum": 1.5}, "momentum"),
@@ -483,6 +501,16 @@ class BadInput(unittest.TestCase):
             with self.assertRaises(ValueError, msg=str((args, kwargs))) as caught:
                 sft.HookState(*args, **kwargs)
             self.assertIn(expected, str(caught.exception), str((args, kwargs)))
+
+    def test_the_device_path_needs_a_gpu_and_a_sketch(self):
+        if not torch.cuda.is_available():
+            with self.assertRaisesRegex(ValueError, "needs a GPU"):
+                sft.HookState("sketch_allreduce", device="cuda")
+        else:
+            with self.assertRaisesRegex(ValueError, "count_sketch schemes"):
+                sft.HookState("topk_allgather", device="cuda")
+            with self.assertRaisesRegex(ValueError, "second round"):
+                sft.HookState("sketch_allreduce", device="cuda", second_round=True)
 
     def test_optimizer_with_momentum_is_refused(self):
         p = torch.nn.Parameter(torch.zeros(3))
@@ -563,6 +591,13 @@ class TorchvisionResNet18(unittest.TestCase):
         # Two ranks share the one GPU over Gloo: the hook stages CUDA buckets through the host.
         self.check(_spawn(_resnet18, 2, "cuda"))
 
+    @unittest.skipUnless(_has_torchvision() and torch.cuda.is_available(),
+                         "no CUDA device here (or no torchvision): the hook's device path runs on the GPU machine "
+                         "(issue 24)")
+    def test_resnet18_with_the_sketch_on_the_gpu(self):
+        # sketch_allreduce with device="cuda": error feedback, selection, sketch and peel on the GPU.
+        self.check(_spawn(_resnet18, 2, "cuda", 3, True))
+
 
 @unittest.skipUnless(torch.cuda.is_available(),
                      "no CUDA device here: the hook's CUDA buckets are tested on the GPU machine (issue 24)")
@@ -577,6 +612,20 @@ class CudaBuckets(unittest.TestCase):
             for a, b in zip(result["sketch_allreduce"]["cuda"], results[0]["sketch_allreduce"]["cuda"]):
                 self.assertTrue(torch.equal(a, b), f"rank {r}: the ranks' CUDA models differ")
                 self.assertTrue(torch.isfinite(a).all())
+
+    def test_the_device_path_trains_as_the_staged_path(self):
+        # The sketch, its peel and the error feedback on the GPU (device="cuda") against the same on the host
+        # (device="cpu", the buckets staged): the ranks agree bit for bit, and the models agree within the
+        # rounding of the sketches' atomics.
+        results = _spawn(_device_path, 2)
+        for r, result in enumerate(results):
+            self.assertNotIn("exception", result, result.get("exception"))
+            self.assertEqual(result["cuda/stats"]["steps"], 6)
+            self.assertEqual(result["cuda/stats"]["bytes_sent"], result["cpu/stats"]["bytes_sent"])
+            for a, b, mine in zip(result["cpu"], result["cuda"], results[0]["cuda"]):
+                self.assertTrue(torch.equal(b, mine), f"rank {r}: the ranks' models differ")
+                torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-4, msg=f"rank {r}")
+            self.assertEqual(sorted(result["cuda/state"]["params"]), sorted(result["cpu/state"]["params"]))
 
     def test_an_nccl_group(self):
         # One rank (the machine has one GPU): the callbacks stage the buffers on the device for NCCL.
@@ -607,6 +656,10 @@ class CommandLines(unittest.TestCase):
                                                   "--scheme=sketch_allreduce"], "joins no coordinator")
         self._refused("examples/pytorch_ddp.py", ["--backend=nccl"], "--backend=nccl needs --device=cuda")
         self._refused("examples/pytorch_ddp.py", ["--model=resnet50"], "invalid choice: 'resnet50'")
+        self._refused("examples/pytorch_ddp.py", ["--hook_device=cuda"], "--hook_device=cuda needs --device=cuda")
+        if torch.cuda.is_available():
+            self._refused("examples/pytorch_ddp.py", ["--device=cuda", "--hook_device=cuda", "--scheme=topk_allgather"],
+                          "--hook_device=cuda runs sketch_allreduce")
         if not torch.cuda.is_available():
             self._refused("examples/pytorch_ddp.py", ["--device=cuda"], "PyTorch sees no CUDA device here")
         else:

@@ -42,6 +42,8 @@ class DeviceArray {
   GradientView view() const { return GradientView::OnDevice(data_, size_); }
   GradientView view(size_t offset, size_t size) const { return GradientView::OnDevice(data_ + offset, size); }
   size_t size() const { return size_; }
+  // The device memory, for writers (kernels, front ends' outputs).
+  float* data() { return data_; }
 
  private:
   float* data_ = nullptr;

@@ -1,5 +1,6 @@
 #include "worker/hook/hook_session.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -10,6 +11,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/payload.h"
+#include "worker/gpu/device_memory.h"
+#include "worker/gpu/device_vectors.h"
 #include "worker/pipeline/job_plan.h"
 #include "worker/schemes/scheme_factory.h"
 #include "worker/schemes/scheme_registry.h"
@@ -36,6 +39,25 @@ std::string HookSchemes() {
     if (scheme.route == Route::kDecentralized) names.push_back(scheme.name);
   }
   return absl::StrJoin(names, ", ");
+}
+
+// A mean update as a dense vector into out (zero where a sparse one has nothing).
+absl::Status WriteOnHost(const Update& mean, absl::Span<float> out) {
+  if (mean.dense) {
+    if (mean.values.size() != out.size()) {
+      return absl::InternalError(absl::StrCat("dense update of ", mean.values.size(), " values for ", out.size()));
+    }
+    std::copy(mean.values.begin(), mean.values.end(), out.begin());
+    return absl::OkStatus();
+  }
+  std::fill(out.begin(), out.end(), 0.0f);
+  for (size_t i = 0; i < mean.indices.size(); ++i) {
+    if (mean.indices[i] >= out.size()) {
+      return absl::InternalError(absl::StrCat("update index ", mean.indices[i], " is outside ", out.size()));
+    }
+    out[mean.indices[i]] = mean.values[i];
+  }
+  return absl::OkStatus();
 }
 
 double Seconds(const std::vector<TraceSpan>& spans, absl::string_view name) {
@@ -103,6 +125,13 @@ absl::StatusOr<HookSettings> ParseHookSettings(const std::string& text) {
       if (!absl::SimpleAtoi(value, field) || *field < 1 || *field > 86400) {
         return BadValue(key, value, "an integer in [1, 86400]");
       }
+    } else if (key == "device") {
+      if (value != "cpu" && value != "cuda") return BadValue(key, value, "cpu or cuda");
+      settings.device = std::string(value);
+    } else if (key == "gpu") {
+      if (!absl::SimpleAtoi(value, &settings.gpu) || settings.gpu < 0 || settings.gpu > 1023) {
+        return BadValue(key, value, "a GPU index in [0, 1023]");
+      }
     } else if (key == "error_feedback" || key == "second_round" || key == "check_finite") {
       absl::StatusOr<bool> flag = ParseBool(key, value);
       if (!flag.ok()) return flag.status();
@@ -112,7 +141,7 @@ absl::StatusOr<HookSettings> ParseHookSettings(const std::string& text) {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown setting '", key.substr(0, 80),
           "' (known: scheme, compressor, rank, world_size, seed, momentum, error_feedback, release_cap, "
-          "second_round, check_finite, coordinator, job, worker_id, token_file, tls_ca, tls_cert, tls_key, "
+          "second_round, check_finite, device, gpu, coordinator, job, worker_id, token_file, tls_ca, tls_cert, tls_key, "
           "join_timeout_s, push_timeout_s, push_attempts, probe_every)"));
     }
   }
@@ -134,6 +163,11 @@ absl::StatusOr<HookSettings> ParseHookSettings(const std::string& text) {
     return absl::InvalidArgumentError(absl::StrCat("setting 'coordinator': '", settings.scheme,
                                                    "' runs over the process group and joins no coordinator"));
   }
+  if (settings.on_gpu() && !settings.coordinator.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("setting 'device': '", settings.scheme,
+                                                   "' aggregates on the servers; device=cuda serves the "
+                                                   "decentralized count_sketch scheme (sketch_allreduce)"));
+  }
   if (!settings.coordinator.empty() && settings.job.empty()) {
     return absl::InvalidArgumentError("setting 'job': the job's name is empty");
   }
@@ -154,6 +188,8 @@ std::string HookSettingsText(const HookSettings& s) {
       "release_cap=%.17g\nsecond_round=%d\ncheck_finite=%d\n",
       s.scheme, s.compressor, s.rank, s.world_size, s.seed, s.momentum, s.error_feedback, s.release_cap,
       s.second_round, s.check_finite);
+  absl::StrAppend(&text, "device=", s.device, "\n");
+  if (s.on_gpu()) absl::StrAppend(&text, "gpu=", s.gpu, "\n");
   if (s.joins_coordinator()) {
     absl::StrAppendFormat(&text,
                           "coordinator=%s\njob=%s\nworker_id=%s\ntoken_file=%s\ntls_ca=%s\ntls_cert=%s\n"
@@ -197,7 +233,7 @@ v1::RunConfig HookRun(const HookSettings& settings) {
   run.set_error_feedback(settings.error_feedback);
   run.set_release_cap(settings.release_cap);
   run.set_second_round(settings.second_round);
-  run.set_device("cpu");
+  run.set_device(settings.on_gpu() ? "gpu" : "cpu");
   return run;
 }
 
@@ -275,6 +311,7 @@ absl::StatusOr<int> HookSession::AddGroup(uint64_t dim) {
   if (dim == 0 || dim > UINT32_MAX) {
     return absl::InvalidArgumentError(absl::StrCat("a group has 1 to 2^32 - 1 elements; got ", dim));
   }
+  if (absl::Status s = UseSessionGpu(); !s.ok()) return s;
   v1::RunConfig run = HookRun(settings_);
   run.add_layer_sizes(dim);
   absl::StatusOr<v1::JobConfig> job = MakeJobConfig("hook", static_cast<uint32_t>(settings_.world_size), run);
@@ -321,6 +358,9 @@ absl::Status HookSession::FinishStep(uint64_t step) {
 absl::Status HookSession::Exchange(int group, uint64_t step, absl::Span<const float> grad,
                                    absl::Span<const float> params, absl::Span<float> out) {
   if (joined()) return absl::FailedPreconditionError("a joined session exchanges whole steps (ExchangeStep)");
+  if (settings_.on_gpu()) {
+    return absl::FailedPreconditionError("a session of device=cuda exchanges device memory (ExchangeOnDevice)");
+  }
   if (absl::Status s = CheckGroup(group); !s.ok()) return s;
   Group& g = groups_[group];
   if (grad.size() != g.dim || out.size() != g.dim || (!params.empty() && params.size() != g.dim)) {
@@ -336,45 +376,89 @@ absl::Status HookSession::Exchange(int group, uint64_t step, absl::Span<const fl
     if (std::optional<size_t> bad = FirstNonFinite(grad); bad.has_value()) {
       // Exchanged as zeros, so nothing non-finite reaches the other ranks or
       // the residual; FinishStep stops every rank at this step.
-      if (!nonfinite_.has_value() || nonfinite_step_ != step) {
-        nonfinite_ = absl::StrCat("group ", group, ", index ", *bad);
-        nonfinite_step_ = step;
-      }
+      NoteNonFinite(group, step, *bad);
       zeros.assign(g.dim, 0.0f);
       grad = zeros;
     }
   }
-  std::optional<absl::StatusOr<ExchangeResult>> outcome;
-  g.scheme->Exchange(step, 0, grad, params, [&outcome](absl::StatusOr<ExchangeResult> r) { outcome = std::move(r); });
-  if (!outcome.has_value()) return absl::InternalError("the scheme did not finish the exchange");
-  if (!outcome->ok()) return outcome->status();
-  const ExchangeResult& result = **outcome;
-  if (absl::Status s = WriteMean(group, step, result.update, out); !s.ok()) return s;
-  if (absl::Status s = g.scheme->OnApplied(0, result.update); !s.ok()) return s;
-  Count(step, result);
-  return absl::OkStatus();
+  absl::StatusOr<ExchangeResult> result = RunExchange(group, step, grad, params);
+  if (!result.ok()) return result.status();
+  absl::StatusOr<Update> mean = MeanOf(group, step, result->update);
+  if (!mean.ok()) return mean.status();
+  if (absl::Status s = WriteOnHost(*mean, out); !s.ok()) return s;
+  return Applied(group, step, *result);
 }
 
-absl::Status HookSession::WriteMean(int group, uint64_t step, const Update& update, absl::Span<float> out) const {
+absl::Status HookSession::ExchangeOnDevice(int group, uint64_t step, const float* grad, float* out, uint64_t dim) {
+  if (!settings_.on_gpu()) {
+    return absl::FailedPreconditionError("a session of device=cpu exchanges host memory (Exchange)");
+  }
+  if (absl::Status s = CheckGroup(group); !s.ok()) return s;
+  Group& g = groups_[group];
+  if (dim != g.dim) {
+    return absl::InvalidArgumentError(absl::StrCat("group ", group, " has ", g.dim, " elements; got ", dim));
+  }
+  if (grad == nullptr || out == nullptr) return absl::InvalidArgumentError("no gradient or no output");
+  if (g.scheme->needs_parameters()) {
+    return absl::InvalidArgumentError(absl::StrCat(settings_.scheme, " needs parameter values (not on the GPU)"));
+  }
+  if (absl::Status s = UseSessionGpu(); !s.ok()) return s;
+  GradientView view = GradientView::OnDevice(grad, dim);
+  DeviceArray zeros;
+  if (settings_.check_finite) {
+    absl::StatusOr<std::optional<size_t>> bad = FirstNonFiniteOnDevice(view);
+    if (!bad.ok()) return bad.status();
+    if (bad->has_value()) {
+      NoteNonFinite(group, step, **bad);
+      absl::StatusOr<DeviceArray> uploaded = DeviceArray::Upload(std::vector<float>(dim, 0.0f));
+      if (!uploaded.ok()) return uploaded.status();
+      zeros = *std::move(uploaded);
+      view = zeros.view();
+    }
+  }
+  absl::StatusOr<ExchangeResult> result = RunExchange(group, step, view, {});
+  if (!result.ok()) return result.status();
+  absl::StatusOr<Update> mean = MeanOf(group, step, result->update);
+  if (!mean.ok()) return mean.status();
+  if (mean->dense) return absl::InternalError("a device exchange decoded a dense update");
+  if (absl::Status s = WriteSparseOnDevice(mean->indices, mean->values, out, dim); !s.ok()) return s;
+  return Applied(group, step, *result);
+}
+
+absl::Status HookSession::UseSessionGpu() const {
+  return settings_.on_gpu() ? UseGpu(settings_.gpu) : absl::OkStatus();
+}
+
+void HookSession::NoteNonFinite(int group, uint64_t step, size_t index) {
+  if (!nonfinite_.has_value() || nonfinite_step_ != step) {
+    nonfinite_ = absl::StrCat("group ", group, ", index ", index);
+    nonfinite_step_ = step;
+  }
+}
+
+absl::StatusOr<ExchangeResult> HookSession::RunExchange(int group, uint64_t step, GradientView grad,
+                                                        absl::Span<const float> params) {
+  std::optional<absl::StatusOr<ExchangeResult>> outcome;
+  groups_[group].scheme->Exchange(step, 0, grad, params,
+                                  [&outcome](absl::StatusOr<ExchangeResult> r) { outcome = std::move(r); });
+  if (!outcome.has_value()) return absl::InternalError("the scheme did not finish the exchange");
+  return *std::move(outcome);
+}
+
+absl::StatusOr<Update> HookSession::MeanOf(int group, uint64_t step, const Update& update) const {
   if (std::optional<size_t> bad = FirstNonFinite(update.values); bad.has_value()) {
     return absl::FailedPreconditionError(absl::StrCat("diverged: non-finite update at step ", step, " in group ",
                                                       group, " (element ", *bad, " of the update's values)"));
   }
   const float scale = 1.0f / static_cast<float>(settings_.world_size);
-  if (update.dense) {
-    if (update.values.size() != out.size()) {
-      return absl::InternalError(absl::StrCat("dense update of ", update.values.size(), " values for ", out.size()));
-    }
-    for (size_t i = 0; i < out.size(); ++i) out[i] = update.values[i] * scale;
-  } else {
-    std::fill(out.begin(), out.end(), 0.0f);
-    for (size_t i = 0; i < update.indices.size(); ++i) {
-      if (update.indices[i] >= out.size()) {
-        return absl::InternalError(absl::StrCat("update index ", update.indices[i], " is outside ", out.size()));
-      }
-      out[update.indices[i]] = update.values[i] * scale;
-    }
-  }
+  Update mean = update;
+  for (float& v : mean.values) v *= scale;
+  return mean;
+}
+
+absl::Status HookSession::Applied(int group, uint64_t step, const ExchangeResult& result) {
+  if (absl::Status s = groups_[group].scheme->OnApplied(0, result.update); !s.ok()) return s;
+  Count(step, result);
   return absl::OkStatus();
 }
 
@@ -424,10 +508,9 @@ absl::Status HookSession::ExchangeStep(uint64_t step, absl::Span<const float> gr
       return absl::Status(results[g].status().code(),
                           absl::StrCat("group ", g, " at step ", step, ": ", results[g].status().message()));
     }
-    if (absl::Status s = WriteMean(g, step, results[g]->update, out.subspan(group_offset_[g], group_dim_[g]));
-        !s.ok()) {
-      return s;
-    }
+    absl::StatusOr<Update> mean = MeanOf(g, step, results[g]->update);
+    if (!mean.ok()) return mean.status();
+    if (absl::Status s = WriteOnHost(*mean, out.subspan(group_offset_[g], group_dim_[g])); !s.ok()) return s;
   }
   for (int g = 0; g < groups; ++g) {
     if (absl::Status s = job_scheme_->OnApplied(g, results[g]->update); !s.ok()) return s;
@@ -438,6 +521,7 @@ absl::Status HookSession::ExchangeStep(uint64_t step, absl::Span<const float> gr
 
 absl::StatusOr<std::vector<std::vector<float>>> HookSession::SaveState(int group) const {
   if (absl::Status s = CheckGroup(group); !s.ok()) return s;
+  if (absl::Status s = UseSessionGpu(); !s.ok()) return s;
   if (!joined()) return groups_[group].scheme->SaveState();
   std::vector<std::vector<float>> all = job_scheme_->SaveState();
   if (all.size() != 2 * group_dim_.size()) return absl::InternalError("the job's state has the wrong shape");
@@ -446,6 +530,7 @@ absl::StatusOr<std::vector<std::vector<float>>> HookSession::SaveState(int group
 
 absl::Status HookSession::RestoreState(int group, const std::vector<std::vector<float>>& state) {
   if (absl::Status s = CheckGroup(group); !s.ok()) return s;
+  if (absl::Status s = UseSessionGpu(); !s.ok()) return s;
   if (!joined()) return groups_[group].scheme->RestoreState(state);
   if (state.size() != 2) return absl::InvalidArgumentError("a group's state has two entries");
   std::vector<std::vector<float>> all = job_scheme_->SaveState();

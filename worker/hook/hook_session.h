@@ -47,6 +47,11 @@ struct HookSettings {
   double release_cap = 1.0;
   bool second_round = false;
   bool check_finite = true;
+  // Where the groups' compression state lives: "cpu", or "cuda" (device
+  // memory of GPU `gpu`; the count_sketch schemes of a decentralized hook,
+  // exchanged with ExchangeOnDevice).
+  std::string device = "cpu";
+  int gpu = 0;
   // The centralized and hybrid schemes (sketch_ps, topk_ps, dense_ps, auto):
   // the job's coordinator and how to reach it, as a sketchfuse_worker's flags.
   std::string coordinator;
@@ -59,6 +64,7 @@ struct HookSettings {
   int probe_every = 20;
 
   bool joins_coordinator() const { return !coordinator.empty(); }
+  bool on_gpu() const { return device == "cuda"; }
 };
 
 // Parses "key=value" lines (keys: those of HookSettings; scheme and
@@ -126,6 +132,15 @@ class HookSession {
   absl::Status Exchange(int group, uint64_t step, absl::Span<const float> grad, absl::Span<const float> params,
                         absl::Span<float> out);
 
+  // The same for a session of device=cuda: grad and out hold the group's
+  // dim floats in device memory of the session's GPU (grad written by work
+  // the caller has completed); out holds the mean update when it returns.
+  // The gradient stays on the GPU through error feedback, selection, sketch
+  // and decode; the sketch crosses to the host for the collective.
+  // FAILED_PRECONDITION in a session on the host (and Exchange in one on a
+  // GPU).
+  absl::Status ExchangeOnDevice(int group, uint64_t step, const float* grad, float* out, uint64_t dim);
+
   // After the last Exchange of `step` (every rank calls it): with
   // check_finite, FAILED_PRECONDITION on every rank when any rank's gradient
   // of the step was not finite (one allreduce of world_size flags per step;
@@ -148,12 +163,22 @@ class HookSession {
   HookSession(HookSettings settings, std::unique_ptr<Collective> collective)
       : settings_(std::move(settings)), collective_(std::move(collective)) {}
   absl::Status CheckGroup(int group) const;
+  // Makes the session's GPU the calling thread's (device=cuda; OK on the host).
+  absl::Status UseSessionGpu() const;
+  // Records this rank's first non-finite gradient of `step` (exchanged as zeros).
+  void NoteNonFinite(int group, uint64_t step, size_t index);
+  // Runs the group's scheme on `grad` for `step`.
+  absl::StatusOr<ExchangeResult> RunExchange(int group, uint64_t step, GradientView grad,
+                                             absl::Span<const float> params);
+  // The update's mean (values / world_size); FAILED_PRECONDITION for a
+  // non-finite value.
+  absl::StatusOr<Update> MeanOf(int group, uint64_t step, const Update& update) const;
+  // Settles the exchanged group as applied and counts it.
+  absl::Status Applied(int group, uint64_t step, const ExchangeResult& result);
   // One allreduce of world_size flags: FAILED_PRECONDITION on every rank,
   // naming the step and the ranks, if any rank has a non-finite gradient
   // (`local`: this rank's, described).
   absl::Status CheckAllFinite(uint64_t step, const std::optional<std::string>& local);
-  // The update's mean into out (dense; zero where nothing was selected).
-  absl::Status WriteMean(int group, uint64_t step, const Update& update, absl::Span<float> out) const;
   void Count(uint64_t step, const ExchangeResult& result);
 
   const HookSettings settings_;

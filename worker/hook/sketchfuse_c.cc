@@ -192,6 +192,16 @@ int sf_session_exchange(sf_session* session, int64_t group, uint64_t step, const
   return s.ok() ? 0 : Fail(s, err, err_size);
 }
 
+int sf_session_exchange_device(sf_session* session, int64_t group, uint64_t step, const float* grad, float* out,
+                               uint64_t dim, char* err, uint64_t err_size) {
+  if (absl::Status s = CheckSession(session); !s.ok()) return Fail(s, err, err_size);
+  if (group < 0 || group > INT32_MAX) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("group ", group, " does not exist")), err, err_size);
+  }
+  absl::Status s = session->session->ExchangeOnDevice(static_cast<int>(group), step, grad, out, dim);
+  return s.ok() ? 0 : Fail(s, err, err_size);
+}
+
 int sf_session_finish_step(sf_session* session, uint64_t step, char* err, uint64_t err_size) {
   if (absl::Status s = CheckSession(session); !s.ok()) return Fail(s, err, err_size);
   absl::Status s = session->session->FinishStep(step);

@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 /* Bumped when a signature or a struct below changes. */
-#define SF_ABI_VERSION 1
+#define SF_ABI_VERSION 2
 int sf_abi_version(void);
 
 /* A byte buffer owned by the library, filled by a callback. */
@@ -56,7 +56,9 @@ typedef struct {
 /* Settings are "key=value" lines (the value is the rest of the line):
  *   scheme, compressor (empty: the scheme's default), rank, world_size, seed,
  *   momentum, error_feedback (0/1), release_cap, second_round (0/1),
- *   check_finite (0/1).
+ *   check_finite (0/1), device (cpu, or cuda: the groups' state in device
+ *   memory of GPU `gpu`, default 0; sketch_allreduce, exchanged with
+ *   sf_session_exchange_device).
  * sf_check_settings validates them without creating anything (no
  * communication); the message names the first bad key. */
 int sf_check_settings(const char* settings, char* err, uint64_t err_size);
@@ -108,6 +110,16 @@ int64_t sf_session_add_group(sf_session* session, uint64_t dim, char* err, uint6
  * check_finite) is exchanged as zeros and reported by sf_session_finish_step. */
 int sf_session_exchange(sf_session* session, int64_t group, uint64_t step, const float* grad, const float* params,
                         uint64_t dim, float* out, char* err, uint64_t err_size);
+
+/* sf_session_exchange for a session of device=cuda: grad and out are `dim`
+ * floats of CUDA device memory on the session's GPU (grad written by work
+ * the caller has completed, e.g. after synchronizing its stream); out holds
+ * the mean update when this returns. Error feedback, selection, sketching and
+ * decoding run on the GPU; the sketch crosses to the host for the
+ * collectives. Fails for a session of device=cpu (and sf_session_exchange
+ * fails for one of device=cuda). */
+int sf_session_exchange_device(sf_session* session, int64_t group, uint64_t step, const float* grad, float* out,
+                               uint64_t dim, char* err, uint64_t err_size);
 
 /* After the last exchange of `step` (every rank calls it): with
  * check_finite, fails on every rank ("diverged: non-finite gradient at step

@@ -206,6 +206,11 @@ absl::Status CheckDevicePlacement(const v1::RunConfig& run) {
   if (run.second_round()) {
     return absl::InvalidArgumentError("device=gpu does not run the exact second round (it needs host residuals)");
   }
+  if (KeepsSketchSpaceState(run.compressor())) {
+    return absl::InvalidArgumentError(
+        "device=gpu runs count_sketch with method=peel or method=estimate; FetchSGD's sketch-space state "
+        "(method=fetchsgd) runs on the host");
+  }
   return absl::OkStatus();
 }
 
