@@ -159,6 +159,8 @@ __global__ void __launch_bounds__(kThreads)
     for (uint32_t r = 0; r < RowsOf<kRows>(p.hash); ++r) {
       if ((claim.rows >> r & 1) == 0) continue;
       unsigned long long* cell = &cell_claims[TableIndex(p.hash, r, keys)];
+      // The high word (the best agreement) is fixed since step 1; other
+      // threads only add to the low word, which never carries into it.
       if ((*cell >> 32) == claim.agree) atomicAdd(cell, 1ull);
     }
   }

@@ -254,6 +254,9 @@ absl::StatusOr<std::unique_ptr<HookSession>> HookSession::Join(HookSettings sett
   if (!settings.joins_coordinator()) {
     return absl::InvalidArgumentError(absl::StrCat("'", settings.scheme, "' joins no coordinator"));
   }
+  if (settings.on_gpu()) {
+    return absl::InvalidArgumentError("device=cuda serves the decentralized sketch_allreduce, not a joined session");
+  }
   absl::StatusOr<v1::JobConfig> planned = HookJobConfig(settings, layer_sizes);
   if (!planned.ok()) return planned.status();
   absl::StatusOr<std::unique_ptr<HookSession>> made = Create(settings, std::move(collective));
@@ -390,6 +393,7 @@ absl::Status HookSession::Exchange(int group, uint64_t step, absl::Span<const fl
 }
 
 absl::Status HookSession::ExchangeOnDevice(int group, uint64_t step, const float* grad, float* out, uint64_t dim) {
+  if (joined()) return absl::FailedPreconditionError("a joined session exchanges whole steps (ExchangeStep)");
   if (!settings_.on_gpu()) {
     return absl::FailedPreconditionError("a session of device=cpu exchanges host memory (Exchange)");
   }
