@@ -18,6 +18,8 @@
 //   peel_decode_cpu    the same decode by the host's PeelDecode, one core,
 //                      on the same table (the reference the kernels match)
 //   topk               exact top-k of the gradient by magnitude
+//   topk_cub_sort      the same by CUB's radix sort of all n keys (CUDA 13.0's
+//                      CUB has no DeviceTopK), checked to select the same k
 //   gather, scatter_add    k (index, value) pairs
 //   ef_momentum        u = m u + g; e += u
 //   pack               the model's layers into one fused buffer
@@ -53,6 +55,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/gpu_ceilings.h"
+#include "bench/gpu_sort_topk.h"
 #include "common/count_sketch.h"
 #include "common/model_profiles.h"
 #include "common/sketch_hash.h"
@@ -247,6 +250,19 @@ void RunProfile(const ModelProfile& profile, cudaStream_t stream, std::vector<Re
   record("topk", vec, [&] {
     BENCH_CHECK(LaunchTopK(x.data(), n, k, workspace, indices.data(), values.data(), stream));
   });
+  {
+    // The same selection by CUB's radix sort of every key (CUDA 13.0's CUB
+    // has no DeviceTopK), and whether it selected the same coordinates.
+    auto sort_topk = Unwrap(SortTopK::Create(n), "sort top-k");
+    auto sorted_indices = Unwrap(DeviceBuffer<uint32_t>::Allocate(k), "sorted top-k indices");
+    record("topk_cub_sort", vec, [&] { BENCH_CHECK(sort_topk.Run(x.data(), n, k, sorted_indices.data(), stream)); });
+    BENCH_CHECK(LaunchTopK(x.data(), n, k, workspace, indices.data(), values.data(), stream));
+    GPU_CHECK_ASYNC(cudaStreamSynchronize(stream));
+    std::vector<uint32_t> ours = Unwrap(indices.ToHost(), "top-k indices");
+    std::vector<uint32_t> by_sort = Unwrap(sorted_indices.ToHost(), "sorted top-k indices");
+    std::sort(by_sort.begin(), by_sort.end());
+    std::printf("  topk_cub_sort selected %s coordinates as topk\n", by_sort == ours ? "the same" : "OTHER");
+  }
   record("gather", 12.0 * k, [&] {
     BENCH_CHECK(LaunchGather(x.data(), n, indices.data(), k, values.data(), nullptr, stream));
   });
