@@ -3,8 +3,9 @@
 // sketch_allreduce among --workers workers (threads of this process, a real
 // Gloo group on loopback), the backward pass modelled as free (0 ns per
 // element) so the step is what the worker adds to it: fusion, compression
-// (error feedback, momentum, sketch insert), the allreduce of the sketches and
-// the decode (heavy hitters of the summed sketch).
+// (error feedback, momentum, the sketch insert: of the whole group, or for
+// method=peel of its top-k), the allreduce of the sketches and the decode
+// (heavy hitters of the summed sketch, or its peeling decode).
 //
 // For each workload and placement it prints the median step time over
 // --steps steps (after --warmup) and rank 0's median time per step in each

@@ -133,6 +133,11 @@ run() {
     LD_LIBRARY_PATH="$libs" "$bundle/bin/gpu_worker_bench" --csv "$out/gpu_worker.csv" \
       --json "$out/gpu_worker.json" | tee "$out/gpu_worker.txt"
     python3 "$bundle/bench/plot_gpu_worker.py" "$out/gpu_worker.json" "$out/gpu_worker.png" || true
+    echo "== gpu_worker_bench: the same with the sketch schemes' default (peel), on the four profiles"
+    LD_LIBRARY_PATH="$libs" "$bundle/bin/gpu_worker_bench" --workloads=resnet50,vgg16,bert_base,gpt2_small \
+      --compressor=count_sketch:method=peel,density=0.0042,rows=4,width=4 --csv "$out/gpu_worker_peel.csv" \
+      --json "$out/gpu_worker_peel.json" | tee "$out/gpu_worker_peel.txt"
+    python3 "$bundle/bench/plot_gpu_worker.py" "$out/gpu_worker_peel.json" "$out/gpu_worker_peel.png" || true
   fi
   return "$failed"
 }
