@@ -13,9 +13,13 @@
 namespace sketchfuse {
 
 absl::Status UseGpu(int index) {
-  if (absl::Status s = CheckGpuWorker(); !s.ok()) return s;
+  // Called before every device exchange: cheap queries only (no device
+  // properties); CheckGpuWorker words the refusal when there is no GPU.
   int count = 0;
-  GPU_RETURN_IF_ERROR(cudaGetDeviceCount(&count), "counting the GPUs");
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    (void)cudaGetLastError();
+    return CheckGpuWorker();
+  }
   if (index < 0 || index >= count) {
     return absl::InvalidArgumentError(absl::StrCat("GPU ", index, " does not exist (this process sees ", count, ")"));
   }
