@@ -14,7 +14,8 @@ Python 3.11 on); PyTorch 2.x's launcher works.
 It trains the C++ worker's models ("cnn" by default, or "mlp"; the same layers,
 the same initial weights for the same --seed, the same shards of the data and
 the same order of examples through sf_epoch_order), or torchvision's ResNet-18
-(--model=resnet18: 11.2M parameters, batch norm; Debian: python3-torchvision),
+(--model=resnet18: 11.2M parameters, batch norm; --model=resnet50: 23.5M;
+Debian: python3-torchvision),
 with the hook aggregating every DDP bucket, and prints the test accuracy, the
 time per step, the bytes a worker sent per step and the hook's own time
 (compress and decode) per step, also as a share of the backward pass it runs in.
@@ -94,18 +95,29 @@ class Mlp(torch.nn.Module):
         return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
 
 
-def resnet18():
-    """torchvision's ResNet-18 for 28x28 grey images, 10 classes: the usual small-image stem
+def small_image_resnet(name):
+    """torchvision's ResNet `name` for 28x28 grey images, 10 classes: the usual small-image stem
     (a 3x3, stride-1 first convolution of one channel, no max-pool) on torchvision's blocks.
     Needs torchvision (Debian: python3-torchvision)."""
-    import torchvision  # only this model needs it
-    model = torchvision.models.resnet18(weights=None, num_classes=10)
+    import torchvision  # only these models need it
+    model = getattr(torchvision.models, name)(weights=None, num_classes=10)
     model.conv1 = torch.nn.Conv2d(1, 64, 3, stride=1, padding=1, bias=False)
     model.maxpool = torch.nn.Identity()
     return model
 
 
-MODELS = {"cnn": Cnn, "mlp": Mlp, "resnet18": resnet18}
+def resnet18():
+    """ResNet-18 (11.2M parameters) for 28x28 grey images."""
+    return small_image_resnet("resnet18")
+
+
+def resnet50():
+    """ResNet-50 (23.5M parameters, bottleneck blocks) for 28x28 grey images: the model of issue 24's
+    backward-share target (batch 64 per rank)."""
+    return small_image_resnet("resnet50")
+
+
+MODELS = {"cnn": Cnn, "mlp": Mlp, "resnet18": resnet18, "resnet50": resnet50}
 
 
 def build_model(name):
@@ -383,7 +395,7 @@ def train(parser, args):
         "scheme": args.scheme, "compressor": args.compressor, "model": args.model, "device": str(device),
         "hook_device": args.hook_device,
         "backend": args.backend, "parameters": sum(p.numel() for p in model.parameters()), "rank": rank,
-        "world_size": world,
+        "world_size": world, "batch_size": args.batch_size,
         "seed": args.seed, "steps": last_step, "test_accuracy": accuracy, "final_loss": loss_value,
         "step_time_s": step_seconds / steps, "backward_s_per_step": backward_seconds / steps, "wall_s": wall,
         "bytes_per_step": (stats["bytes_sent"] / stats["steps"]) if stats and stats["steps"] else None,

@@ -16,12 +16,13 @@
 #                                           shared libraries it needs, and Fashion-MNIST, into
 #                                           .gpu_bundle/hook/ (about 50 MB; carry it alone)
 #   bash scripts/gpu_bundle.sh run-hook [--out DIR] [--device cuda|cpu] [--ranks N]
+#            [--model resnet18|resnet50] [--batch_size N]
 #            [--train_examples N] [--epochs N] [--schemes S,S,...]
 #                                           on the GPU machine: examples/pytorch_ddp.py
-#                                           trains torchvision's ResNet-18 with DDP's own
+#                                           trains torchvision's ResNet-18 (or -50) with DDP's own
 #                                           allreduce and with the hook's schemes, N ranks
 #                                           (default 2) sharing the GPU over Gloo; writes each
-#                                           run's log and summary and resnet18.csv to DIR
+#                                           run's log and summary and MODEL.csv to DIR
 #                                           (default out/gpu_hook) and prints the table;
 #                                           a scheme S@cuda runs S with --hook_device=cuda
 #                                           (the sketch and its decode on the GPU)
@@ -163,13 +164,15 @@ build_hook() {
 }
 
 run_hook() {
-  local out=out/gpu_hook device=cuda ranks=2 examples=24000 epochs=2
+  local out=out/gpu_hook device=cuda ranks=2 examples=24000 epochs=2 model=resnet18 batch=32
   local schemes=ddp,dense_allreduce,sketch_allreduce,sketch_allreduce@cuda,topk_allgather
   while [ $# -gt 0 ]; do
     case "$1" in
       --out) out="$2"; shift 2 ;;
       --device) device="$2"; shift 2 ;;
       --ranks) ranks="$2"; shift 2 ;;
+      --model) model="$2"; shift 2 ;;
+      --batch_size) batch="$2"; shift 2 ;;
       --train_examples) examples="$2"; shift 2 ;;
       --epochs) epochs="$2"; shift 2 ;;
       --schemes) schemes="$2"; shift 2 ;;
@@ -186,31 +189,31 @@ run_hook() {
     2>&1 | tee "$out/gpu.txt" || true
   local scheme failed=0 hook_device
   for scheme in ${schemes//,/ }; do
-    echo "== resnet18 $scheme"
+    echo "== $model $scheme"
     hook_device=cpu
     if [[ "$scheme" == *@cuda ]]; then hook_device=cuda; fi
     if ! PYTHONUNBUFFERED=1 LD_LIBRARY_PATH="$root/$dir/lib" SKETCHFUSE_LIB="$root/$dir/lib/libsketchfuse_c.so" \
-         "${PYTHON:-python3}" examples/pytorch_ddp.py --nproc_per_node="$ranks" --model=resnet18 --device="$device" \
+         "${PYTHON:-python3}" examples/pytorch_ddp.py --nproc_per_node="$ranks" --model="$model" --device="$device" \
          --scheme="${scheme%@cuda}" --hook_device="$hook_device" --train_examples="$examples" --epochs="$epochs" \
-         --seed=1 --data_dir="$dir/data" \
-         --json="$out/resnet18_${scheme}_{rank}.json" >"$out/resnet18_${scheme}.log" 2>&1; then
+         --batch_size="$batch" --seed=1 --data_dir="$dir/data" \
+         --json="$out/${model}_${scheme}_{rank}.json" >"$out/${model}_${scheme}.log" 2>&1; then
       failed=1
       echo "   FAILED; the end of its log:"
-      tail -n 20 "$out/resnet18_${scheme}.log"
+      tail -n 20 "$out/${model}_${scheme}.log"
     fi
-    tail -n 1 "$out/resnet18_${scheme}.log"
+    tail -n 1 "$out/${model}_${scheme}.log"
   done
-  python3 - "$out" ${schemes//,/ } <<'PY'
+  python3 - "$out" "$model" ${schemes//,/ } <<'PY'
 import json, os, sys
-out, schemes = sys.argv[1], sys.argv[2:]
+out, model, schemes = sys.argv[1], sys.argv[2], sys.argv[3:]
 rows = []
 for scheme in schemes:
-    path = os.path.join(out, f"resnet18_{scheme}_0.json")
+    path = os.path.join(out, f"{model}_{scheme}_0.json")
     if os.path.exists(path):
         rows.append(json.load(open(path)))
-keys = ["scheme", "device", "hook_device", "world_size", "steps", "test_accuracy", "step_time_s", "backward_s_per_step",
+keys = ["model", "scheme", "device", "hook_device", "world_size", "batch_size", "steps", "test_accuracy", "step_time_s", "backward_s_per_step",
         "hook_compress_decode_s_per_step", "hook_share_of_backward", "compression_ratio"]
-with open(os.path.join(out, "resnet18.csv"), "w") as f:
+with open(os.path.join(out, f"{model}.csv"), "w") as f:
     f.write(",".join(keys) + "\n")
     for r in rows:
         f.write(",".join("" if r.get(k) is None else str(r[k]) for k in keys) + "\n")
@@ -225,7 +228,7 @@ for r in rows:
     label = r["scheme"] + ("@cuda" if r.get("hook_device") == "cuda" else "")
     print(f"{label:22s} {r['test_accuracy']:8.2f}% {1e3 * r['step_time_s']:8.1f} "
           f"{1e3 * r['backward_s_per_step']:12.1f} {hook_text:>8s} {share_text:>14s} {ratio_text:>6s}")
-print(f"wrote {os.path.join(out, 'resnet18.csv')}")
+print(f"wrote {os.path.join(out, model + '.csv')}")
 PY
   return "$failed"
 }

@@ -581,6 +581,16 @@ class TorchvisionResNet18(unittest.TestCase):
             self.assertGreater(moved, len(result["initial"]) // 2)
 
     @unittest.skipUnless(_has_torchvision(), "torchvision is missing: scripts/setup.sh installs python3-torchvision")
+    def test_the_examples_resnet50_takes_28x28_grey_images(self):
+        # The model of issue 24's backward-share target (run on the GPU machine by run-hook --model resnet50).
+        sys.path.insert(0, os.path.join(ROOT, "examples"))
+        import pytorch_ddp  # noqa: E402
+        torch.manual_seed(0)
+        model = pytorch_ddp.build_model("resnet50")
+        self.assertEqual(model(torch.randn(2, 1, 28, 28)).shape, (2, 10))
+        self.assertEqual(sum(p.numel() for p in model.parameters()), 23_519_690)
+
+    @unittest.skipUnless(_has_torchvision(), "torchvision is missing: scripts/setup.sh installs python3-torchvision")
     def test_resnet18_on_host_buckets(self):
         self.check(_spawn(_resnet18, 2, "cpu"))
 
@@ -655,7 +665,7 @@ class CommandLines(unittest.TestCase):
         self._refused("examples/pytorch_ddp.py", ["--write_job_config=/dev/null", "--world_size=2",
                                                   "--scheme=sketch_allreduce"], "joins no coordinator")
         self._refused("examples/pytorch_ddp.py", ["--backend=nccl"], "--backend=nccl needs --device=cuda")
-        self._refused("examples/pytorch_ddp.py", ["--model=resnet50"], "invalid choice: 'resnet50'")
+        self._refused("examples/pytorch_ddp.py", ["--model=resnet101"], "invalid choice: 'resnet101'")
         self._refused("examples/pytorch_ddp.py", ["--hook_device=cuda"], "--hook_device=cuda needs --device=cuda")
         if torch.cuda.is_available():
             self._refused("examples/pytorch_ddp.py", ["--device=cuda", "--hook_device=cuda", "--scheme=topk_allgather"],
