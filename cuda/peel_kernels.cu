@@ -103,8 +103,8 @@ __device__ __forceinline__ uint32_t WarpAggregatedSlot(uint32_t* counter) {
   namespace cg = cooperative_groups;
   const cg::coalesced_group callers = cg::coalesced_threads();
   uint32_t base = 0;
-  if (callers.thread_rank() == 0) base = atomicAdd(counter, callers.size());
-  return callers.shfl(base, 0) + callers.thread_rank();
+  if (callers.thread_rank() == 0) base = atomicAdd(counter, static_cast<uint32_t>(callers.num_threads()));
+  return callers.shfl(base, 0) + static_cast<uint32_t>(callers.thread_rank());
 }
 
 // counters[kLargest] = bits of max |cell| over the cells that are not NaN
