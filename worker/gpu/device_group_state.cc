@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "cuda/count_sketch_kernels.h"
@@ -70,8 +69,9 @@ struct DeviceGroupState::Impl {
   PeelWorkspace peel_workspace;
   DeviceBuffer<double> norm;    // LaunchSquaredNorm's result
   float* host_table = nullptr;  // pinned, num_cells floats
-  // After a peel Encode: the residual's sum of squares at the inserted coordinates.
-  std::optional<double> sent_squared;
+  // After a peel Encode: hitter_values hold the residual at the inserted
+  // coordinates (a peel Decode leaves them; the next Encode replaces them).
+  bool holds_selection = false;
 };
 
 DeviceGroupState::DeviceGroupState(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -125,7 +125,7 @@ absl::StatusOr<Payload> DeviceGroupState::Encode(GradientView grad, uint64_t ste
     return absl::InvalidArgumentError(absl::StrCat("the group has ", s.dim, " elements; got a gradient of ",
                                                    grad.size()));
   }
-  s.sent_squared.reset();
+  s.holds_selection = false;
   float* velocity = s.momentum >= 0 ? s.velocity.data() : nullptr;
   if (absl::Status st = LaunchErrorFeedbackAccumulate(grad.device(), s.dim, std::max(s.momentum, 0.0f), velocity,
                                                       s.residual.data(), s.stream);
@@ -139,7 +139,6 @@ absl::StatusOr<Payload> DeviceGroupState::Encode(GradientView grad, uint64_t ste
   payload.sketch = s.layout.shape;
   const uint64_t k = s.layout.heavy_hitters;
   std::vector<uint32_t> inserted;
-  std::vector<float> inserted_values;
   if (s.peel()) {
     // The step's hashes; the residual's k largest entries (the CPU's
     // selection) inserted.
@@ -155,13 +154,9 @@ absl::StatusOr<Payload> DeviceGroupState::Encode(GradientView grad, uint64_t ste
       return st;
     }
     inserted.resize(k);
-    inserted_values.resize(k);
     GPU_RETURN_IF_ERROR(cudaMemcpyAsync(inserted.data(), s.hitter_indices.data(), k * sizeof(uint32_t),
                                         cudaMemcpyDeviceToHost, s.stream),
                         "copying the inserted coordinates to the host");
-    GPU_RETURN_IF_ERROR(cudaMemcpyAsync(inserted_values.data(), s.hitter_values.data(), k * sizeof(float),
-                                        cudaMemcpyDeviceToHost, s.stream),
-                        "copying the inserted values to the host");
   } else if (absl::Status st = LaunchCountSketchInsert(s.layout.shape, s.residual.data(),
                                                        static_cast<uint32_t>(s.dim), s.table.data(), s.stream);
              !st.ok()) {
@@ -174,10 +169,8 @@ absl::StatusOr<Payload> DeviceGroupState::Encode(GradientView grad, uint64_t ste
   GPU_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream), "encoding a group");
   payload.values.assign(s.host_table, s.host_table + cells);
   if (s.peel()) {
-    double sent = 0;  // in index order, as the host stack adds it
-    for (float v : inserted_values) sent += static_cast<double>(v) * v;
-    s.sent_squared = sent;
     payload.inserted = std::move(inserted);
+    s.holds_selection = true;
   }
   return payload;
 }
@@ -233,18 +226,24 @@ absl::StatusOr<Update> DeviceGroupState::Decode(const Payload& aggregate) {
 
 absl::StatusOr<DeviceStack::ReleaseNorms> DeviceGroupState::LastReleaseNorms() const {
   Impl& s = *impl_;
-  if (!s.sent_squared.has_value()) {
+  if (!s.holds_selection) {
     return absl::FailedPreconditionError("a release cap needs a peel Encode's inserted coordinates");
   }
+  // Only capped runs ask: the selected values come to the host then, and are
+  // added in index order, as the host stack adds them.
+  std::vector<float> sent(s.layout.heavy_hitters);
+  GPU_RETURN_IF_ERROR(cudaMemcpyAsync(sent.data(), s.hitter_values.data(), sent.size() * sizeof(float),
+                                      cudaMemcpyDeviceToHost, s.stream),
+                      "copying the inserted values to the host");
   ReleaseNorms norms;
-  norms.sent_squared = *s.sent_squared;
   if (s.momentum >= 0) {
     if (absl::Status st = LaunchSquaredNorm(s.velocity.data(), s.dim, s.norm.data(), s.stream); !st.ok()) return st;
     GPU_RETURN_IF_ERROR(cudaMemcpyAsync(&norms.velocity_squared, s.norm.data(), sizeof(double),
                                         cudaMemcpyDeviceToHost, s.stream),
                         "reading the velocity's norm");
-    GPU_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream), "reading the velocity's norm");
   }
+  GPU_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream), "reading the release norms");
+  for (float v : sent) norms.sent_squared += static_cast<double>(v) * v;
   return norms;
 }
 

@@ -41,21 +41,22 @@ std::string HookSchemes() {
   return absl::StrJoin(names, ", ");
 }
 
-// A mean update as a dense vector into out (zero where a sparse one has nothing).
-absl::Status WriteOnHost(const Update& mean, absl::Span<float> out) {
-  if (mean.dense) {
-    if (mean.values.size() != out.size()) {
-      return absl::InternalError(absl::StrCat("dense update of ", mean.values.size(), " values for ", out.size()));
+// scale times `update` as a dense vector into out (zero where a sparse one
+// has nothing).
+absl::Status WriteOnHost(const Update& update, float scale, absl::Span<float> out) {
+  if (update.dense) {
+    if (update.values.size() != out.size()) {
+      return absl::InternalError(absl::StrCat("dense update of ", update.values.size(), " values for ", out.size()));
     }
-    std::copy(mean.values.begin(), mean.values.end(), out.begin());
+    for (size_t i = 0; i < out.size(); ++i) out[i] = update.values[i] * scale;
     return absl::OkStatus();
   }
   std::fill(out.begin(), out.end(), 0.0f);
-  for (size_t i = 0; i < mean.indices.size(); ++i) {
-    if (mean.indices[i] >= out.size()) {
-      return absl::InternalError(absl::StrCat("update index ", mean.indices[i], " is outside ", out.size()));
+  for (size_t i = 0; i < update.indices.size(); ++i) {
+    if (update.indices[i] >= out.size()) {
+      return absl::InternalError(absl::StrCat("update index ", update.indices[i], " is outside ", out.size()));
     }
-    out[mean.indices[i]] = mean.values[i];
+    out[update.indices[i]] = update.values[i] * scale;
   }
   return absl::OkStatus();
 }
@@ -386,9 +387,8 @@ absl::Status HookSession::Exchange(int group, uint64_t step, absl::Span<const fl
   }
   absl::StatusOr<ExchangeResult> result = RunExchange(group, step, grad, params);
   if (!result.ok()) return result.status();
-  absl::StatusOr<Update> mean = MeanOf(group, step, result->update);
-  if (!mean.ok()) return mean.status();
-  if (absl::Status s = WriteOnHost(*mean, out); !s.ok()) return s;
+  if (absl::Status s = CheckUpdateFinite(group, step, result->update); !s.ok()) return s;
+  if (absl::Status s = WriteOnHost(result->update, MeanScale(), out); !s.ok()) return s;
   return Applied(group, step, *result);
 }
 
@@ -422,10 +422,12 @@ absl::Status HookSession::ExchangeOnDevice(int group, uint64_t step, const float
   }
   absl::StatusOr<ExchangeResult> result = RunExchange(group, step, view, {});
   if (!result.ok()) return result.status();
-  absl::StatusOr<Update> mean = MeanOf(group, step, result->update);
-  if (!mean.ok()) return mean.status();
-  if (mean->dense) return absl::InternalError("a device exchange decoded a dense update");
-  if (absl::Status s = WriteSparseOnDevice(mean->indices, mean->values, out, dim); !s.ok()) return s;
+  const Update& update = result->update;
+  if (absl::Status s = CheckUpdateFinite(group, step, update); !s.ok()) return s;
+  if (update.dense) return absl::InternalError("a device exchange decoded a dense update");
+  std::vector<float> mean(update.values.size());
+  for (size_t i = 0; i < mean.size(); ++i) mean[i] = update.values[i] * MeanScale();
+  if (absl::Status s = WriteSparseOnDevice(update.indices, mean, out, dim); !s.ok()) return s;
   return Applied(group, step, *result);
 }
 
@@ -449,15 +451,12 @@ absl::StatusOr<ExchangeResult> HookSession::RunExchange(int group, uint64_t step
   return *std::move(outcome);
 }
 
-absl::StatusOr<Update> HookSession::MeanOf(int group, uint64_t step, const Update& update) const {
+absl::Status HookSession::CheckUpdateFinite(int group, uint64_t step, const Update& update) const {
   if (std::optional<size_t> bad = FirstNonFinite(update.values); bad.has_value()) {
     return absl::FailedPreconditionError(absl::StrCat("diverged: non-finite update at step ", step, " in group ",
                                                       group, " (element ", *bad, " of the update's values)"));
   }
-  const float scale = 1.0f / static_cast<float>(settings_.world_size);
-  Update mean = update;
-  for (float& v : mean.values) v *= scale;
-  return mean;
+  return absl::OkStatus();
 }
 
 absl::Status HookSession::Applied(int group, uint64_t step, const ExchangeResult& result) {
@@ -512,9 +511,11 @@ absl::Status HookSession::ExchangeStep(uint64_t step, absl::Span<const float> gr
       return absl::Status(results[g].status().code(),
                           absl::StrCat("group ", g, " at step ", step, ": ", results[g].status().message()));
     }
-    absl::StatusOr<Update> mean = MeanOf(g, step, results[g]->update);
-    if (!mean.ok()) return mean.status();
-    if (absl::Status s = WriteOnHost(*mean, out.subspan(group_offset_[g], group_dim_[g])); !s.ok()) return s;
+    if (absl::Status s = CheckUpdateFinite(g, step, results[g]->update); !s.ok()) return s;
+    if (absl::Status s = WriteOnHost(results[g]->update, MeanScale(), out.subspan(group_offset_[g], group_dim_[g]));
+        !s.ok()) {
+      return s;
+    }
   }
   for (int g = 0; g < groups; ++g) {
     if (absl::Status s = job_scheme_->OnApplied(g, results[g]->update); !s.ok()) return s;

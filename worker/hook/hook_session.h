@@ -170,9 +170,10 @@ class HookSession {
   // Runs the group's scheme on `grad` for `step`.
   absl::StatusOr<ExchangeResult> RunExchange(int group, uint64_t step, GradientView grad,
                                              absl::Span<const float> params);
-  // The update's mean (values / world_size); FAILED_PRECONDITION for a
-  // non-finite value.
-  absl::StatusOr<Update> MeanOf(int group, uint64_t step, const Update& update) const;
+  // FAILED_PRECONDITION ("diverged: ...") for a non-finite value of the update.
+  absl::Status CheckUpdateFinite(int group, uint64_t step, const Update& update) const;
+  // What a summed update is multiplied by to give the mean: 1 / world_size.
+  float MeanScale() const { return 1.0f / static_cast<float>(settings_.world_size); }
   // Settles the exchanged group as applied and counts it.
   absl::Status Applied(int group, uint64_t step, const ExchangeResult& result);
   // One allreduce of world_size flags: FAILED_PRECONDITION on every rank,
