@@ -205,6 +205,7 @@ def main():
     ap.add_argument("--imp_eps_rel", type=float, default=0.0, help="epsilon = this * mean |w| of the group")
     ap.add_argument("--imp_mom", default="corr", help="corr: momentum correction on workers; post: momentum in the optimizer")
     ap.add_argument("--imp_floor", default="group", help="group | layer: the eps_rel floor's mean |w| over the group or the coordinate's layer")
+    ap.add_argument("--nomask", type=int, default=0, help="ta/global_topk: keep the velocity at released coordinates")
     ap.add_argument("--track", type=int, default=0, help="print per-layer diagnostics every N steps")
     a = ap.parse_args()
 
@@ -296,8 +297,15 @@ def main():
                         print(f"ta step {step} union={len(U)} k={kk} ratio={len(U)/kk:.2f}", file=sys.stderr)
                     for r in range(W):
                         ix = topk_idx(e[r], kk)
-                        upd[ix] += e[r][ix]
-                        e[r][ix] = 0; u[r][ix] = 0
+                        sel = e[r][ix]
+                        if a.cap > 0:
+                            lim = a.cap * u[r].norm()
+                            if sel.norm() > lim:
+                                sel = sel * (lim / sel.norm())
+                        upd[ix] += sel
+                        e[r][ix] -= sel
+                        if not a.nomask:
+                            u[r][ix] = 0
                 elif meth == "imp":
                     wv = torch.cat([p.detach().flatten() for p in bparams])
                     def score(v):
@@ -413,6 +421,19 @@ def main():
                             sel = sel * (lim / nrm)
                     upd[ix] += sel
                     e[r][ix] -= sel; u[r][ix] = 0
+            elif meth == "global_topk":
+                # The exact global top-k of the summed residuals (what a
+                # perfect candidate decode with an exact second round gives):
+                # every worker releases its residual at the k coordinates.
+                for r in range(W):
+                    u[r].mul_(m).add_(grads[r]); e[r].add_(u[r])
+                kk = max(1, int(round(a.density * d)))
+                ix = topk_idx(sum(e), kk)
+                upd[ix] = sum(er[ix] for er in e)
+                for r in range(W):
+                    e[r][ix] = 0
+                    if not a.nomask:
+                        u[r][ix] = 0
             elif meth in ("sk_local", "sk_local2"):
                 S = torch.zeros(a.rows, cols)
                 for r in range(W):

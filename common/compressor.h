@@ -105,6 +105,25 @@ class Compressor {
   };
   virtual std::optional<SketchLayout> SketchLayoutFor(uint64_t dim) const { return std::nullopt; }
 
+  // What a job tells the compressors of its groups.
+  struct JobContext {
+    uint32_t world_size = 1;  // workers whose payloads are summed
+    uint64_t seed = 0;        // the job's hash seed
+    double momentum = 0;      // the run's momentum (where the sum keeps it)
+  };
+  // The spec to run in a job (world size, seed, momentum): parameters the
+  // spec leaves to the job are filled in from `job`, so that every worker
+  // and server builds the same compressor from the job's config without
+  // negotiating. By default the spec itself. The job plan
+  // (worker/pipeline/job_plan.h) writes the result into every group.
+  virtual std::string SpecForJob(const JobContext& job) const { return spec(); }
+
+  // Why this compressor will serve a group of `dim` elements summed over
+  // `world_size` workers poorly (a sketch too small for their payloads, or
+  // larger than the dense gradient), in one sentence naming its parameters
+  // and the expected recovery; empty when it fits.
+  virtual std::string FitWarning(uint64_t dim, uint32_t world_size) const { return ""; }
+
   // Tells the compressor which coordinates of its last encoded input were
   // applied, so stateful decorators can clear them. Stateless compressors
   // accept and ignore it.

@@ -63,7 +63,11 @@ TEST(CompressorRegistryTest, RefusesBadNamesAndParameters) {
   ExpectRefused("count_sketch:method=estimate,rows=0", "rows=0 is outside [1, 64]");
   ExpectRefused("count_sketch:rows=1", "rows=1 is outside [2, 64] (method=peel needs at least 2 rows)");
   ExpectRefused("count_sketch:rows=65", "outside");
-  ExpectRefused("count_sketch:width=10,cols=100", "width or cols, not both");
+  ExpectRefused("count_sketch:width=10,cols=100", "one of workers, width and cols");
+  ExpectRefused("count_sketch:workers=8,width=4", "one of workers, width and cols");
+  ExpectRefused("count_sketch:method=estimate,workers=8", "workers is a parameter of method=peel");
+  ExpectRefused("count_sketch:workers=0", "workers");
+  ExpectRefused("count_sketch:workers=-3", "workers");
   ExpectRefused("count_sketch:cols=999999999999", "outside");
   ExpectRefused("threshold:sample=0", "outside");
   ExpectRefused("importance:epsilon=-1", "outside");

@@ -280,6 +280,8 @@ for scheme in schemes:
                  "mean_step_ms": None if s["mean_step_s"] is None else round(1e3 * s["mean_step_s"], 3),
                  "bytes_sent_per_worker_per_step": s["bytes_sent_per_step"],
                  "compression_ratio": s["compression_ratio"], "wall_s": s["wall_s"], "steps": s["steps"],
+                 "peel_recovered_share": s.get("peel_recovered_share"),
+                 "warnings": s.get("warnings", []),
                  "diverged": None if diverged is None else
                      {k: diverged[k] for k in ("step", "group", "worker", "what", "message")},
                  "synthetic": s["final_test_accuracy"] is not None and s["final_test_accuracy"] < 0})
@@ -315,7 +317,7 @@ for r in runs:
     r["reached_target"] = bool(reached)
 
 fields = ["scheme", "compressor", "final_test_accuracy", "time_to_target_s", "mean_step_ms",
-          "bytes_sent_per_worker_per_step", "compression_ratio", "wall_s", "steps",
+          "bytes_sent_per_worker_per_step", "compression_ratio", "wall_s", "steps", "peel_recovered_share",
           "diverged_step", "diverged_group", "diverged_worker", "diverged_what"]
 with open(f"{out}/comparison.csv", "w", newline="") as f:
     w = csv.DictWriter(f, fieldnames=fields)  # null: an empty field
@@ -368,6 +370,12 @@ for r in runs:
         line += f"  diverged at step {d['step']} ({d['worker']}: {where})"
     print(line)
 print("(ratio: the dense gradient's bytes over the bytes a worker sends; a ring allreduce sends 2(W-1)/W of its data)")
+for r in runs:
+    share = r["peel_recovered_share"]
+    if share is not None:
+        print(f"({r['scheme']}: the peel decodes gave back {100 * share:.1f}% of the energy worker 0 inserted)")
+    for warning in r["warnings"]:
+        print(f"warning: {r['scheme']}: {warning}")
 if target is not None:
     print(f"(to target: wall seconds until the run's curve first reaches {100 * target:.2f}%: {basis}; "
           "curves are test accuracy on a fixed test subset, evaluated every few steps)")

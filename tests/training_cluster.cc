@@ -26,6 +26,9 @@ WorkerResult ParseSummary(const std::string& out) {
   if (std::regex_search(out, m, std::regex("\"final_test_accuracy\": ([0-9.]+)"))) result.accuracy = std::stod(m[1]);
   if (std::regex_search(out, m, std::regex("\"resumed_from_step\": ([0-9]+)"))) result.resumed_from = std::stol(m[1]);
   if (std::regex_search(out, m, std::regex("\"steps\": ([0-9]+)"))) result.steps = std::stol(m[1]);
+  if (std::regex_search(out, m, std::regex("\"peel_recovered_share\": ([0-9.]+)"))) {
+    result.peel_recovered_share = std::stod(m[1]);
+  }
   if (std::regex_search(out, m, std::regex("\"collective_steps\": ([0-9]+)"))) {
     result.collective_steps = std::stol(m[1]);
   }

@@ -34,6 +34,8 @@ struct WorkerResult {
   long collective_steps = -1;
   // Push attempts the centralized route retried (0 when it reported none).
   long retried_pushes = 0;
+  // The summary's peel_recovered_share; -1 when null (no peeled sketches).
+  double peel_recovered_share = -1;
 };
 
 WorkerResult ParseSummary(const std::string& out);

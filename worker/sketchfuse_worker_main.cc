@@ -68,8 +68,10 @@ ABSL_FLAG(std::string, scheme, "sketch_ps",
           "dense_allreduce, dense_bf16_allreduce, sketch_allreduce, topk_allgather, gtopk, importance_allreduce, "
           "spardl; or auto.");
 ABSL_FLAG(std::string, compressor, "",
-          "Compressor spec of the scheme's compressor, e.g. count_sketch:density=0.02,rows=1,width=5 (the sketch "
-          "schemes' default, 10x) or topk:density=0.01. Empty: the scheme's default.");
+          "Compressor spec of the scheme's compressor, e.g. count_sketch:method=peel,density=0.00625,rows=4 "
+          "(sketch_ps' default: 10x at 4 workers; the table is sized for the job's workers, so its bytes grow "
+          "with them; width=, cols= or workers= fix it, and a shape too small for the job is warned about at "
+          "join with its expected recovery) or topk:density=0.01. Empty: the scheme's default.");
 ABSL_FLAG(bool, second_round, false,
           "sketch_ps and sketch_allreduce: a second round (a push to the servers, or an allreduce) replaces the "
           "decoded estimates by the workers' exact sums at the chosen coordinates (Sketched-SGD).");
@@ -93,10 +95,11 @@ ABSL_FLAG(double, momentum, 0.9,
           "method=fetchsgd.");
 ABSL_FLAG(bool, error_feedback, true, "Keep what compression drops in a residual added to the next step.");
 ABSL_FLAG(double, release_cap, 1.0,
-          "With momentum correction (topk_allgather, topk_ps, sketch_ps, sketch_allreduce, auto; no second "
-          "round): a worker releases at most this many times its group velocity's L2 norm per step, what dense "
-          "momentum SGD would apply; the rest stays in its residual. Stops the bursts of long-held residuals that "
-          "make high compression diverge. 0: no cap. >= 0.");
+          "With momentum correction (topk_allgather, sketch_ps, sketch_allreduce, auto; no second round): a "
+          "worker releases at most this many times its group velocity's L2 norm per step, what dense momentum "
+          "SGD would apply, times max(1, W/4) in a job of W workers (the update averages their releases); the "
+          "rest stays in its residual. Stops the bursts of long-held residuals that make high compression "
+          "diverge. 0: no cap. >= 0.");
 ABSL_FLAG(uint64_t, seed, 1, "Seeds the model, the data order and the sketch hashes.");
 ABSL_FLAG(int, train_examples, 0, "Training examples used, split over the workers (0: all 60000).");
 ABSL_FLAG(int, test_examples, 0, "Test examples evaluated each epoch (0: all 10000).");
@@ -252,6 +255,9 @@ int main(int argc, char** argv) {
     std::cout << "sketchfuse_worker: wrote job '" << job->job() << "' (" << job->groups_size() << " groups over "
               << run->layer_sizes_size() << " layers, run " << sketchfuse::RunFingerprint(*run) << ") to "
               << absl::GetFlag(FLAGS_write_job_config) << std::endl;
+    for (const std::string& warning : sketchfuse::JobFitWarnings(*job)) {
+      std::cerr << "sketchfuse_worker: warning: " << warning << std::endl;
+    }
     return 0;
   }
 
@@ -331,6 +337,11 @@ int main(int argc, char** argv) {
   std::cout << "sketchfuse_worker: " << worker_id << " joined job '" << joined->job().job() << "' as rank "
             << joined->rank() << " of " << joined->world_size() << " (" << joined->job().groups_size()
             << " groups, " << joined->shards_size() << " shards, run " << joined->fingerprint() << ")" << std::endl;
+
+  const std::vector<std::string> fit_warnings = sketchfuse::JobFitWarnings(joined->job());
+  for (const std::string& warning : fit_warnings) {
+    std::cerr << "sketchfuse_worker: " << worker_id << " warning: " << warning << std::endl;
+  }
 
   sketchfuse::RetryPolicy policy;
   policy.push_deadline = absl::Seconds(push_s);
@@ -433,6 +444,10 @@ int main(int argc, char** argv) {
   });
   watch.reset();
   if (!summary.ok()) return Fail(summary.status());
+  summary->warnings.insert(summary->warnings.begin(), fit_warnings.begin(), fit_warnings.end());
+  for (size_t i = fit_warnings.size(); i < summary->warnings.size(); ++i) {
+    std::cerr << "sketchfuse_worker: " << worker_id << " warning: " << summary->warnings[i] << std::endl;
+  }
   if (summary->diverged.has_value()) {
     // Announce it first (the others stop sooner), then the summary; then exit
     // at once: exchanges of the last step may still wait on a worker that

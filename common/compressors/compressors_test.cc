@@ -8,6 +8,7 @@
 #include <set>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/compressor_registry.h"
 #include "common/sketch_hash.h"
 #include "common/topk.h"
@@ -233,6 +234,64 @@ TEST(CountSketchCompressorTest, PeelPayloadsBelongToTheirStep) {
   const Payload q = *fixed->Encode(HeavyTailed(1000, 1), EncodeContext{3, {}});
   EXPECT_FALSE(q.inserted.has_value());
   EXPECT_TRUE(fixed->CheckPayloadForStep(q, 4).ok());
+}
+
+// Without width or cols, a peel table is sized for the workers whose
+// selections it sums (common/peel_capacity.h): 4 cells per nonzero of
+// workers * k, at least 512 cells, never more than the group's union needs.
+TEST(CountSketchCompressorTest, PeelTableFollowsTheWorkers) {
+  const uint64_t dim = 235146, k = 1470;  // the MLP's group at density 0.00625
+  for (uint32_t workers : {1u, 2u, 4u, 8u, 16u, 64u}) {
+    std::unique_ptr<Compressor> c = Make(absl::StrCat("count_sketch:method=peel,k=1470,rows=4,workers=", workers));
+    const SketchShape shape = c->SketchLayoutFor(dim)->shape;
+    EXPECT_EQ(shape.rows, 4u);
+    EXPECT_EQ(shape.cols, std::min<uint64_t>(workers * k, dim)) << workers << " workers";
+  }
+  // The default is four workers: the shape of the old default width=4.
+  EXPECT_EQ(Make("count_sketch:method=peel,k=1470,rows=4")->SketchLayoutFor(dim)->shape.cols, 4 * k);
+  EXPECT_EQ(Make("count_sketch:method=peel,k=1470,rows=4,width=4")->SketchLayoutFor(dim)->shape.cols, 4 * k);
+  // Eight rows hold the same cells in half the columns; a tiny group gets 512 cells.
+  EXPECT_EQ(Make("count_sketch:method=peel,k=1470,rows=8,workers=8")->SketchLayoutFor(dim)->shape.cols, 4 * k);
+  EXPECT_EQ(Make("count_sketch:method=peel,k=2,rows=4,workers=4")->SketchLayoutFor(100)->shape.cols, 128u);
+}
+
+// The job fills in its seed and world size; an explicit shape is the user's.
+TEST(CountSketchCompressorTest, SpecForJobFillsWhatTheSpecLeavesToTheJob) {
+  const Compressor::JobContext job{16, 42, 0.5};
+  EXPECT_EQ(Make("count_sketch:method=peel,density=0.00625,rows=4")->SpecForJob(job),
+            "count_sketch:method=peel,density=0.00625,rows=4,workers=16,seed=42");
+  EXPECT_EQ(Make("count_sketch:method=peel,density=0.00625,rows=4,workers=4,seed=7")->SpecForJob(job),
+            "count_sketch:method=peel,density=0.00625,rows=4,workers=16,seed=42");
+  EXPECT_EQ(Make("count_sketch:method=peel,density=0.00625,rows=4,width=4")->SpecForJob(job),
+            "count_sketch:method=peel,density=0.00625,rows=4,width=4,seed=42");
+  EXPECT_EQ(Make("count_sketch:method=peel,density=0.00625,rows=4,cols=999")->SpecForJob(job),
+            "count_sketch:method=peel,density=0.00625,rows=4,cols=999,seed=42");
+  EXPECT_EQ(Make("count_sketch:method=fetchsgd,density=0.01,rows=1,width=5")->SpecForJob(job),
+            "count_sketch:method=fetchsgd,density=0.01,rows=1,width=5,seed=42,momentum=0.5");
+  // Compressors that take nothing from the job keep their spec.
+  EXPECT_EQ(Make("topk:density=0.01")->SpecForJob(job), Make("topk:density=0.01")->spec());
+  // The filled-in spec builds the same compressor on every process.
+  const std::string filled = Make("count_sketch:method=peel,density=0.00625,rows=4")->SpecForJob(job);
+  EXPECT_EQ(Make(filled)->spec(), filled);
+}
+
+// A fixed shape too small for the job's workers is named, with the share of
+// the mass the peel is expected to recover; a table larger than the group
+// too. A table sized for the job says nothing.
+TEST(CountSketchCompressorTest, FitWarningNamesAShapeTooSmallForTheWorkers) {
+  const uint64_t dim = 235146;
+  EXPECT_EQ(Make("count_sketch:method=peel,density=0.00625,rows=4,workers=16")->FitWarning(dim, 16), "");
+  EXPECT_EQ(Make("count_sketch:method=peel,density=0.00625,rows=4,width=4")->FitWarning(dim, 4), "");
+  const std::string small = Make("count_sketch:method=peel,density=0.00625,rows=4,width=4")->FitWarning(dim, 16);
+  EXPECT_NE(small.find("width=4"), std::string::npos) << small;
+  EXPECT_NE(small.find("16 workers"), std::string::npos) << small;
+  EXPECT_NE(small.find("expected to recover"), std::string::npos) << small;
+  EXPECT_NE(small.find("4 x 23520"), std::string::npos) << small;  // the shape the rule would give
+  const std::string sized_for_4 = Make("count_sketch:method=peel,density=0.00625,rows=4,workers=4")->FitWarning(dim, 8);
+  EXPECT_NE(sized_for_4.find("expected to recover"), std::string::npos) << sized_for_4;
+  const std::string huge = Make("count_sketch:method=peel,density=0.00625,rows=4,workers=64")->FitWarning(dim, 64);
+  EXPECT_NE(huge.find("as large as the group"), std::string::npos) << huge;
+  EXPECT_EQ(Make("count_sketch:method=estimate,density=0.01,rows=5,width=10")->FitWarning(dim, 64), "");
 }
 
 TEST(CountSketchCompressorTest, PeelNeedsTwoRowsAndAKnownMethod) {

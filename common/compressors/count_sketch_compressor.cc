@@ -9,12 +9,14 @@
 //     coordinates it can separate, with the sums the workers inserted, and
 //     never an estimate. A worker then releases only the coordinates it
 //     inserted that came back (SettleSent); the rest stay in its residual.
-//     The sketch must be large enough for the union of the workers'
-//     selections: rows x cols cells for up to about a quarter as many
-//     nonzeros with 4 rows, so cols = width * k with width about the number
-//     of workers (docs/ARCHITECTURE.md, "Why the sketch routes lost
-//     accuracy"). Hashing each step anew keeps coordinates that collide in
-//     one step from colliding in every step.
+//     The table must be large enough for the union of the workers'
+//     selections, up to `workers` * k nonzeros: by default it is sized by
+//     common/peel_capacity.h's rule for them (4 cells per nonzero, at least
+//     512 cells; ~99% recovered at any world size), and the job plan sets
+//     `workers` to the job's world size (SpecForJob). `width` or `cols`
+//     fix the shape instead, and FitWarning says how much a fixed shape is
+//     expected to recover at the job's size. Hashing each step anew keeps
+//     coordinates that collide in one step from colliding in every step.
 //   estimate: the whole group is inserted under a fixed seed and the decode
 //     takes the k heavy hitters of the aggregate with their estimated values
 //     (Sketched-SGD's decode; the GPU worker's).
@@ -25,17 +27,21 @@
 //     (default 0.9; the job plan writes the run's). Decode alone, without
 //     that state, is the estimate decode.
 // Parameters: method (peel), density (default 0.001) or k; rows (default 4
-// for peel, 5 otherwise; 1..64); width, columns per selected coordinate
-// (default 4 for peel, 10 otherwise, FetchSGD's c/k) or cols, an absolute
-// column count; seed (default 1), shared by every worker of a job; momentum
-// (fetchsgd only).
+// for peel, 5 otherwise; 1..64); for peel `workers` (default 4; the job's
+// world size in a job), whose summed selections the table is sized for; or
+// width, columns per selected coordinate (default 10 for the other methods,
+// FetchSGD's c/k), or cols, an absolute column count (one of the three);
+// seed (default 1; the job's seed in a job), shared by every worker of a
+// job; momentum (fetchsgd only).
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/compressors/builtin.h"
 #include "common/compressors/selection.h"
 #include "common/count_sketch.h"
+#include "common/peel_capacity.h"
 #include "common/sketch_hash.h"
 #include "common/sketch_peeling.h"
 #include "common/topk.h"
@@ -59,22 +65,61 @@ const char* MethodName(Method method) {
 
 class CountSketchCompressor final : public Compressor {
  public:
-  CountSketchCompressor(Method method, SelectionParams selection, uint32_t rows, double width, uint32_t cols,
-                        uint64_t seed, float momentum)
+  // `workers` > 0 sizes a peel table for that many workers' selections
+  // (width and cols unused); else `cols` > 0 is the column count, else
+  // ceil(width * k).
+  CountSketchCompressor(Method method, SelectionParams selection, uint32_t rows, uint32_t workers, double width,
+                        uint32_t cols, uint64_t seed, float momentum)
       : method_(method),
         peel_(method == Method::kPeel),
         selection_(selection),
         rows_(rows),
+        workers_(workers),
         width_(width),
         cols_(cols),
         seed_(seed),
         momentum_(momentum) {}
 
   std::string spec() const override {
+    std::string shape = workers_ > 0 ? absl::StrCat(",workers=", workers_)
+                        : cols_ > 0  ? absl::StrCat(",cols=", cols_)
+                                     : absl::StrCat(",width=", width_);
     return absl::StrCat("count_sketch:method=", MethodName(method_), ",", selection_.ToString(), ",rows=", rows_,
-                        cols_ > 0 ? absl::StrCat(",cols=", cols_) : absl::StrCat(",width=", width_),
-                        ",seed=", seed_,
+                        shape, ",seed=", seed_,
                         method_ == Method::kFetchSgd ? absl::StrCat(",momentum=", momentum_) : std::string());
+  }
+
+  // The job's seed always; the job's world size where the table is sized
+  // for the workers (peel without width or cols); FetchSGD's momentum.
+  std::string SpecForJob(const JobContext& job) const override {
+    CountSketchCompressor resolved = *this;
+    resolved.seed_ = job.seed;
+    if (workers_ > 0) resolved.workers_ = std::max<uint32_t>(1, job.world_size);
+    if (method_ == Method::kFetchSgd) resolved.momentum_ = static_cast<float>(job.momentum);
+    return resolved.spec();
+  }
+
+  std::string FitWarning(uint64_t dim, uint32_t world_size) const override {
+    if (!peel_ || dim == 0) return "";
+    const SketchShape shape = ShapeFor(dim);
+    const uint64_t k = selection_.For(dim);
+    const uint64_t nonzeros = PeelNonzeros(world_size, k, dim);
+    if (shape.num_cells() >= dim) {
+      return absl::StrFormat(
+          "%s: the %u x %u table (%u cells) is as large as the group (%u elements): %u workers' selections of %u "
+          "cover it, so the peel sends more than dense_allreduce would; use fewer coordinates (density) or a "
+          "scheme whose traffic does not grow with the workers",
+          spec(), shape.rows, shape.cols, shape.num_cells(), dim, world_size, k);
+    }
+    if (workers_ == world_size) return "";  // sized by the rule for this job
+    const double recovered = ExpectedPeelRecovery(shape.rows, shape.cols, dim, world_size, k);
+    if (recovered >= 0.95) return "";
+    return absl::StrFormat(
+        "%s: the %u x %u table holds %.2f cells per nonzero of %u workers' selections of %u (up to %u nonzeros); "
+        "the peel is expected to recover %.0f%% of their mass (simulated), the rest waits in the residuals; "
+        "leave width, cols and workers unset to size it for the job (%u x %u)",
+        spec(), shape.rows, shape.cols, static_cast<double>(shape.num_cells()) / std::max<uint64_t>(1, nonzeros),
+        world_size, k, nonzeros, 100 * recovered, rows_, PeelColsFor(rows_, nonzeros));
   }
   PayloadKind payload_kind() const override { return PayloadKind::kSketch; }
   bool linear() const override { return true; }
@@ -82,7 +127,9 @@ class CountSketchCompressor final : public Compressor {
   // The sketch shape for a group of `dim` elements at `step`: the same on
   // every worker (the seed depends on the step for peel).
   SketchShape ShapeFor(uint64_t dim, uint64_t step = 0) const {
-    const double cols = cols_ > 0 ? cols_ : std::ceil(width_ * selection_.For(dim));
+    const double cols = workers_ > 0 ? static_cast<double>(PeelColsFor(rows_, PeelNonzeros(workers_, selection_.For(dim), dim)))
+                        : cols_ > 0  ? cols_
+                                     : std::ceil(width_ * selection_.For(dim));
     return SketchShape{rows_, static_cast<uint32_t>(std::clamp<double>(cols, 1, kMaxSketchCols)),
                        peel_ ? StepSeed(seed_, step) : seed_};
   }
@@ -163,6 +210,7 @@ class CountSketchCompressor final : public Compressor {
   bool peel_;
   SelectionParams selection_;
   uint32_t rows_;
+  uint32_t workers_;  // > 0: the peel table is sized for this many workers
   double width_;
   uint32_t cols_;  // 0: derived from width
   uint64_t seed_;
@@ -184,13 +232,19 @@ absl::StatusOr<std::unique_ptr<Compressor>> MakeCountSketchCompressor(ParamReade
                                             rows.status().message(), " (method=peel needs at least 2 rows)"))
                                       : rows.status();
   }
-  if (params.Has("width") && params.Has("cols")) {
-    return absl::InvalidArgumentError("count_sketch: set width or cols, not both");
+  const int shapes = params.Has("width") + params.Has("cols") + params.Has("workers");
+  if (shapes > 1) return absl::InvalidArgumentError("count_sketch: set one of workers, width and cols");
+  if (params.Has("workers") && !peel) {
+    return absl::InvalidArgumentError("count_sketch: workers is a parameter of method=peel (set width or cols)");
   }
-  absl::StatusOr<double> width = params.Double("width", peel ? 4.0 : 10.0, 0.01, 1e6);
+  absl::StatusOr<double> width = params.Double("width", 10.0, 0.01, 1e6);
   if (!width.ok()) return width.status();
   absl::StatusOr<uint64_t> cols = params.Uint("cols", 0, 1, kMaxSketchCols);
   if (!cols.ok()) return cols.status();
+  // A peel table without an explicit shape is sized for `workers` workers.
+  const uint64_t default_workers = peel && shapes == 0 ? 4 : 0;
+  absl::StatusOr<uint64_t> workers = params.Uint("workers", default_workers, 1, 1u << 20);
+  if (!workers.ok()) return workers.status();
   absl::StatusOr<uint64_t> seed = params.Uint("seed", 1, 0, UINT64_MAX);
   if (!seed.ok()) return seed.status();
   if (params.Has("momentum") && method != Method::kFetchSgd) {
@@ -198,9 +252,9 @@ absl::StatusOr<std::unique_ptr<Compressor>> MakeCountSketchCompressor(ParamReade
   }
   absl::StatusOr<double> momentum = params.Double("momentum", 0.9, 0.0, 0.999999);
   if (!momentum.ok()) return momentum.status();
-  return std::unique_ptr<Compressor>(new CountSketchCompressor(method, *selection, static_cast<uint32_t>(*rows),
-                                                               *width, static_cast<uint32_t>(*cols), *seed,
-                                                               static_cast<float>(*momentum)));
+  return std::unique_ptr<Compressor>(new CountSketchCompressor(
+      method, *selection, static_cast<uint32_t>(*rows), static_cast<uint32_t>(*workers), *width,
+      static_cast<uint32_t>(*cols), *seed, static_cast<float>(*momentum)));
 }
 
 }  // namespace sketchfuse

@@ -1,7 +1,7 @@
 """SketchFuse as a PyTorch DDP communication hook.
 
     import sketchfuse.torch as sft
-    state = sft.HookState("sketch_allreduce", "count_sketch:method=peel,density=0.005,rows=4,width=4")
+    state = sft.HookState("sketch_allreduce", "count_sketch:method=peel,density=0.005,rows=4")
     ddp_model.register_comm_hook(state, sft.hook)
     optimizer = torch.optim.SGD(ddp_model.parameters(), lr=0.05)  # no momentum: the hook keeps it
 
@@ -714,16 +714,22 @@ class HookState:
     # -- counters ---------------------------------------------------------------
 
     def stats(self):
-        """steps, bytes_sent, dense_bytes, compression_ratio and where the time went (seconds)."""
+        """steps, bytes_sent, dense_bytes, compression_ratio and where the time went (seconds);
+        peel_recovered_share (the share of the energy this rank inserted into peeled sketches
+        that the decodes gave back, None without them) and warnings (a sketch too small for
+        the world size, a peel that recovered under 90%)."""
         live = {}
         if self._session:
-            out = ctypes.create_string_buffer(1024)
-            _native.lib().sf_session_stats_json(self._session, out, 1024)
-            live = json.loads(_native.text(out))
+            size = 1 << 16
+            out = ctypes.create_string_buffer(size)
+            if _native.lib().sf_session_stats_json(self._session, out, size) == 0:
+                live = json.loads(_native.text(out))
         merged = {k: self._retired[k] + live.get(k, 0) for k in _ZERO_STATS}
         merged["steps"] = self.step
         merged["compression_ratio"] = (merged["dense_bytes"] / merged["bytes_sent"]) if merged["bytes_sent"] else None
         merged["scheme"] = self.scheme
+        merged["peel_recovered_share"] = live.get("peel_recovered_share")
+        merged["warnings"] = live.get("warnings", [])
         return merged
 
     def __del__(self):

@@ -84,6 +84,11 @@ absl::StatusOr<Payload> GroupCompressors::Encode(int group, GradientView grad, c
   absl::StatusOr<Payload> payload =
       on_device_ ? stack.device->Encode(grad, context.step) : stack.top->Encode(grad.host(), context);
   stack.sent_fraction = 1;
+  stack.inserted.clear();
+  if (payload.ok() && !on_device_ && payload->kind == PayloadKind::kSketch && payload->inserted.has_value() &&
+      stack.error_feedback != nullptr) {
+    stack.inserted = *payload->inserted;
+  }
   if (payload.ok() && stack.release_cap > 0) {
     if (absl::Status s = CapRelease(stack, &*payload); !s.ok()) return s;
   }
@@ -190,6 +195,7 @@ absl::Status GroupCompressors::Settle(int group, const Settlement& settlement) {
     if (absl::Status s = stack.momentum->MaskVelocity(settlement.velocity_mask); !s.ok()) return s;
   }
   if (stack.error_feedback != nullptr) {
+    CountRecovery(stack, settlement.release);
     // A capped payload sent only sent_fraction of each released coordinate:
     // the rest stays.
     Update kept;
@@ -207,6 +213,27 @@ absl::Status GroupCompressors::Settle(int group, const Settlement& settlement) {
     stack.sent_fraction = 1;
   }
   return absl::OkStatus();
+}
+
+void GroupCompressors::CountRecovery(Stack& stack, const Coordinates& release) {
+  if (stack.inserted.empty()) return;
+  const absl::Span<const float> e = stack.error_feedback->residual();
+  double inserted = 0, recovered = 0;
+  size_t r = 0;  // both lists ascend
+  for (uint32_t i : stack.inserted) {
+    const double energy = static_cast<double>(e[i]) * e[i];
+    inserted += energy;
+    if (release.all) {
+      recovered += energy;
+      continue;
+    }
+    while (r < release.indices.size() && release.indices[r] < i) ++r;
+    if (r < release.indices.size() && release.indices[r] == i) recovered += energy;
+  }
+  peel_recovery_.inserted += inserted;
+  peel_recovery_.recovered += recovered;
+  ++peel_recovery_.settlements;
+  stack.inserted.clear();
 }
 
 std::vector<std::vector<float>> GroupCompressors::SaveState() const {

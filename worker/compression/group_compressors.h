@@ -96,6 +96,21 @@ class GroupCompressors {
   // part does not fit the group.
   absl::Status Settle(int group, const Settlement& settlement);
 
+  // What the decodes gave back of what this worker inserted into its peeled
+  // sketches (payloads listing their inserted coordinates), summed over the
+  // groups and the settled steps since Create: the energy (sum of squares)
+  // of the residual at the inserted coordinates, and at those a settlement
+  // released. Host placement only (a GPU group's residual stays on the
+  // device): zero there, and for every other payload.
+  struct PeelRecovery {
+    double inserted = 0;
+    double recovered = 0;
+    int64_t settlements = 0;  // group-steps counted
+    // recovered / inserted, or 1 when nothing was inserted.
+    double share() const { return inserted > 0 ? recovered / inserted : 1.0; }
+  };
+  const PeelRecovery& peel_recovery() const { return peel_recovery_; }
+
   // Two entries per group, the residual then the velocity (empty when the
   // run keeps none), and their restoration (INVALID_ARGUMENT if the state
   // does not fit the groups).
@@ -115,14 +130,22 @@ class GroupCompressors {
     float release_cap = 0;
     // The factor the last payload's values were scaled by (1: sent whole).
     float sent_fraction = 1;
+    // The coordinates the last payload inserted into a peeled sketch (host
+    // placement), until the step is settled.
+    std::vector<uint32_t> inserted;
   };
   GroupCompressors(std::vector<Stack> stacks, bool on_device) : stacks_(std::move(stacks)), on_device_(on_device) {}
   // Scales `payload` down to the stack's release cap, if it is above it (a
   // GPU stack's norms can fail to read back).
   static absl::Status CapRelease(Stack& stack, Payload* payload);
 
+  // Adds the last payload's recovery (stack.inserted against `release`) to
+  // peel_recovery_; before the residual is released.
+  void CountRecovery(Stack& stack, const Coordinates& release);
+
   std::vector<Stack> stacks_;
   bool on_device_ = false;
+  PeelRecovery peel_recovery_;
 };
 
 }  // namespace sketchfuse

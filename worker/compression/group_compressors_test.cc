@@ -364,5 +364,66 @@ TEST(GroupCompressorsTest, APayloadThatOverflowedIsADivergence) {
   EXPECT_EQ(d->group, 1);
 }
 
+// The cap scales with the world size past four workers (the update averages
+// the workers' releases); nothing changes up to four.
+TEST(GroupCompressorsTest, ReleaseCapScalesWithTheWorkersPastFour) {
+  v1::RunConfig run;
+  run.set_scheme("sketch_allreduce");
+  run.set_momentum(0.9);
+  run.set_error_feedback(true);
+  run.set_release_cap(1.5);
+  EXPECT_EQ(ReleaseCapFor(run, 1), 1.5);
+  EXPECT_EQ(ReleaseCapFor(run, 4), 1.5);
+  EXPECT_EQ(ReleaseCapFor(run, 8), 3.0);
+  EXPECT_EQ(ReleaseCapFor(run, 16), 6.0);
+  EXPECT_EQ(ReleaseCapFor(run, 256), 96.0);
+  run.set_scheme("gtopk");  // no cap for this scheme
+  EXPECT_EQ(ReleaseCapFor(run, 16), 0.0);
+}
+
+// What W workers' peeled sketches get back: near all of it when the table
+// is sized for them, a fraction when it was sized for fewer; nothing is
+// counted for sparse payloads.
+TEST(GroupCompressorsTest, PeelRecoveryCountsWhatTheDecodesGaveBack) {
+  const uint64_t dim = 20000;
+  const int workers = 8;
+  auto recovered = [&](const std::string& spec) {
+    v1::JobConfig job;
+    job.set_world_size(workers);
+    job.mutable_run()->set_scheme(spec[0] == 't' ? "topk_allgather" : "sketch_allreduce");
+    job.mutable_run()->set_momentum(0.9);
+    job.mutable_run()->set_error_feedback(true);
+    v1::GroupConfig* group = job.add_groups();
+    group->set_dim(dim);
+    group->set_compressor(spec);
+    std::vector<GroupCompressors> stacks;
+    for (int w = 0; w < workers; ++w) stacks.push_back(*CompressorsFor(job));
+    for (int step = 0; step < 4; ++step) {
+      std::vector<Payload> sent;
+      Payload sum;
+      for (int w = 0; w < workers; ++w) {
+        sent.push_back(*stacks[w].Encode(0, GaussianVector(dim, 100 * step + w), EncodeContext{static_cast<uint64_t>(step), {}}));
+        if (w == 0) sum = sent.back();
+        else EXPECT_TRUE(MergeInto(sent.back(), &sum).ok());
+      }
+      const Update update = *stacks[0].compressor(0).Decode(sum);
+      for (int w = 0; w < workers; ++w) EXPECT_TRUE(stacks[w].Settle(0, SettleSent(sent[w], update)).ok());
+    }
+    for (int w = 1; w < workers; ++w) {
+      EXPECT_EQ(stacks[w].peel_recovery().settlements, spec[0] == 't' ? 0 : 4);
+    }
+    return stacks[0].peel_recovery();
+  };
+  const GroupCompressors::PeelRecovery sized = recovered("count_sketch:method=peel,k=100,rows=4,workers=8");
+  EXPECT_EQ(sized.settlements, 4);
+  EXPECT_GT(sized.inserted, 0);
+  EXPECT_GE(sized.share(), 0.98);
+  const GroupCompressors::PeelRecovery small = recovered("count_sketch:method=peel,k=100,rows=4,workers=2");
+  EXPECT_LT(small.share(), 0.5);
+  const GroupCompressors::PeelRecovery sparse = recovered("topk:k=100");
+  EXPECT_EQ(sparse.settlements, 0);
+  EXPECT_EQ(sparse.share(), 1.0);
+}
+
 }  // namespace
 }  // namespace sketchfuse

@@ -14,6 +14,8 @@
 #include "worker/gpu/device_memory.h"
 #include "worker/gpu/device_vectors.h"
 #include "worker/pipeline/job_plan.h"
+#include "worker/pipeline/step_stats.h"
+#include "worker/pipeline/trace_writer.h"
 #include "worker/schemes/scheme_factory.h"
 #include "worker/schemes/scheme_registry.h"
 #include "absl/synchronization/mutex.h"
@@ -289,6 +291,7 @@ absl::StatusOr<std::unique_ptr<HookSession>> HookSession::Join(HookSettings sett
   absl::StatusOr<BuiltScheme> built = MakeScheme(*joined, environment);
   if (!built.ok()) return built.status();
   session.job_scheme_ = std::move(built->scheme);
+  session.fit_warnings_ = JobFitWarnings(joined->job());
   uint64_t offset = 0;
   for (const v1::GroupConfig& group : joined->job().groups()) {
     session.group_offset_.push_back(offset);
@@ -323,6 +326,9 @@ absl::StatusOr<int> HookSession::AddGroup(uint64_t dim) {
   absl::StatusOr<std::unique_ptr<CollectiveScheme>> scheme = CollectiveScheme::Create(*job, collective_.get());
   if (!scheme.ok()) return scheme.status();
   groups_.push_back(Group{dim, *std::move(scheme)});
+  for (const std::string& warning : JobFitWarnings(*job)) {
+    fit_warnings_.push_back(absl::StrCat("bucket group ", groups_.size() - 1, ": ", warning));
+  }
   return static_cast<int>(groups_.size()) - 1;
 }
 
@@ -546,11 +552,26 @@ absl::Status HookSession::RestoreState(int group, const std::vector<std::vector<
 }
 
 std::string HookSession::StatsJson() const {
+  GroupCompressors::PeelRecovery recovery;
+  auto add = [&recovery](const AggregationScheme& scheme) {
+    const GroupCompressors::PeelRecovery r = scheme.peel_recovery();
+    recovery.inserted += r.inserted;
+    recovery.recovered += r.recovered;
+    recovery.settlements += r.settlements;
+  };
+  if (job_scheme_ != nullptr) add(*job_scheme_);
+  for (const Group& group : groups_) add(*group.scheme);
+  const double share = recovery.settlements > 0 && recovery.inserted > 0 ? recovery.share() : -1;
+  std::vector<std::string> warnings = fit_warnings_;
+  if (std::string w = PeelRecoveryWarning(share); !w.empty()) warnings.push_back(w);
+  std::string quoted;
+  for (const std::string& w : warnings) absl::StrAppend(&quoted, quoted.empty() ? "" : ", ", JsonString(w));
   return absl::StrFormat(
       "{\"steps\": %d, \"exchanges\": %d, \"bytes_sent\": %d, \"dense_bytes\": %d, \"compress_s\": %.9g, "
-      "\"communicate_s\": %.9g, \"decode_s\": %.9g, \"check_s\": %.9g}",
+      "\"communicate_s\": %.9g, \"decode_s\": %.9g, \"check_s\": %.9g, \"peel_recovered_share\": %s, "
+      "\"warnings\": [%s]}",
       stats_.steps, stats_.exchanges, stats_.bytes_sent, stats_.dense_bytes, stats_.compress_s, stats_.communicate_s,
-      stats_.decode_s, stats_.check_s);
+      stats_.decode_s, stats_.check_s, share >= 0 ? absl::StrFormat("%.6f", share) : std::string("null"), quoted);
 }
 
 }  // namespace sketchfuse

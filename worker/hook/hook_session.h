@@ -153,6 +153,11 @@ class HookSession {
   absl::Status RestoreState(int group, const std::vector<std::vector<float>>& state);
 
   const HookStats& stats() const { return stats_; }
+  // The counters as JSON, with "peel_recovered_share" (the share of the
+  // energy this rank inserted into peeled sketches that the decodes gave
+  // back; null without peeled sketches) and "warnings" (the groups'
+  // compressors that do not fit the world size, worker/pipeline/job_plan.h
+  // JobFitWarnings, and a peel that recovered under 90%).
   std::string StatsJson() const;
 
  private:
@@ -191,6 +196,8 @@ class HookSession {
   std::unique_ptr<AggregationScheme> job_scheme_;
   std::vector<uint64_t> group_offset_, group_dim_;
   HookStats stats_;
+  // JobFitWarnings of the session's groups, as they were added or joined.
+  std::vector<std::string> fit_warnings_;
   std::optional<std::string> nonfinite_;  // this rank's first non-finite gradient of nonfinite_step_
   uint64_t nonfinite_step_ = 0;
   bool any_step_ = false;

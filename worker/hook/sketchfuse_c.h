@@ -137,7 +137,9 @@ int sf_session_restore_state(sf_session* session, int64_t group, const float* re
                              const float* velocity, uint64_t velocity_size, char* err, uint64_t err_size);
 
 /* Counters as a JSON object (steps, exchanges, bytes_sent, dense_bytes,
- * compress_s, communicate_s, decode_s, check_s). 0 on success. */
+ * compress_s, communicate_s, decode_s, check_s, peel_recovered_share (null
+ * without peeled sketches), warnings (an array of strings)). 0 on success;
+ * non-zero when it does not fit out_size. */
 int sf_session_stats_json(sf_session* session, char* out, uint64_t out_size);
 
 /* The fusion planner's groups (common/fusion_planner.h, mode "optimal", as

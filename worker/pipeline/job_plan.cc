@@ -41,14 +41,12 @@ absl::StatusOr<v1::JobConfig> MakeJobConfig(const std::string& job_name, uint32_
   absl::StatusOr<FusionPlan> plan = PlanByMode(run.fusion(), layers, LoopbackCostModel());
   if (!plan.ok()) return plan.status();
 
-  absl::StatusOr<CompressorSpec> spec = ParseCompressorSpec(run.compressor());
-  if (!spec.ok()) return spec.status();
-  if (spec->name == "count_sketch") {
-    spec->params["seed"] = absl::StrCat(run.seed());
-    // FetchSGD's momentum lives with the sum: the servers read it from here.
-    if (KeepsSketchSpaceState(run.compressor())) spec->params["momentum"] = absl::StrCat(run.momentum());
-  }
-  const std::string group_compressor = spec->ToString();
+  // The compressor fills in what it leaves to the job (the seed, a peel
+  // table's world size, FetchSGD's momentum, which the servers read from
+  // here); every group runs the resulting spec.
+  absl::StatusOr<std::unique_ptr<Compressor>> compressor = CompressorRegistry::Default().Create(run.compressor());
+  if (!compressor.ok()) return compressor.status();
+  const std::string group_compressor = (*compressor)->SpecForJob({world_size, run.seed(), run.momentum()});
 
   v1::JobConfig job;
   job.set_job(job_name);
@@ -75,6 +73,17 @@ absl::StatusOr<v1::JobConfig> MakeJobConfig(const std::string& job_name, uint32_
     }
   }
   return job;
+}
+
+std::vector<std::string> JobFitWarnings(const v1::JobConfig& job) {
+  std::vector<std::string> warnings;
+  for (const v1::GroupConfig& group : job.groups()) {
+    absl::StatusOr<std::unique_ptr<Compressor>> compressor = CompressorRegistry::Default().Create(group.compressor());
+    if (!compressor.ok()) continue;  // refused where the job is checked
+    const std::string warning = (*compressor)->FitWarning(group.dim(), job.world_size());
+    if (!warning.empty()) warnings.push_back(absl::StrCat("group ", group.group(), " (", group.dim(), " elements): ", warning));
+  }
+  return warnings;
 }
 
 std::vector<GroupLayout> GroupLayouts(const v1::JobConfig& job) {

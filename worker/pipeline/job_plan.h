@@ -22,6 +22,13 @@ namespace sketchfuse {
 absl::StatusOr<v1::JobConfig> MakeJobConfig(const std::string& job_name, uint32_t world_size,
                                             const v1::RunConfig& run, uint32_t round_deadline_ms = 60000);
 
+// One line per group whose compressor will serve the job's world size
+// poorly (Compressor::FitWarning: a peeled sketch too small for the
+// workers' selections, with its expected recovery, or larger than the
+// dense gradient), naming the group; empty when every group fits. Workers
+// print them at join and keep them in their summaries.
+std::vector<std::string> JobFitWarnings(const v1::JobConfig& job);
+
 // The pipeline layout of a job's groups.
 std::vector<GroupLayout> GroupLayouts(const v1::JobConfig& job);
 

@@ -114,6 +114,15 @@ std::string DivergenceJson(const std::optional<Divergence>& d) {
 
 }  // namespace
 
+std::string PeelRecoveryWarning(double share) {
+  if (share < 0 || share >= kPeelRecoveryWarning) return "";
+  return absl::StrFormat(
+      "the peel decodes gave back %.1f%% of the energy this worker inserted into its sketches (under %.0f%%): the "
+      "table is too small for the workers' selections; the rest waited in the residual. Leave count_sketch's "
+      "width, cols and workers unset to size it for the job",
+      100 * share, 100 * kPeelRecoveryWarning);
+}
+
 std::string SummaryJson(const SummaryHeader& h, const TrainingSummary& summary) {
   std::string epochs;
   for (const Progress& p : summary.epochs) {
@@ -129,6 +138,8 @@ std::string SummaryJson(const SummaryHeader& h, const TrainingSummary& summary) 
                     ", \"test_accuracy\": ", JsonNumber(c.test_accuracy, 6),
                     ", \"test_loss\": ", JsonNumber(c.test_loss, 6), ", \"bytes_sent\": ", c.bytes_sent, "}");
   }
+  std::string warnings;
+  for (const std::string& w : summary.warnings) absl::StrAppend(&warnings, warnings.empty() ? "" : ", ", JsonString(w));
   const StepPhases& phases = summary.mean_phases;
   return absl::StrCat(
       "{\"worker\": ", JsonString(h.worker), ", \"rank\": ", h.rank, ", \"workload\": ", JsonString(h.workload),
@@ -145,7 +156,10 @@ std::string SummaryJson(const SummaryHeader& h, const TrainingSummary& summary) 
       ", \"median_step_s\": ", JsonNumber(summary.median_step_seconds, 6),
       ", \"phases_s\": {\"backward\": ", JsonNumber(phases.backward, 6),
       ", \"compress\": ", JsonNumber(phases.compress, 6), ", \"communicate\": ", JsonNumber(phases.communicate, 6),
-      ", \"decode\": ", JsonNumber(phases.decode, 6), "}, \"epochs\": [", epochs, "], \"curve\": [", curve, "]}");
+      ", \"decode\": ", JsonNumber(phases.decode, 6), "}",
+      ", \"peel_recovered_share\": ",
+      summary.peel_recovered_share >= 0 ? JsonNumber(summary.peel_recovered_share, 6) : std::string("null"),
+      ", \"warnings\": [", warnings, "], \"epochs\": [", epochs, "], \"curve\": [", curve, "]}");
 }
 
 }  // namespace sketchfuse

@@ -55,6 +55,10 @@ struct Progress {
   double compression_ratio = 0;  // dense bytes / bytes sent
   double elapsed_seconds = 0;    // since the run started
   double residual_norm = 0;      // L2 norm of the error-feedback residuals, all groups
+  // Share of the energy this worker inserted into peeled sketches that the
+  // decodes gave back, since the run started (AggregationScheme::
+  // peel_recovery); -1 for a run without peeled sketches.
+  double peel_recovered_share = -1;
 };
 
 // A point of the accuracy curve: test accuracy on the run's fixed evaluation
@@ -93,7 +97,21 @@ struct TrainingSummary {
   int64_t steady_steps = 0;
   double median_step_seconds = 0;
   StepPhases mean_phases;
+  // As Progress::peel_recovered_share, over the whole run.
+  double peel_recovered_share = -1;
+  // What the worker warned about at join (a compressor that does not fit
+  // the job's world size, worker/pipeline/job_plan.h JobFitWarnings) and
+  // after the run (a peel that recovered under kPeelRecoveryWarning).
+  std::vector<std::string> warnings;
 };
+
+// A run whose peeled sketches gave back less of the inserted energy than
+// this says so in its summary.
+inline constexpr double kPeelRecoveryWarning = 0.9;
+// The summary's warning for a run whose peels gave back `share` of the
+// inserted energy; empty when share >= kPeelRecoveryWarning or no peeled
+// sketch was sent (share < 0).
+std::string PeelRecoveryWarning(double share);
 
 // Accumulates steps into a window (reset at each report) and into totals.
 class StepStats {
@@ -146,7 +164,8 @@ struct SummaryHeader {
 // loss, an accuracy never measured) is written as null. Its fields: the
 // header's, the totals, "final_test_accuracy" (null when the run diverged),
 // "diverged" (null, or {"step", "group" (null for the loss), "worker",
-// "what", "index", "value", "message"}), "eval_s", "epochs" and "curve"
+// "what", "index", "value", "message"}), "eval_s", "peel_recovered_share"
+// (null without peeled sketches), "warnings" (strings), "epochs" and "curve"
 // (objects {"step", "elapsed_s", "test_accuracy", "test_loss",
 // "bytes_sent"}).
 std::string SummaryJson(const SummaryHeader& header, const TrainingSummary& summary);

@@ -29,6 +29,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/payload.h"
+#include "worker/compression/group_compressors.h"
 #include "worker/core/gradient_view.h"
 #include "worker/schemes/route.h"
 
@@ -82,6 +83,11 @@ class AggregationScheme {
   // The step's update for `group` was applied.
   virtual absl::Status OnApplied(int group, const Update& update) = 0;
 
+  // What the decodes gave back of what this worker inserted into peeled
+  // sketches so far (GroupCompressors::PeelRecovery); nothing inserted for
+  // schemes without them.
+  virtual GroupCompressors::PeelRecovery peel_recovery() const { return {}; }
+
   // The per-group state a restarted worker needs: two entries per group, the
   // error-feedback residual then the velocity (an empty vector for state a
   // group does not keep); and its restoration. RestoreState:
@@ -89,6 +95,13 @@ class AggregationScheme {
   virtual std::vector<std::vector<float>> SaveState() const = 0;
   virtual absl::Status RestoreState(const std::vector<std::vector<float>>& state) = 0;
 };
+
+// The share of the inserted energy the scheme's decodes gave back so far,
+// or -1 when it inserted nothing into peeled sketches.
+inline double PeelRecoveredShare(const AggregationScheme& scheme) {
+  const GroupCompressors::PeelRecovery recovery = scheme.peel_recovery();
+  return recovery.settlements > 0 && recovery.inserted > 0 ? recovery.share() : -1;
+}
 
 }  // namespace sketchfuse
 

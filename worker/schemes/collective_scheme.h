@@ -43,6 +43,7 @@ class CollectiveScheme final : public AggregationScheme {
   // Two entries per group: the residual and the velocity, or, for a group
   // whose count_sketch runs method=fetchsgd, its error and momentum
   // sketches (kept identically by every worker).
+  GroupCompressors::PeelRecovery peel_recovery() const override { return compressors_.peel_recovery(); }
   std::vector<std::vector<float>> SaveState() const override;
   absl::Status RestoreState(const std::vector<std::vector<float>>& state) override;
 

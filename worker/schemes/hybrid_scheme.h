@@ -59,6 +59,7 @@ class HybridScheme final : public AggregationScheme {
   absl::Status OnApplied(int group, const Update& update) override {
     return centralized_->OnApplied(group, update);
   }
+  GroupCompressors::PeelRecovery peel_recovery() const override { return centralized_->peel_recovery(); }
   std::vector<std::vector<float>> SaveState() const override { return centralized_->SaveState(); }
   absl::Status RestoreState(const std::vector<std::vector<float>>& state) override {
     return centralized_->RestoreState(state);

@@ -46,6 +46,7 @@ class PsScheme final : public AggregationScheme {
   // Settles the group's residual: SettleSent by the payload it encoded last
   // (SettleAt with a second round, which summed every worker's values).
   absl::Status OnApplied(int group, const Update& update) override;
+  GroupCompressors::PeelRecovery peel_recovery() const override { return compressors_.peel_recovery(); }
   std::vector<std::vector<float>> SaveState() const override { return compressors_.SaveState(); }
   absl::Status RestoreState(const std::vector<std::vector<float>>& state) override {
     return compressors_.RestoreState(state);

@@ -1,5 +1,7 @@
 #include "worker/schemes/scheme_registry.h"
 
+#include <algorithm>
+
 #include "worker/gpu/device_group_state.h"
 
 #include "absl/strings/str_cat.h"
@@ -33,7 +35,7 @@ constexpr bool kYes = true, kNo = false;
 const std::vector<SchemeInfo>& Schemes() {
   //                                      compresses capped 2nd-round gpu reselect params algorithm
   static const std::vector<SchemeInfo>* schemes = new std::vector<SchemeInfo>{
-      Scheme({"sketch_ps", Route::kCentralized, "count_sketch", "count_sketch:method=peel,density=0.00625,rows=4,width=4",
+      Scheme({"sketch_ps", Route::kCentralized, "count_sketch", "count_sketch:method=peel,density=0.00625,rows=4",
               "Count-Sketch per fused group, summed on the servers, which decode the global top-k (Sketch-Fusion)"},
              kYes, kYes, kYes, kYes, kNo, kNo, nullptr),
       // topk_ps applies k coordinates in all (the servers re-select the
@@ -53,7 +55,7 @@ const std::vector<SchemeInfo>& Schemes() {
               "dense ring allreduce with bfloat16 values on the wire, summed in float32 (the 16-bit baseline, 2x)"},
              kNo, kNo, kNo, kNo, kNo, kNo, &DenseAllreduceBf16),
       Scheme({"sketch_allreduce", Route::kDecentralized, "count_sketch",
-              "count_sketch:method=peel,density=0.0042,rows=4,width=4",
+              "count_sketch:method=peel,density=0.0042,rows=4",
               "allreduce of the sketches; every worker decodes the same top-k (gs-SGD global sketching)"},
              kYes, kYes, kYes, kYes, kNo, kNo, &SketchAllreduce),
       Scheme({"topk_allgather", Route::kDecentralized, "topk", "topk:density=0.01",
@@ -78,7 +80,7 @@ const std::vector<SchemeInfo>& Schemes() {
              kYes, kNo, kNo, kNo, kNo, kNo, &SparDL),
       // The hybrid pushes like sketch_ps and falls back to sketch_allreduce's
       // algorithm; the servers decode in one round, so no second round.
-      Scheme({"auto", Route::kHybrid, "count_sketch", "count_sketch:method=peel,density=0.00625,rows=4,width=4",
+      Scheme({"auto", Route::kHybrid, "count_sketch", "count_sketch:method=peel,density=0.00625,rows=4",
               "sketch_ps while the servers answer, sketch_allreduce when they fail; back when they are healthy"},
              kYes, kYes, kNo, kYes, kNo, kNo, &SketchAllreduce),
   };
@@ -191,6 +193,11 @@ bool CapsRelease(const v1::RunConfig& run) {
   return info.ok() && info->capped_release;
 }
 
+double ReleaseCapFor(const v1::RunConfig& run, uint32_t world_size) {
+  if (!CapsRelease(run)) return 0;
+  return run.release_cap() * std::max(1.0, static_cast<double>(world_size) / 4);
+}
+
 absl::Status CheckDevicePlacement(const v1::RunConfig& run) {
   if (run.device().empty() || run.device() == "cpu") return absl::OkStatus();
   if (run.device() != "gpu") {
@@ -214,11 +221,12 @@ absl::Status CheckDevicePlacement(const v1::RunConfig& run) {
   return absl::OkStatus();
 }
 
-StackOptions StackOptionsOf(const v1::RunConfig& run) {
+StackOptions StackOptionsOf(const v1::JobConfig& job) {
+  const v1::RunConfig& run = job.run();
   StackOptions options;
   options.error_feedback = run.error_feedback();
   options.worker_momentum = UsesMomentumCorrection(run) ? static_cast<float>(run.momentum()) : -1.0f;
-  options.release_cap = CapsRelease(run) ? static_cast<float>(run.release_cap()) : 0.0f;
+  options.release_cap = static_cast<float>(ReleaseCapFor(run, job.world_size()));
   if (run.device() == "gpu") {
     options.device = [](const Compressor::SketchLayout& layout, uint64_t dim,
                         float momentum) -> absl::StatusOr<std::unique_ptr<DeviceStack>> {
@@ -232,7 +240,7 @@ StackOptions StackOptionsOf(const v1::RunConfig& run) {
 
 absl::StatusOr<GroupCompressors> CompressorsFor(const v1::JobConfig& job) {
   if (absl::Status s = CheckDevicePlacement(job.run()); !s.ok()) return s;
-  return GroupCompressors::Create(job, StackOptionsOf(job.run()));
+  return GroupCompressors::Create(job, StackOptionsOf(job));
 }
 
 }  // namespace sketchfuse

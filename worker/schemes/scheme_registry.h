@@ -107,6 +107,15 @@ bool UsesMomentumCorrection(const v1::RunConfig& run);
 // without, seed 2).
 bool CapsRelease(const v1::RunConfig& run);
 
+// The cap a worker of a job of `world_size` workers applies (a multiple of
+// its velocity's norm; 0: none): run.release_cap where CapsRelease, scaled
+// by max(1, world_size / 4). The cap bounds how far one worker's burst moves
+// a weight, and the update averages the workers' releases, so a burst of
+// the same size moves it world_size / 4 times less than in the 4-worker
+// job the default (1) was measured on; left unscaled it throttled what 8
+// and 16 workers apply (docs/BENCHMARKS.md, "Scale out").
+double ReleaseCapFor(const v1::RunConfig& run, uint32_t world_size);
+
 // OK if the run may keep its groups on the GPU (run.device "gpu"): a scheme
 // that runs on the GPU (the count_sketch schemes sketch_ps,
 // sketch_allreduce, auto) with error feedback and no second round.
@@ -116,10 +125,11 @@ bool CapsRelease(const v1::RunConfig& run);
 // LibTorch models, which train on the CPU).
 absl::Status CheckDevicePlacement(const v1::RunConfig& run);
 
-// The decoration of the run's compressor stacks (GroupCompressors), from its
-// scheme's traits: error feedback, where momentum goes, the release cap, and
-// on a GPU run the device state of worker/gpu/.
-StackOptions StackOptionsOf(const v1::RunConfig& run);
+// The decoration of a job's compressor stacks (GroupCompressors), from its
+// run's scheme's traits: error feedback, where momentum goes, the release
+// cap (ReleaseCapFor the job's world size), and on a GPU run the device
+// state of worker/gpu/.
+StackOptions StackOptionsOf(const v1::JobConfig& job);
 
 // The job's compressor stacks as its run asks (CheckDevicePlacement, then
 // GroupCompressors::Create with StackOptionsOf).

@@ -140,6 +140,8 @@ absl::StatusOr<TrainingSummary> SyntheticRunner::Run(const std::function<void(co
     if (absl::Status s = trace_->WriteFile(config_.trace_path); !s.ok()) return s;
   }
   stats.Summarize(total_steps, &summary);
+  summary.peel_recovered_share = PeelRecoveredShare(*scheme_);
+  if (std::string w = PeelRecoveryWarning(summary.peel_recovered_share); !w.empty()) summary.warnings.push_back(w);
   summary.final_test_accuracy = -1;
   return summary;
 }

@@ -270,6 +270,7 @@ absl::StatusOr<TrainingSummary> Trainer::Run(const std::function<void(const Prog
     }
     if (in_epoch + 1 == steps_per_epoch) {
       Progress p = stats.TakeWindow(step, static_cast<int>(epoch + 1), residual_norm());
+      p.peel_recovered_share = PeelRecoveredShare(*s.scheme);
       p.end_of_epoch = true;
       const absl::Time eval_start = absl::Now();
       const Evaluation eval = Evaluate(*s.model, s.test, 1000);
@@ -279,7 +280,8 @@ absl::StatusOr<TrainingSummary> Trainer::Run(const std::function<void(const Prog
       summary.epochs.push_back(p);
       if (progress) progress(p);
     } else if (s.config.report_every > 0 && (step + 1) % s.config.report_every == 0) {
-      const Progress p = stats.TakeWindow(step, static_cast<int>(epoch + 1), residual_norm());
+      Progress p = stats.TakeWindow(step, static_cast<int>(epoch + 1), residual_norm());
+      p.peel_recovered_share = PeelRecoveredShare(*s.scheme);
       if (progress) progress(p);
     }
   }
@@ -290,6 +292,8 @@ absl::StatusOr<TrainingSummary> Trainer::Run(const std::function<void(const Prog
     if (absl::Status st = s.trace->WriteFile(s.config.trace_path); !st.ok()) return st;
   }
   stats.Summarize(total_steps, &summary);
+  summary.peel_recovered_share = PeelRecoveredShare(*s.scheme);
+  if (std::string w = PeelRecoveryWarning(summary.peel_recovered_share); !w.empty()) summary.warnings.push_back(w);
   summary.eval_seconds = eval_seconds;
   summary.final_test_accuracy = Evaluate(*s.model, s.test, 1000).accuracy;
   return summary;

@@ -41,6 +41,10 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& registry)
                                      "Dense gradient bytes over bytes sent, since the last progress report.")),
       residual_norm_(SingleGauge(registry, "sketchfuse_worker_residual_norm",
                                  "L2 norm of the error-feedback residuals of every group, at the last report.")),
+      peel_recovered_share_(SingleGauge(registry, "sketchfuse_worker_peel_recovered_share",
+                                        "Share of the energy this worker inserted into peeled sketches that the "
+                                        "decodes gave back, since the run started (below 0.9: the table is too "
+                                        "small for the workers' selections).")),
       train_loss_(SingleGauge(registry, "sketchfuse_worker_train_loss",
                               "Mean training loss since the last progress report.")),
       test_accuracy_(SingleGauge(registry, "sketchfuse_worker_test_accuracy",
@@ -56,6 +60,7 @@ void WorkerMetrics::OnStep(const StepReport& step) {
 void WorkerMetrics::OnProgress(const Progress& progress) {
   compression_ratio_.Set(progress.compression_ratio);
   residual_norm_.Set(progress.residual_norm);
+  if (progress.peel_recovered_share >= 0) peel_recovered_share_.Set(progress.peel_recovered_share);
   train_loss_.Set(progress.train_loss);
   if (progress.test_accuracy >= 0) test_accuracy_.Set(progress.test_accuracy);
 }

@@ -5,6 +5,9 @@
 //   sketchfuse_worker_dense_bytes_total          bytes of the dense gradients they stood for
 //   sketchfuse_worker_compression_ratio          dense bytes / bytes sent, since the last report
 //   sketchfuse_worker_residual_norm              L2 norm of the error-feedback residuals
+//   sketchfuse_worker_peel_recovered_share       share of the energy inserted into peeled sketches
+//                                                that the decodes gave back, since the start (runs
+//                                                with count_sketch method=peel on host groups)
 //   sketchfuse_worker_train_loss                 mean training loss since the last report
 //   sketchfuse_worker_test_accuracy              at the last epoch's end
 // NOTE: thread-safe (prometheus-cpp's metrics are).
@@ -35,6 +38,7 @@ class WorkerMetrics {
   prometheus::Counter& dense_bytes_;
   prometheus::Gauge& compression_ratio_;
   prometheus::Gauge& residual_norm_;
+  prometheus::Gauge& peel_recovered_share_;
   prometheus::Gauge& train_loss_;
   prometheus::Gauge& test_accuracy_;
 };
