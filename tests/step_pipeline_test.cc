@@ -226,8 +226,8 @@ class HeldScheme : public AggregationScheme {
     held_.push_back([done, result] { done(result); });
   }
   absl::Status OnApplied(int, const Update&) override { return absl::OkStatus(); }
-  std::vector<std::vector<float>> SaveState() const override { return {}; }
-  absl::Status RestoreState(const std::vector<std::vector<float>>&) override { return absl::OkStatus(); }
+  std::vector<GroupState> SaveState() const override { return {}; }
+  absl::Status RestoreState(const std::vector<GroupState>&) override { return absl::OkStatus(); }
 
   std::vector<int> exchanged() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -316,8 +316,8 @@ TEST(StepPipelineCreateTest, RefusesLayoutsThatDoNotTileTheLayers) {
       done(absl::UnimplementedError("none"));
     }
     absl::Status OnApplied(int, const Update&) override { return absl::OkStatus(); }
-    std::vector<std::vector<float>> SaveState() const override { return {}; }
-    absl::Status RestoreState(const std::vector<std::vector<float>>&) override { return absl::OkStatus(); }
+    std::vector<GroupState> SaveState() const override { return {}; }
+    absl::Status RestoreState(const std::vector<GroupState>&) override { return absl::OkStatus(); }
   } none;
   EXPECT_FALSE(StepPipeline::Create({10, 10}, {{0, 1}}, &none).ok());
   EXPECT_FALSE(StepPipeline::Create({10, 10}, {{1, 1}, {0, 1}}, &none).ok());

@@ -6,7 +6,7 @@ same library serves any PyTorch and any Python 3.
 import ctypes
 import os
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 _ERR_SIZE = 2048
 
 _lib = None
@@ -89,10 +89,10 @@ def lib():
                                                   ctypes.c_void_p, u64, c_err, u64]
     loaded.sf_session_state_size.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int]
     loaded.sf_session_state_size.restype = u64
-    loaded.sf_session_save_state.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, c_err,
-                                             u64]
+    loaded.sf_session_save_state.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
+                                             ctypes.c_void_p, c_err, u64]
     loaded.sf_session_restore_state.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, u64,
-                                                ctypes.c_void_p, u64, c_err, u64]
+                                                ctypes.c_void_p, u64, ctypes.c_void_p, u64, c_err, u64]
     loaded.sf_session_stats_json.argtypes = [ctypes.c_void_p, ctypes.c_char_p, u64]
     loaded.sf_plan_groups.argtypes = [ctypes.POINTER(u64), u64, ctypes.c_char_p, ctypes.POINTER(u64), u64, c_err,
                                       u64]

@@ -38,6 +38,9 @@ _SETTING_OPTIONS = ("seed", "momentum", "error_feedback", "release_cap", "second
                     "job",
                     "tls_cert", "tls_key", "join_timeout_s", "push_timeout_s", "push_attempts", "probe_every")
 # The counters stats() adds up.
+# The parts of a group's state, in the C ABI's order (sf_session_save_state).
+_STATE_PARTS = ("residual", "velocity", "method_state")
+_STATE_PARTS_INDEX = (0, 1, 2)
 _ZERO_STATS = {"steps": 0, "bytes_sent": 0, "dense_bytes": 0, "compress_s": 0.0, "communicate_s": 0.0,
                "decode_s": 0.0, "check_s": 0.0}
 # Settings that differ by rank by design.
@@ -251,7 +254,7 @@ class HookState:
         self._key_of = {}  # id(parameter) -> key
         self._first_step_seen = False
         self._pending = {}  # key -> (residual, velocity): loaded, not yet in a group
-        self._sketch_state = {}  # bucket index -> (signature, residual, velocity) of groups not kept per parameter
+        self._method_state = {}  # bucket index -> (signature, method state) of buckets whose method keeps one
         # Centralized: the step's buckets until its last one, the model's
         # canonical layout (key -> (offset, numel)) once joined, and the job
         # groups' state loaded before the join.
@@ -396,25 +399,22 @@ class HookState:
         return self._native_state(group.native_group)
 
     def _native_state(self, native_group):
+        """The group's (residual, velocity, method state); an empty tensor for a part not kept."""
         lib = _native.lib()
-        sizes = [lib.sf_session_state_size(self._session, native_group, e) for e in (0, 1)]
+        sizes = [lib.sf_session_state_size(self._session, native_group, e) for e in _STATE_PARTS_INDEX]
         arrays = [torch.zeros(n, dtype=torch.float32) for n in sizes]
         err = _native.err_buffer()
         ptrs = [a.data_ptr() if a.numel() else None for a in arrays]
-        if lib.sf_session_save_state(self._session, native_group, ptrs[0], ptrs[1], err, len(err)) != 0:
+        if lib.sf_session_save_state(self._session, native_group, *ptrs, err, len(err)) != 0:
             self._raise_native(err, "saving state")
         return arrays
 
     def _per_parameter(self, group, arrays, numels):
-        """Splits a group's residual and velocity per parameter key."""
+        """Splits a group's residual and velocity per parameter key (the method state is the bucket's)."""
         out = {}
-        dim = sum(numels)
-        for entry, array in enumerate(arrays):
-            if array.numel() not in (0, dim):
-                return None  # sketch-space state: kept per bucket
         offset = 0
         for key, n in zip(group.keys, numels):
-            out[key] = tuple(a[offset:offset + n].clone() if a.numel() else None for a in arrays)
+            out[key] = tuple(a[offset:offset + n].clone() if a.numel() else None for a in arrays[:2])
             offset += n
         return out
 
@@ -422,13 +422,15 @@ class HookState:
         self._restore_native(group.native_group, arrays, f"bucket {group.index}")
 
     def _restore_native(self, native_group, arrays, label):
+        """Restores (residual, velocity, method state); None or a missing part: not kept."""
         lib = _native.lib()
         err = _native.err_buffer()
         arrays = [a.contiguous() if a is not None else None for a in arrays]
-        ptrs = [a.data_ptr() if a is not None and a.numel() else None for a in arrays]
-        sizes = [a.numel() if a is not None else 0 for a in arrays]
-        if lib.sf_session_restore_state(self._session, native_group, ptrs[0], sizes[0], ptrs[1], sizes[1], err,
-                                        len(err)) != 0:
+        arrays += [None] * (len(_STATE_PARTS) - len(arrays))
+        args = []
+        for a in arrays:
+            args += [a.data_ptr() if a is not None and a.numel() else None, a.numel() if a is not None else 0]
+        if lib.sf_session_restore_state(self._session, native_group, *args, err, len(err)) != 0:
             self._raise_native(err, f"restoring {label}")
 
     def _group_for(self, bucket, params):
@@ -449,10 +451,9 @@ class HookState:
         self._groups[index] = group
         keys, signature = group.keys, group.signature
         dim = sum(signature)
-        sketch = self._sketch_state.pop(index, None)
-        if sketch is not None and sketch[0] == signature:
-            self._restore(group, sketch[1:])
-        elif any(k in self._pending for k in keys):
+        method = self._method_state.pop(index, None)
+        method_state = method[1] if method is not None and method[0] == signature else None
+        if any(k in self._pending for k in keys) or method_state is not None:
             arrays = []
             for entry in (0, 1):
                 parts = [self._pending.get(k, (None, None))[entry] for k in keys]
@@ -465,7 +466,7 @@ class HookState:
             if any(a is not None and a.numel() != dim for a in arrays):
                 raise ValueError(f"sketchfuse hook: the loaded state does not fit bucket {index} (a checkpoint of "
                                  "another model?)")
-            self._restore(group, arrays)
+            self._restore(group, arrays + [method_state])
         return group
 
     def _collect_into_pending(self, selected):
@@ -474,9 +475,9 @@ class HookState:
             if not selected(group):
                 continue
             arrays = self._group_state(group)
-            split = self._per_parameter(group, arrays, group.signature)
-            if split is not None:
-                self._pending.update(split)
+            self._pending.update(self._per_parameter(group, arrays, group.signature))
+            if arrays[2].numel():  # the method's state stays with the bucket it belongs to
+                self._method_state[index] = (group.signature, arrays[2])
             del self._groups[index]
 
     # -- the hook ------------------------------------------------------------
@@ -623,16 +624,15 @@ class HookState:
     # -- checkpoints ----------------------------------------------------------
 
     def state_dict(self):
-        """Residuals, velocities, any sketch-space state, the step and counters (CPU tensors)."""
+        """Version 2: residuals and velocities per parameter, each bucket's method state (FetchSGD's
+        sketches), the job's groups' state when joined, the step and counters (CPU tensors)."""
         params = {k: v for k, v in self._pending.items()}
-        sketch = dict(self._sketch_state)
+        method = dict(self._method_state)
         for index, group in (self._groups.items() if not self.joins_coordinator else []):
             arrays = self._group_state(group)
-            split = self._per_parameter(group, arrays, group.signature)
-            if split is None:
-                sketch[index] = (group.signature, arrays[0], arrays[1])
-            else:
-                params.update(split)
+            params.update(self._per_parameter(group, arrays, group.signature))
+            if arrays[2].numel():
+                method[index] = (group.signature, arrays[2])
         job_groups = {}
         if self.joins_coordinator:
             if self._session is None:
@@ -641,20 +641,20 @@ class HookState:
                 for g in range(_native.lib().sf_session_num_groups(self._session)):
                     job_groups[g] = tuple(self._native_state(g))
         return {
-            "version": 1,
-            "job_groups": {g: {"residual": r, "velocity": v} for g, (r, v) in job_groups.items()},
+            "version": 2,
+            "job_groups": {g: dict(zip(_STATE_PARTS, arrays)) for g, arrays in job_groups.items()},
             "settings": {k: v for k, v in _settings_dict(self.settings).items() if k not in _PER_RANK},
             "step": self.step,
             "params": {k: {"residual": r, "velocity": v} for k, (r, v) in params.items()},
-            "sketch_state": {i: {"signature": list(s), "residual": r, "velocity": v}
-                             for i, (s, r, v) in sketch.items()},
+            "method_state": {i: {"signature": list(sig), "state": m} for i, (sig, m) in method.items()},
             "stats": self.stats(),
         }
 
     def load_state_dict(self, state):
         """Restores what state_dict() saved (with the same settings); ValueError naming a misfit."""
-        if not isinstance(state, dict) or state.get("version") != 1:
-            raise ValueError("sketchfuse hook: not a version-1 hook state")
+        if not isinstance(state, dict) or state.get("version") not in (1, 2):
+            raise ValueError("sketchfuse hook: not a hook state of version 1 or 2 (state_dict's)")
+        version = state["version"]
         mine = {k: v for k, v in _settings_dict(self.settings).items() if k not in _PER_RANK}
         theirs = state.get("settings", {})
         differing = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
@@ -675,20 +675,26 @@ class HookState:
                         raise ValueError(f"sketchfuse hook: saved {name} of parameter {key} is not finite")
                 arrays.append(a)
             pending[key] = tuple(arrays)
-        sketch = {}
-        for index, entry in state.get("sketch_state", {}).items():
+        method = {}
+        # Version 1 kept FetchSGD's sketches under "sketch_state", its error as "residual" and its momentum as
+        # "velocity"; version 2 keeps the method state whole (momentum, then error).
+        for index, entry in state.get("method_state" if version == 2 else "sketch_state", {}).items():
             try:
-                sketch[int(index)] = (tuple(int(n) for n in entry["signature"]),
-                                      torch.as_tensor(entry["residual"], dtype=torch.float32),
-                                      torch.as_tensor(entry["velocity"], dtype=torch.float32))
-            except (KeyError, TypeError, ValueError) as e:
-                raise ValueError(f"sketchfuse hook: saved sketch state of bucket {index!r} is malformed ({e})") from None
-            if not all(torch.isfinite(a).all() for a in sketch[int(index)][1:]):
-                raise ValueError(f"sketchfuse hook: saved sketch state of bucket {index} is not finite")
+                signature = tuple(int(n) for n in entry["signature"])
+                if version == 2:
+                    saved = torch.as_tensor(entry["state"], dtype=torch.float32).reshape(-1)
+                else:
+                    saved = torch.cat([torch.as_tensor(entry["velocity"], dtype=torch.float32).reshape(-1),
+                                       torch.as_tensor(entry["residual"], dtype=torch.float32).reshape(-1)])
+            except (KeyError, TypeError, ValueError, RuntimeError) as e:
+                raise ValueError(f"sketchfuse hook: saved method state of bucket {index!r} is malformed ({e})") from None
+            if not torch.isfinite(saved).all():
+                raise ValueError(f"sketchfuse hook: saved method state of bucket {index} is not finite")
+            method[int(index)] = (signature, saved)
         job_groups = {}
         for g, entry in state.get("job_groups", {}).items():
             arrays = tuple(None if entry.get(n) is None else torch.as_tensor(entry[n], dtype=torch.float32).reshape(-1)
-                           for n in ("residual", "velocity"))
+                           for n in _STATE_PARTS)
             if any(a is not None and not torch.isfinite(a).all() for a in arrays):
                 raise ValueError(f"sketchfuse hook: saved state of job group {g} is not finite")
             job_groups[int(g)] = arrays
@@ -706,7 +712,7 @@ class HookState:
         # Live groups give their state up: it is replaced at their next exchange.
         self._groups.clear()
         self._pending = pending
-        self._sketch_state = sketch
+        self._method_state = method
         self.step = step
         self._retired = retired
         # Parameter keys are assigned in this process's first iteration.

@@ -236,67 +236,71 @@ void GroupCompressors::CountRecovery(Stack& stack, const Coordinates& release) {
   stack.inserted.clear();
 }
 
-std::vector<std::vector<float>> GroupCompressors::SaveState() const {
-  std::vector<std::vector<float>> state;
-  for (const Stack& stack : stacks_) {
+std::vector<GroupState> GroupCompressors::SaveState() const {
+  std::vector<GroupState> state(stacks_.size());
+  for (size_t g = 0; g < stacks_.size(); ++g) {
+    const Stack& stack = stacks_[g];
     if (stack.device != nullptr) {
-      // A failed copy (a lost device) leaves the entries empty: the state
+      // A failed copy (a lost device) leaves the parts empty: the state
       // cannot be read back then, and a restart begins from zero residuals.
       absl::StatusOr<std::vector<float>> residual = stack.device->Residual();
       absl::StatusOr<std::vector<float>> velocity = stack.device->Velocity();
-      state.push_back(residual.ok() ? *std::move(residual) : std::vector<float>());
-      state.push_back(velocity.ok() ? *std::move(velocity) : std::vector<float>());
+      if (residual.ok()) state[g].residual = *std::move(residual);
+      if (velocity.ok()) state[g].velocity = *std::move(velocity);
       continue;
     }
-    state.emplace_back();
     if (stack.error_feedback != nullptr) {
-      state.back().assign(stack.error_feedback->residual().begin(), stack.error_feedback->residual().end());
+      state[g].residual.assign(stack.error_feedback->residual().begin(), stack.error_feedback->residual().end());
     }
-    state.emplace_back();
     if (stack.momentum != nullptr) {
-      state.back().assign(stack.momentum->velocity().begin(), stack.momentum->velocity().end());
+      state[g].velocity.assign(stack.momentum->velocity().begin(), stack.momentum->velocity().end());
     }
   }
   return state;
 }
 
-absl::Status GroupCompressors::RestoreState(const std::vector<std::vector<float>>& state) {
-  if (state.size() != 2 * stacks_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("saved state has ", state.size(), " entries; the job's ",
-                                                   stacks_.size(), " groups need ", 2 * stacks_.size()));
+absl::Status GroupCompressors::RestoreState(const std::vector<GroupState>& state) {
+  if (state.size() != stacks_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("saved state has ", state.size(), " groups; the job has ",
+                                                   stacks_.size()));
   }
   for (size_t g = 0; g < stacks_.size(); ++g) {
     const Stack& stack = stacks_[g];
+    const GroupState& saved = state[g];
     if (stack.device != nullptr) {
       const size_t dim = stack.device->dim();
-      if ((!state[2 * g].empty() && state[2 * g].size() != dim) ||
-          (!state[2 * g + 1].empty() && state[2 * g + 1].size() != dim)) {
+      if ((!saved.residual.empty() && saved.residual.size() != dim) ||
+          (!saved.velocity.empty() && saved.velocity.size() != dim)) {
         return absl::InvalidArgumentError(absl::StrCat("saved state of group ", g, " does not fit its ", dim,
                                                        " elements"));
       }
       continue;
     }
-    if ((!state[2 * g].empty() && stack.error_feedback == nullptr) ||
-        (!state[2 * g + 1].empty() && stack.momentum == nullptr)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "saved state of group ", g, " has error-feedback or momentum state this run does not keep"));
+    if (!saved.residual.empty() && stack.error_feedback == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("saved state of group ", g, " has a residual; this run keeps no error feedback"));
     }
-    if ((!state[2 * g].empty() && state[2 * g].size() != stack.dim) ||
-        (!state[2 * g + 1].empty() && state[2 * g + 1].size() != stack.dim)) {
-      return absl::InvalidArgumentError(absl::StrCat("saved state of group ", g, " has ", state[2 * g].size(), " and ",
-                                                     state[2 * g + 1].size(), " values; the group has ", stack.dim,
+    if (!saved.velocity.empty() && stack.momentum == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("saved state of group ", g, " has a velocity; this run keeps no momentum on the worker"));
+    }
+    if ((!saved.residual.empty() && saved.residual.size() != stack.dim) ||
+        (!saved.velocity.empty() && saved.velocity.size() != stack.dim)) {
+      return absl::InvalidArgumentError(absl::StrCat("saved state of group ", g, " has a residual of ",
+                                                     saved.residual.size(), " and a velocity of ",
+                                                     saved.velocity.size(), " values; the group has ", stack.dim,
                                                      " elements"));
     }
   }
   for (size_t g = 0; g < stacks_.size(); ++g) {
     if (stacks_[g].device != nullptr) {
-      if (absl::Status s = stacks_[g].device->Restore(state[2 * g], state[2 * g + 1]); !s.ok()) {
+      if (absl::Status s = stacks_[g].device->Restore(state[g].residual, state[g].velocity); !s.ok()) {
         return absl::Status(s.code(), absl::StrCat("saved state of group ", g, ": ", s.message()));
       }
       continue;
     }
-    if (stacks_[g].error_feedback != nullptr) stacks_[g].error_feedback->RestoreResidual(state[2 * g]);
-    if (stacks_[g].momentum != nullptr) stacks_[g].momentum->RestoreVelocity(state[2 * g + 1]);
+    if (stacks_[g].error_feedback != nullptr) stacks_[g].error_feedback->RestoreResidual(state[g].residual);
+    if (stacks_[g].momentum != nullptr) stacks_[g].momentum->RestoreVelocity(state[g].velocity);
   }
   return absl::OkStatus();
 }

@@ -26,6 +26,7 @@
 #include "common/error_feedback.h"
 #include "proto/job_config.pb.h"
 #include "worker/compression/device_stack.h"
+#include "worker/compression/group_state.h"
 #include "worker/compression/settlement.h"
 #include "worker/core/gradient_view.h"
 
@@ -111,11 +112,12 @@ class GroupCompressors {
   };
   const PeelRecovery& peel_recovery() const { return peel_recovery_; }
 
-  // Two entries per group, the residual then the velocity (empty when the
-  // run keeps none), and their restoration (INVALID_ARGUMENT if the state
-  // does not fit the groups).
-  std::vector<std::vector<float>> SaveState() const;
-  absl::Status RestoreState(const std::vector<std::vector<float>>& state);
+  // Every group's residual and velocity (empty when the run keeps none;
+  // method_state is the scheme's), and their restoration: INVALID_ARGUMENT,
+  // with nothing restored, if the state does not fit the groups or holds a
+  // part this run does not keep (method_state is not looked at).
+  std::vector<GroupState> SaveState() const;
+  absl::Status RestoreState(const std::vector<GroupState>& state);
 
  private:
   struct Stack {

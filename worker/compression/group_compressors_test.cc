@@ -74,9 +74,10 @@ TEST(GroupCompressorsTest, SettleReleasesGivesBackAndMasks) {
   s.velocity_mask = Coordinates::Of(Sparse({3}, {0}));
   ASSERT_TRUE(groups->Settle(1, s).ok());
   EXPECT_EQ(Vec(groups->residual(1)), (std::vector<float>{1.5f, 7, 2, 3}));
-  const std::vector<std::vector<float>> state = groups->SaveState();
-  ASSERT_EQ(state.size(), 4u);
-  EXPECT_EQ(state[3], (std::vector<float>{1, -4, 2, 0}));  // velocity of group 1, masked at 3
+  const std::vector<GroupState> state = groups->SaveState();
+  ASSERT_EQ(state.size(), 2u);
+  EXPECT_EQ(state[1].velocity, (std::vector<float>{1, -4, 2, 0}));  // masked at 3
+  EXPECT_TRUE(state[1].method_state.empty());
 
   // A misfit in any part changes nothing.
   Settlement bad = s;
@@ -92,13 +93,14 @@ TEST(GroupCompressorsTest, SettleReleasesGivesBackAndMasks) {
   ASSERT_TRUE(restored.ok());
   ASSERT_TRUE(restored->RestoreState(state).ok());
   EXPECT_EQ(restored->SaveState(), state);
-  EXPECT_EQ(restored->RestoreState({{1}}).code(), absl::StatusCode::kInvalidArgument);
-  // An entry of another group's size (a checkpoint of another model) is refused, and nothing changes.
-  std::vector<std::vector<float>> misfit = state;
-  misfit[2].push_back(0);
+  EXPECT_EQ(restored->RestoreState({GroupState{{1}, {}, {}}}).code(), absl::StatusCode::kInvalidArgument);
+  // A part of another group's size (a checkpoint of another model) is refused, and nothing changes.
+  std::vector<GroupState> misfit = state;
+  misfit[1].residual.push_back(0);
   absl::Status refused = restored->RestoreState(misfit);
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("group 1 has 5 and 4 values"));
+  EXPECT_THAT(std::string(refused.message()),
+              ::testing::HasSubstr("group 1 has a residual of 5 and a velocity of 4 values"));
   EXPECT_EQ(restored->SaveState(), state);
 }
 
@@ -110,8 +112,10 @@ TEST(GroupCompressorsTest, WithoutErrorFeedbackNothingIsKept) {
   EXPECT_TRUE(groups->residual(0).empty());
   EXPECT_EQ(Vec(groups->EncodedInput(0, g)), g);
   EXPECT_TRUE(groups->Settle(0, SettleAt(Sparse({0}, {1}))).ok());
-  for (const std::vector<float>& entry : groups->SaveState()) EXPECT_TRUE(entry.empty());
-  EXPECT_EQ(groups->RestoreState({{1, 2, 3, 4}, {}, {}, {}}).code(), absl::StatusCode::kInvalidArgument);
+  for (const GroupState& entry : groups->SaveState()) EXPECT_EQ(entry, GroupState());
+  const absl::Status refused = groups->RestoreState({GroupState{{1, 2, 3, 4}, {}, {}}, GroupState()});
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("has a residual; this run keeps no error feedback"));
 }
 
 TEST(GroupCompressorsTest, ABadSpecIsRefusedNamingTheGroup) {
@@ -274,17 +278,20 @@ TEST(GroupCompressorsTest, ReleaseCapKeepsTheUnsentPartInTheResidual) {
         std::vector<float> g = GaussianVector(dim, 100 * step + w);
         for (uint64_t i = 0; i < dim; i += 7) g[i] += 3.0f;
         sent.push_back(*stacks[w].Encode(0, g, EncodeContext{static_cast<uint64_t>(step), {}}));
-        const std::vector<std::vector<float>> state = stacks[w].SaveState();
+        const std::vector<GroupState> state = stacks[w].SaveState();
+        const std::vector<float>& velocity = state[0].velocity;
         double velocity_norm = 0, released = 0;
         for (uint64_t i = 0; i < dim; ++i) {
-          velocities[i] += state[1][i];
-          velocity_norm += static_cast<double>(state[1][i]) * state[1][i];
+          velocities[i] += velocity[i];
+          velocity_norm += static_cast<double>(velocity[i]) * velocity[i];
         }
         if (sent.back().kind == PayloadKind::kSparse) {
           for (float v : sent.back().values) released += static_cast<double>(v) * v;
           EXPECT_LE(std::sqrt(released), std::sqrt(velocity_norm) * (1 + 1e-5)) << spec << " step " << step;
           double full = 0;
-          for (uint32_t i : sent.back().indices) full += static_cast<double>(state[0][i]) * state[0][i];
+          for (uint32_t i : sent.back().indices) {
+            full += static_cast<double>(state[0].residual[i]) * state[0].residual[i];
+          }
           capped += full > released * (1 + 1e-6);
         }
         if (w == 0) {
@@ -297,7 +304,9 @@ TEST(GroupCompressorsTest, ReleaseCapKeepsTheUnsentPartInTheResidual) {
       for (size_t j = 0; j < update.indices.size(); ++j) applied[update.indices[j]] += update.values[j];
       for (int w = 0; w < 2; ++w) ASSERT_TRUE(stacks[w].Settle(0, SettleSent(sent[w], update)).ok());
     }
-    if (spec[0] == 't') EXPECT_GT(capped, 0) << "the cap never bound";
+    if (spec[0] == 't') {
+      EXPECT_GT(capped, 0) << "the cap never bound";
+    }
     double gap = 0, scale = 0;
     for (uint64_t i = 0; i < dim; ++i) {
       double held = applied[i];

@@ -12,6 +12,7 @@
 //  - misplaced, misfit and out-of-range inputs are refused with the state
 //    unchanged; SaveState and RestoreState round-trip.
 #include <cmath>
+#include <tuple>
 #include <random>
 
 #include "common/sketch_hash.h"
@@ -135,13 +136,16 @@ v1::JobConfig PeelJob(const std::string& device, double momentum, double release
 // Whether a and b hold the same vectors within `relative` of each entry's
 // magnitude (a capped release scales by a fraction whose velocity norm the
 // device sums in another order).
-void ExpectStatesNear(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b,
-                      double relative) {
+void ExpectStatesNear(const std::vector<GroupState>& a, const std::vector<GroupState>& b, double relative) {
   ASSERT_EQ(a.size(), b.size());
-  for (size_t v = 0; v < a.size(); ++v) {
-    ASSERT_EQ(a[v].size(), b[v].size()) << "entry " << v;
-    for (size_t i = 0; i < a[v].size(); ++i) {
-      ASSERT_LE(std::abs(a[v][i] - b[v][i]), relative * std::abs(b[v][i]) + 1e-30) << "entry " << v << " [" << i << "]";
+  for (size_t g = 0; g < a.size(); ++g) {
+    for (const auto& [part, x, y] : {std::make_tuple("residual", &a[g].residual, &b[g].residual),
+                                     std::make_tuple("velocity", &a[g].velocity, &b[g].velocity)}) {
+      ASSERT_EQ(x->size(), y->size()) << "group " << g << " " << part;
+      for (size_t i = 0; i < x->size(); ++i) {
+        ASSERT_LE(std::abs((*x)[i] - (*y)[i]), relative * std::abs((*y)[i]) + 1e-30)
+            << "group " << g << " " << part << " [" << i << "]";
+      }
     }
   }
 }
@@ -212,7 +216,7 @@ TEST(DeviceGroupStateTest, RefusesMisfitsAndKeepsItsState) {
   EXPECT_EQ(gpu->Encode(1, on_device->view(), EncodeContext{}).status().code(), absl::StatusCode::kInvalidArgument);
   absl::StatusOr<Payload> payload = gpu->Encode(2, on_device->view(), EncodeContext{});
   ASSERT_TRUE(payload.ok()) << payload.status();
-  const std::vector<std::vector<float>> before = gpu->SaveState();
+  const std::vector<GroupState> before = gpu->SaveState();
   // An aggregate of another shape.
   Payload wrong = *payload;
   wrong.values.pop_back();
@@ -241,8 +245,8 @@ TEST(DeviceGroupStateTest, RefusesMisfitsAndKeepsItsState) {
   ASSERT_TRUE(other.ok());
   ASSERT_TRUE(other->RestoreState(before).ok());
   EXPECT_EQ(other->SaveState(), before);
-  std::vector<std::vector<float>> misfit = before;
-  misfit[4].push_back(1.0f);  // group 2's residual
+  std::vector<GroupState> misfit = before;
+  misfit[2].residual.push_back(1.0f);
   EXPECT_EQ(other->RestoreState(misfit).code(), absl::StatusCode::kInvalidArgument);
 }
 

@@ -9,6 +9,7 @@
 // separates, may be taken in one run and not in the other; the rest are
 // identical).
 #include <cmath>
+#include <tuple>
 
 #include "cuda/gpu_test_util.h"
 #include "gtest/gtest.h"
@@ -39,7 +40,7 @@ v1::RunConfig ResNetRun(const std::string& device, const std::string& compressor
 
 struct RankResult {
   TrainingSummary summary;
-  std::vector<std::vector<float>> state;
+  std::vector<GroupState> state;
 };
 
 std::vector<RankResult> RunTwoWorkers(const std::string& device, const std::string& compressor) {
@@ -86,14 +87,16 @@ TEST_P(DeviceSyntheticRunTest, TheGpuPlacementTrainsLikeTheHostOne) {
     EXPECT_GT(gpu[rank].summary.bytes_sent_per_step, 0);
     EXPECT_EQ(gpu[rank].summary.bytes_sent_per_step, host[rank].summary.bytes_sent_per_step);
     ASSERT_EQ(gpu[rank].state.size(), host[rank].state.size());
-    for (size_t i = 0; i < host[rank].state.size(); ++i) {
-      const std::vector<float>& want = host[rank].state[i];
-      const std::vector<float>& got = gpu[rank].state[i];
-      ASSERT_EQ(got.size(), want.size()) << "state entry " << i;
-      ASSERT_FALSE(want.empty()) << "state entry " << i;  // residual and velocity of every group
-      std::vector<float> diff(want.size());
-      for (size_t j = 0; j < want.size(); ++j) diff[j] = got[j] - want[j];
-      EXPECT_LE(Norm(diff), 1e-3 * Norm(want)) << "state entry " << i;
+    for (size_t g = 0; g < host[rank].state.size(); ++g) {
+      for (const auto& [part, want, got] :
+           {std::make_tuple("residual", &host[rank].state[g].residual, &gpu[rank].state[g].residual),
+            std::make_tuple("velocity", &host[rank].state[g].velocity, &gpu[rank].state[g].velocity)}) {
+        ASSERT_EQ(got->size(), want->size()) << "group " << g << " " << part;
+        ASSERT_FALSE(want->empty()) << "group " << g << " " << part;  // every group keeps both
+        std::vector<float> diff(want->size());
+        for (size_t j = 0; j < want->size(); ++j) diff[j] = (*got)[j] - (*want)[j];
+        EXPECT_LE(Norm(diff), 1e-3 * Norm(*want)) << "group " << g << " " << part;
+      }
     }
   }
 }

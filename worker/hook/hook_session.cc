@@ -530,24 +530,22 @@ absl::Status HookSession::ExchangeStep(uint64_t step, absl::Span<const float> gr
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::vector<float>>> HookSession::SaveState(int group) const {
+absl::StatusOr<GroupState> HookSession::SaveState(int group) const {
   if (absl::Status s = CheckGroup(group); !s.ok()) return s;
   if (absl::Status s = UseSessionGpu(); !s.ok()) return s;
-  if (!joined()) return groups_[group].scheme->SaveState();
-  std::vector<std::vector<float>> all = job_scheme_->SaveState();
-  if (all.size() != 2 * group_dim_.size()) return absl::InternalError("the job's state has the wrong shape");
-  return std::vector<std::vector<float>>{std::move(all[2 * group]), std::move(all[2 * group + 1])};
+  std::vector<GroupState> all = joined() ? job_scheme_->SaveState() : groups_[group].scheme->SaveState();
+  const size_t index = joined() ? static_cast<size_t>(group) : 0;  // a bucket is a one-group job
+  if (index >= all.size()) return absl::InternalError("the scheme's state has the wrong shape");
+  return std::move(all[index]);
 }
 
-absl::Status HookSession::RestoreState(int group, const std::vector<std::vector<float>>& state) {
+absl::Status HookSession::RestoreState(int group, const GroupState& state) {
   if (absl::Status s = CheckGroup(group); !s.ok()) return s;
   if (absl::Status s = UseSessionGpu(); !s.ok()) return s;
-  if (!joined()) return groups_[group].scheme->RestoreState(state);
-  if (state.size() != 2) return absl::InvalidArgumentError("a group's state has two entries");
-  std::vector<std::vector<float>> all = job_scheme_->SaveState();
-  if (all.size() != 2 * group_dim_.size()) return absl::InternalError("the job's state has the wrong shape");
-  all[2 * group] = state[0];
-  all[2 * group + 1] = state[1];
+  if (!joined()) return groups_[group].scheme->RestoreState({state});
+  std::vector<GroupState> all = job_scheme_->SaveState();
+  if (static_cast<size_t>(group) >= all.size()) return absl::InternalError("the job's state has the wrong shape");
+  all[group] = state;
   return job_scheme_->RestoreState(all);
 }
 

@@ -148,9 +148,11 @@ class HookSession {
   // whose ExchangeStep checks first.
   absl::Status FinishStep(uint64_t step);
 
-  // The group's two state entries (AggregationScheme::SaveState).
-  absl::StatusOr<std::vector<std::vector<float>>> SaveState(int group) const;
-  absl::Status RestoreState(int group, const std::vector<std::vector<float>>& state);
+  // The group's state (AggregationScheme::SaveState: residual, velocity,
+  // the method's state), and its restoration (INVALID_ARGUMENT, nothing
+  // restored, if it does not fit).
+  absl::StatusOr<GroupState> SaveState(int group) const;
+  absl::Status RestoreState(int group, const GroupState& state);
 
   const HookStats& stats() const { return stats_; }
   // The counters as JSON, with "peel_recovered_share" (the share of the

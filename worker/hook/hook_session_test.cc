@@ -296,7 +296,7 @@ TEST(HookSessionTest, RestoredStateContinuesAsIfUninterrupted) {
     if (!first.ok()) return first.status();
     if (!(*first)->AddGroup(dim).ok()) return absl::InternalError("add group");
     std::vector<float> out(dim);
-    std::vector<std::vector<float>> saved;
+    GroupState saved;
     for (int step = 0; step < 6; ++step) {
       if (step == 3) saved = *(*first)->SaveState(0);
       if (absl::Status s = (*first)->Exchange(0, step, Gradient(step, rank, dim), {}, absl::MakeSpan(out)); !s.ok()) {
@@ -315,7 +315,7 @@ TEST(HookSessionTest, RestoredStateContinuesAsIfUninterrupted) {
     }
     resumed[rank] = out;
     // A state of the wrong size is refused.
-    std::vector<std::vector<float>> wrong = {std::vector<float>(dim + 1), std::vector<float>(dim)};
+    const GroupState wrong{std::vector<float>(dim + 1), std::vector<float>(dim), {}};
     if ((*second)->RestoreState(0, wrong).ok()) return absl::InternalError("a wrong-sized state was accepted");
     return absl::OkStatus();
   });

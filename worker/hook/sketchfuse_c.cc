@@ -44,6 +44,20 @@ absl::Status CheckSession(const sf_session* session) {
   return absl::OkStatus();
 }
 
+// Part `entry` of a group's state: 0 the residual, 1 the velocity, 2 the
+// method's state.
+std::vector<float>* StatePart(sketchfuse::GroupState& state, int entry) {
+  switch (entry) {
+    case 0:
+      return &state.residual;
+    case 1:
+      return &state.velocity;
+    case 2:
+      return &state.method_state;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 extern "C" {
@@ -74,8 +88,8 @@ int sf_scheme_traits(const char* scheme, int* compresses, int* needs_parameters,
   }
   absl::StatusOr<sketchfuse::SchemeInfo> info = sketchfuse::FindScheme(scheme);
   if (!info.ok()) return Fail(info.status(), err, err_size);
-  *compresses = info->compresses ? 1 : 0;
-  *needs_parameters = info->needs_parameters ? 1 : 0;
+  *compresses = info->traits.worker_momentum ? 1 : 0;
+  *needs_parameters = info->traits.needs_parameters ? 1 : 0;
   return 0;
 }
 
@@ -209,44 +223,48 @@ int sf_session_finish_step(sf_session* session, uint64_t step, char* err, uint64
 }
 
 uint64_t sf_session_state_size(sf_session* session, int64_t group, int entry) {
-  if (!CheckSession(session).ok() || group < 0 || group > INT32_MAX || entry < 0 || entry > 1) return 0;
-  absl::StatusOr<std::vector<std::vector<float>>> state = session->session->SaveState(static_cast<int>(group));
-  if (!state.ok() || state->size() != 2) return 0;
-  return (*state)[entry].size();
+  if (!CheckSession(session).ok() || group < 0 || group > INT32_MAX || entry < 0 || entry > 2) return 0;
+  absl::StatusOr<sketchfuse::GroupState> state = session->session->SaveState(static_cast<int>(group));
+  if (!state.ok()) return 0;
+  return StatePart(*state, entry)->size();
 }
 
-int sf_session_save_state(sf_session* session, int64_t group, float* residual, float* velocity, char* err,
-                          uint64_t err_size) {
+int sf_session_save_state(sf_session* session, int64_t group, float* residual, float* velocity, float* method_state,
+                          char* err, uint64_t err_size) {
   if (absl::Status s = CheckSession(session); !s.ok()) return Fail(s, err, err_size);
   if (group < 0 || group > INT32_MAX) {
     return Fail(absl::InvalidArgumentError(absl::StrCat("group ", group, " does not exist")), err, err_size);
   }
-  absl::StatusOr<std::vector<std::vector<float>>> state = session->session->SaveState(static_cast<int>(group));
+  absl::StatusOr<sketchfuse::GroupState> state = session->session->SaveState(static_cast<int>(group));
   if (!state.ok()) return Fail(state.status(), err, err_size);
-  if (state->size() != 2) return Fail(absl::InternalError("a group's state has two entries"), err, err_size);
-  float* targets[2] = {residual, velocity};
-  for (int e = 0; e < 2; ++e) {
-    if ((*state)[e].empty()) continue;
+  float* targets[3] = {residual, velocity, method_state};
+  static const char* const kNames[3] = {"residual", "velocity", "method state"};
+  for (int e = 0; e < 3; ++e) {
+    const std::vector<float>& part = *StatePart(*state, e);
+    if (part.empty()) continue;
     if (targets[e] == nullptr) {
-      return Fail(absl::InvalidArgumentError(absl::StrCat("state entry ", e, " needs a buffer")), err, err_size);
+      return Fail(absl::InvalidArgumentError(absl::StrCat("the ", kNames[e], " needs a buffer")), err, err_size);
     }
-    std::memcpy(targets[e], (*state)[e].data(), (*state)[e].size() * sizeof(float));
+    std::memcpy(targets[e], part.data(), part.size() * sizeof(float));
   }
   return 0;
 }
 
 int sf_session_restore_state(sf_session* session, int64_t group, const float* residual, uint64_t residual_size,
-                             const float* velocity, uint64_t velocity_size, char* err, uint64_t err_size) {
+                             const float* velocity, uint64_t velocity_size, const float* method_state,
+                             uint64_t method_state_size, char* err, uint64_t err_size) {
   if (absl::Status s = CheckSession(session); !s.ok()) return Fail(s, err, err_size);
   if (group < 0 || group > INT32_MAX) {
     return Fail(absl::InvalidArgumentError(absl::StrCat("group ", group, " does not exist")), err, err_size);
   }
-  if ((residual == nullptr && residual_size > 0) || (velocity == nullptr && velocity_size > 0)) {
-    return Fail(absl::InvalidArgumentError("a state entry's size is given without its data"), err, err_size);
+  if ((residual == nullptr && residual_size > 0) || (velocity == nullptr && velocity_size > 0) ||
+      (method_state == nullptr && method_state_size > 0)) {
+    return Fail(absl::InvalidArgumentError("a state part's size is given without its data"), err, err_size);
   }
-  std::vector<std::vector<float>> state(2);
-  if (residual_size > 0) state[0].assign(residual, residual + residual_size);
-  if (velocity_size > 0) state[1].assign(velocity, velocity + velocity_size);
+  sketchfuse::GroupState state;
+  if (residual_size > 0) state.residual.assign(residual, residual + residual_size);
+  if (velocity_size > 0) state.velocity.assign(velocity, velocity + velocity_size);
+  if (method_state_size > 0) state.method_state.assign(method_state, method_state + method_state_size);
   absl::Status s = session->session->RestoreState(static_cast<int>(group), state);
   return s.ok() ? 0 : Fail(s, err, err_size);
 }

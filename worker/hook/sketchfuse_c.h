@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 /* Bumped when a signature or a struct below changes. */
-#define SF_ABI_VERSION 2
+#define SF_ABI_VERSION 3
 int sf_abi_version(void);
 
 /* A byte buffer owned by the library, filled by a callback. */
@@ -127,14 +127,17 @@ int sf_session_exchange_device(sf_session* session, int64_t group, uint64_t step
  * a gradient was exchanged as zeros. One allreduce of world_size floats. */
 int sf_session_finish_step(sf_session* session, uint64_t step, char* err, uint64_t err_size);
 
-/* The group's state: entry 0 the error-feedback residual, 1 the velocity
- * (or FetchSGD's error and momentum sketches); sf_session_state_size gives
- * each entry's length (0: not kept). */
+/* The group's state, by part: entry 0 the error-feedback residual, 1 the
+ * velocity, 2 the method's own state (FetchSGD's momentum and error
+ * sketches); sf_session_state_size gives each part's length (0: not kept).
+ * Restore refuses (non-zero, err set, nothing changed) a part that does not
+ * fit. */
 uint64_t sf_session_state_size(sf_session* session, int64_t group, int entry);
-int sf_session_save_state(sf_session* session, int64_t group, float* residual, float* velocity, char* err,
-                          uint64_t err_size);
+int sf_session_save_state(sf_session* session, int64_t group, float* residual, float* velocity, float* method_state,
+                          char* err, uint64_t err_size);
 int sf_session_restore_state(sf_session* session, int64_t group, const float* residual, uint64_t residual_size,
-                             const float* velocity, uint64_t velocity_size, char* err, uint64_t err_size);
+                             const float* velocity, uint64_t velocity_size, const float* method_state,
+                             uint64_t method_state_size, char* err, uint64_t err_size);
 
 /* Counters as a JSON object (steps, exchanges, bytes_sent, dense_bytes,
  * compress_s, communicate_s, decode_s, check_s, peel_recovered_share (null

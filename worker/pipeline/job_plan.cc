@@ -65,7 +65,7 @@ absl::StatusOr<v1::JobConfig> MakeJobConfig(const std::string& job_name, uint32_
     absl::StatusOr<std::unique_ptr<Compressor>> check =
         CompressorRegistry::Default().Create(group_compressor);
     if (!check.ok()) return check.status();
-    if (absl::StatusOr<SchemeInfo> scheme = FindScheme(run.scheme()); scheme.ok() && scheme->servers_reselect_top_k) {
+    if (absl::StatusOr<SchemeInfo> scheme = FindScheme(run.scheme()); scheme.ok() && scheme->traits.servers_reselect_top_k) {
       // The server keeps the k largest of the union, k as each worker's.
       absl::StatusOr<uint64_t> k = SpecSelectionSize(group_compressor, group->dim());
       if (!k.ok()) return k.status();

@@ -88,10 +88,10 @@ void StepStats::Summarize(int64_t steps, TrainingSummary* summary) const {
 
 double StepStats::ElapsedSeconds() const { return absl::ToDoubleSeconds(absl::Now() - start_); }
 
-double ResidualNormOf(const std::vector<std::vector<float>>& state) {
+double ResidualNormOf(const std::vector<GroupState>& state) {
   double sum = 0;
-  for (size_t i = 0; i < state.size(); i += 2) {
-    for (float x : state[i]) sum += static_cast<double>(x) * x;
+  for (const GroupState& group : state) {
+    for (float x : group.residual) sum += static_cast<double>(x) * x;
   }
   return std::sqrt(sum);
 }

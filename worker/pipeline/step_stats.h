@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "worker/compression/group_state.h"
 #include "worker/core/divergence.h"
 #include "worker/pipeline/step_pipeline.h"
 
@@ -147,9 +148,8 @@ class StepStats {
   std::vector<StepPhases> step_phases_;
 };
 
-// L2 norm of the residuals in an AggregationScheme::SaveState (entries
-// alternate residual, velocity).
-double ResidualNormOf(const std::vector<std::vector<float>>& state);
+// L2 norm of the residuals in an AggregationScheme::SaveState.
+double ResidualNormOf(const std::vector<GroupState>& state);
 
 // Who wrote a summary, and the run it belongs to.
 struct SummaryHeader {

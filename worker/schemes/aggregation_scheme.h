@@ -88,12 +88,12 @@ class AggregationScheme {
   // schemes without them.
   virtual GroupCompressors::PeelRecovery peel_recovery() const { return {}; }
 
-  // The per-group state a restarted worker needs: two entries per group, the
-  // error-feedback residual then the velocity (an empty vector for state a
-  // group does not keep); and its restoration. RestoreState:
-  // INVALID_ARGUMENT if the state does not fit.
-  virtual std::vector<std::vector<float>> SaveState() const = 0;
-  virtual absl::Status RestoreState(const std::vector<std::vector<float>>& state) = 0;
+  // The per-group state a restarted worker needs (worker/compression/
+  // group_state.h: residual, velocity, the method's own state), one entry
+  // per group, and its restoration: INVALID_ARGUMENT, with nothing
+  // restored, if the state does not fit.
+  virtual std::vector<GroupState> SaveState() const = 0;
+  virtual absl::Status RestoreState(const std::vector<GroupState>& state) = 0;
 };
 
 // The share of the inserted energy the scheme's decodes gave back so far,

@@ -98,37 +98,35 @@ std::vector<TraceSpan> CollectiveSpans(absl::Time begin, absl::Time end, absl::D
   return {{"communicate", begin, end - decode}, {"decode", end - decode, end}};
 }
 
-std::vector<std::vector<float>> CollectiveScheme::SaveState() const {
-  std::vector<std::vector<float>> state = compressors_.SaveState();
+std::vector<GroupState> CollectiveScheme::SaveState() const {
+  std::vector<GroupState> state = compressors_.SaveState();
   for (size_t g = 0; g < fetchsgd_.size(); ++g) {
-    if (fetchsgd_[g] == nullptr) continue;
-    const std::vector<float> saved = fetchsgd_[g]->Save();  // momentum, then error
-    const size_t half = saved.size() / 2;
-    state[2 * g].assign(saved.begin() + half, saved.end());
-    state[2 * g + 1].assign(saved.begin(), saved.begin() + half);
+    if (fetchsgd_[g] != nullptr) state[g].method_state = fetchsgd_[g]->Save();
   }
   return state;
 }
 
-absl::Status CollectiveScheme::RestoreState(const std::vector<std::vector<float>>& state) {
-  if (state.size() != 2 * fetchsgd_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("saved state has ", state.size(), " entries; the job's ",
-                                                   fetchsgd_.size(), " groups need ", 2 * fetchsgd_.size()));
+absl::Status CollectiveScheme::RestoreState(const std::vector<GroupState>& state) {
+  if (state.size() != fetchsgd_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("saved state has ", state.size(), " groups; the job has ",
+                                                   fetchsgd_.size()));
   }
-  std::vector<std::vector<float>> host = state;
   std::vector<std::unique_ptr<FetchSgdState>> restored(fetchsgd_.size());
   for (size_t g = 0; g < fetchsgd_.size(); ++g) {
-    if (fetchsgd_[g] == nullptr) continue;
-    std::vector<float> saved = state[2 * g + 1];  // momentum, then error
-    saved.insert(saved.end(), state[2 * g].begin(), state[2 * g].end());
+    if (fetchsgd_[g] == nullptr) {
+      if (!state[g].method_state.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("saved state of group ", g, " has method state; this run's method keeps none"));
+      }
+      continue;
+    }
+    if (state[g].method_state.empty()) continue;  // begins from zero sketches
     restored[g] = std::make_unique<FetchSgdState>(*fetchsgd_[g]);
-    if (absl::Status s = restored[g]->Restore(saved); !s.ok()) {
+    if (absl::Status s = restored[g]->Restore(state[g].method_state); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("saved state of group ", g, ": ", s.message()));
     }
-    host[2 * g].clear();
-    host[2 * g + 1].clear();
   }
-  if (absl::Status s = compressors_.RestoreState(host); !s.ok()) return s;
+  if (absl::Status s = compressors_.RestoreState(state); !s.ok()) return s;
   for (size_t g = 0; g < fetchsgd_.size(); ++g) {
     if (restored[g] != nullptr) fetchsgd_[g] = std::move(restored[g]);
   }

@@ -35,17 +35,17 @@ class CollectiveScheme final : public AggregationScheme {
   static absl::StatusOr<std::unique_ptr<CollectiveScheme>> Create(const v1::JobConfig& job, Collective* collective);
 
   std::string name() const override { return scheme_.name; }
-  bool needs_parameters() const override { return scheme_.needs_parameters; }
+  bool needs_parameters() const override { return scheme_.traits.needs_parameters; }
   // Runs the whole exchange before returning (done included).
   void Exchange(uint64_t step, int group, GradientView grad, absl::Span<const float> params,
                 ExchangeDone done) override;
   absl::Status OnApplied(int group, const Update& update) override;
-  // Two entries per group: the residual and the velocity, or, for a group
-  // whose count_sketch runs method=fetchsgd, its error and momentum
-  // sketches (kept identically by every worker).
   GroupCompressors::PeelRecovery peel_recovery() const override { return compressors_.peel_recovery(); }
-  std::vector<std::vector<float>> SaveState() const override;
-  absl::Status RestoreState(const std::vector<std::vector<float>>& state) override;
+  // The residual and the velocity of each group, and for a group whose
+  // count_sketch runs method=fetchsgd its momentum and error sketches as
+  // the method's state (kept identically by every worker).
+  std::vector<GroupState> SaveState() const override;
+  absl::Status RestoreState(const std::vector<GroupState>& state) override;
 
  private:
   CollectiveScheme(SchemeInfo scheme, GroupCompressors compressors, std::vector<uint64_t> selection,

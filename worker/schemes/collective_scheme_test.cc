@@ -107,10 +107,10 @@ TEST_P(ConservationTest, AppliedUpdatesPlusResidualsEqualTheGradients) {
         }
       }
     }
-    const std::vector<std::vector<float>> state = (*scheme)->SaveState();
+    const std::vector<GroupState> state = (*scheme)->SaveState();
     std::lock_guard<std::mutex> lock(mu);
     for (int g = 0; g < 2; ++g) {
-      for (size_t i = 0; i < kDims[g]; ++i) residuals[g][i] += state[2 * g][i];
+      for (size_t i = 0; i < kDims[g]; ++i) residuals[g][i] += state[g].residual[i];
     }
     return absl::OkStatus();
   });
@@ -201,7 +201,7 @@ TEST(CollectiveSchemeTest, FetchSgdStepsTheSameSketchStateOnEveryWorker) {
   }
   constexpr int kSteps = 3;
   std::vector<std::vector<Update>> updates(2);
-  std::vector<std::vector<std::vector<float>>> saved(2);
+  std::vector<std::vector<GroupState>> saved(2);
   std::mutex mu;
   auto grad_of = [](int step, int rank, int g) { return GaussianVector(kDims[g], 100 * step + 10 * rank + g); };
   const std::vector<absl::Status> statuses = RunOnLocalGlooGroup(2, [&](Collective& collective) {
@@ -238,13 +238,13 @@ TEST(CollectiveSchemeTest, FetchSgdStepsTheSameSketchStateOnEveryWorker) {
       }
     }
   }
-  // The state is the sketches (error, then momentum), as the direct one's.
+  // The state is the method's: the sketches, as the direct one's; the
+  // workers keep no residual nor velocity.
   EXPECT_EQ(saved[0], saved[1]);
   for (int g = 0; g < 2; ++g) {
-    const std::vector<float> d = direct[g].Save();  // momentum, then error
-    const size_t half = d.size() / 2;
-    EXPECT_EQ(saved[0][2 * g], std::vector<float>(d.begin() + half, d.end()));
-    EXPECT_EQ(saved[0][2 * g + 1], std::vector<float>(d.begin(), d.begin() + half));
+    EXPECT_EQ(saved[0][g].method_state, direct[g].Save());
+    EXPECT_TRUE(saved[0][g].residual.empty());
+    EXPECT_TRUE(saved[0][g].velocity.empty());
   }
   // Restored into a fresh scheme, the state is the same.
   const std::vector<absl::Status> restored = RunOnLocalGlooGroup(2, [&](Collective& collective) {
@@ -252,8 +252,12 @@ TEST(CollectiveSchemeTest, FetchSgdStepsTheSameSketchStateOnEveryWorker) {
     if (!scheme.ok()) return scheme.status();
     if (absl::Status s = (*scheme)->RestoreState(saved[0]); !s.ok()) return s;
     EXPECT_EQ((*scheme)->SaveState(), saved[0]);
-    std::vector<std::vector<float>> wrong = saved[0];
-    wrong[0].pop_back();
+    std::vector<GroupState> wrong = saved[0];
+    wrong[0].method_state.pop_back();
+    EXPECT_EQ((*scheme)->RestoreState(wrong).code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ((*scheme)->SaveState(), saved[0]);
+    wrong = saved[0];
+    wrong[1].residual.assign(kDims[1], 1.0f);  // a part FetchSGD's workers do not keep
     EXPECT_EQ((*scheme)->RestoreState(wrong).code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ((*scheme)->SaveState(), saved[0]);
     return absl::OkStatus();

@@ -60,8 +60,8 @@ class HybridScheme final : public AggregationScheme {
     return centralized_->OnApplied(group, update);
   }
   GroupCompressors::PeelRecovery peel_recovery() const override { return centralized_->peel_recovery(); }
-  std::vector<std::vector<float>> SaveState() const override { return centralized_->SaveState(); }
-  absl::Status RestoreState(const std::vector<std::vector<float>>& state) override {
+  std::vector<GroupState> SaveState() const override { return centralized_->SaveState(); }
+  absl::Status RestoreState(const std::vector<GroupState>& state) override {
     return centralized_->RestoreState(state);
   }
 

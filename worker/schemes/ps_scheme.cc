@@ -151,6 +151,16 @@ void PsScheme::PushSecondRound(uint64_t step, int group, absl::Span<const float>
       });
 }
 
+absl::Status PsScheme::RestoreState(const std::vector<GroupState>& state) {
+  for (size_t g = 0; g < state.size(); ++g) {
+    if (!state[g].method_state.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "saved state of group ", g, " has method state; on the centralized route the shards keep it"));
+    }
+  }
+  return compressors_.RestoreState(state);
+}
+
 absl::Status PsScheme::OnApplied(int group, const Update& update) {
   if (absl::Status s = compressors_.CheckGroup(group); !s.ok()) return s;
   if (second_round_ || last_payloads_[group] == nullptr) return compressors_.Settle(group, SettleAt(update));

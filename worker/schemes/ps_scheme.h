@@ -47,10 +47,10 @@ class PsScheme final : public AggregationScheme {
   // (SettleAt with a second round, which summed every worker's values).
   absl::Status OnApplied(int group, const Update& update) override;
   GroupCompressors::PeelRecovery peel_recovery() const override { return compressors_.peel_recovery(); }
-  std::vector<std::vector<float>> SaveState() const override { return compressors_.SaveState(); }
-  absl::Status RestoreState(const std::vector<std::vector<float>>& state) override {
-    return compressors_.RestoreState(state);
-  }
+  std::vector<GroupState> SaveState() const override { return compressors_.SaveState(); }
+  // The shards keep what state the method has where the sum is: a saved
+  // method state is refused.
+  absl::Status RestoreState(const std::vector<GroupState>& state) override;
 
   // Encodes `group`'s gradient for `step` and keeps the payload (until the
   // group's next encode): what the push sends and what OnApplied settles by.

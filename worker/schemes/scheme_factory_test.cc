@@ -49,7 +49,7 @@ TEST(SchemeFactoryTest, BuildsEverySchemeOfTheRegistryOnItsRoute) {
       absl::StatusOr<BuiltScheme> built = MakeScheme(Joined(info.name), environment);
       if (!built.ok()) return built.status();
       EXPECT_EQ(built->scheme->name(), info.name);
-      EXPECT_EQ(built->scheme->needs_parameters(), info.needs_parameters) << info.name;
+      EXPECT_EQ(built->scheme->needs_parameters(), info.traits.needs_parameters) << info.name;
       EXPECT_EQ(built->transport != nullptr, info.route == Route::kCentralized) << info.name;
       return absl::OkStatus();
     });
@@ -81,9 +81,18 @@ TEST(SchemeRegistryTest, EveryEntryIsConsistent) {
   for (const SchemeInfo& info : Schemes()) {
     EXPECT_TRUE(CheckSchemeCompressor(info.name, info.default_compressor_spec).ok()) << info.name;
     EXPECT_EQ(info.algorithm != nullptr, info.route != Route::kCentralized) << info.name;
-    if (info.second_round || info.runs_on_gpu) EXPECT_EQ(info.compressor, "count_sketch") << info.name;
-    if (!info.compresses) EXPECT_EQ(info.compressor, "dense") << info.name;
-    if (info.servers_reselect_top_k) EXPECT_EQ(info.route, Route::kCentralized) << info.name;
+    const SchemeTraits& traits = info.traits;
+    if (traits.second_round || traits.runs_on_gpu) {
+      EXPECT_EQ(info.compressor, "count_sketch") << info.name;
+    }
+    // Momentum stays with the optimizer exactly where nothing is compressed.
+    EXPECT_EQ(!traits.worker_momentum, info.compressor == "dense") << info.name;
+    if (traits.servers_reselect_top_k) {
+      EXPECT_EQ(info.route, Route::kCentralized) << info.name;
+    }
+    if (traits.capped_release) {
+      EXPECT_TRUE(traits.worker_momentum) << info.name << ": a cap is a multiple of the worker's velocity";
+    }
   }
   EXPECT_EQ(SchemesHelp().find("  sketch_ps: "), 0u);
 }

@@ -12,77 +12,53 @@
 
 namespace sketchfuse {
 
-namespace {
-
-// The traits of a scheme (SchemeInfo's fields after the summary), as
-// designated initializers cannot be mixed with the leading fields.
-SchemeInfo Scheme(SchemeInfo info, bool compresses, bool capped_release, bool second_round, bool runs_on_gpu,
-                  bool servers_reselect_top_k, bool needs_parameters, DecentralizedFn algorithm) {
-  info.compresses = compresses;
-  info.capped_release = capped_release;
-  info.second_round = second_round;
-  info.runs_on_gpu = runs_on_gpu;
-  info.servers_reselect_top_k = servers_reselect_top_k;
-  info.needs_parameters = needs_parameters;
-  info.algorithm = algorithm;
-  return info;
-}
-
-constexpr bool kYes = true, kNo = false;
-
-}  // namespace
-
 const std::vector<SchemeInfo>& Schemes() {
-  //                                      compresses capped 2nd-round gpu reselect params algorithm
+  using T = SchemeTraits;
   static const std::vector<SchemeInfo>* schemes = new std::vector<SchemeInfo>{
-      Scheme({"sketch_ps", Route::kCentralized, "count_sketch", "count_sketch:method=peel,density=0.00625,rows=4",
-              "Count-Sketch per fused group, summed on the servers, which decode the global top-k (Sketch-Fusion)"},
-             kYes, kYes, kYes, kYes, kNo, kNo, nullptr),
+      {"sketch_ps", Route::kCentralized, "count_sketch", "count_sketch:method=peel,density=0.00625,rows=4",
+       "Count-Sketch per fused group, summed on the servers, which decode the global top-k (Sketch-Fusion)",
+       T().WorkerMomentum().CappedRelease().SecondRound().RunsOnGpu()},
       // topk_ps applies k coordinates in all (the servers re-select the
       // union of P local top-k), so it needs a higher density than
       // topk_allgather, as gtopk does; and no release cap: most of what a
       // worker sends is dropped by the re-selection, so a cap computed on
       // what it sends throttles what is applied (worker/README.md, "Baselines").
-      Scheme({"topk_ps", Route::kCentralized, "topk", "topk:density=0.05",
-              "local top-k, unioned and re-selected on the servers (BytePS-style baseline)"},
-             kYes, kNo, kNo, kNo, kYes, kNo, nullptr),
-      Scheme({"dense_ps", Route::kCentralized, "dense", "dense", "dense gradients summed on the servers"},
-             kNo, kNo, kNo, kNo, kNo, kNo, nullptr),
-      Scheme({"dense_allreduce", Route::kDecentralized, "dense", "dense",
-              "dense ring allreduce among the workers (the uncompressed baseline)"},
-             kNo, kNo, kNo, kNo, kNo, kNo, &DenseAllreduce),
-      Scheme({"dense_bf16_allreduce", Route::kDecentralized, "dense", "dense",
-              "dense ring allreduce with bfloat16 values on the wire, summed in float32 (the 16-bit baseline, 2x)"},
-             kNo, kNo, kNo, kNo, kNo, kNo, &DenseAllreduceBf16),
-      Scheme({"sketch_allreduce", Route::kDecentralized, "count_sketch",
-              "count_sketch:method=peel,density=0.0042,rows=4",
-              "allreduce of the sketches; every worker decodes the same top-k (gs-SGD global sketching)"},
-             kYes, kYes, kYes, kYes, kNo, kNo, &SketchAllreduce),
-      Scheme({"topk_allgather", Route::kDecentralized, "topk", "topk:density=0.01",
-              "local top-k, allgather of (index, value), summed"},
-             kYes, kYes, kNo, kNo, kNo, kNo, &TopKAllgather),
+      {"topk_ps", Route::kCentralized, "topk", "topk:density=0.05",
+       "local top-k, unioned and re-selected on the servers (BytePS-style baseline)",
+       T().WorkerMomentum().ServersReselectTopK()},
+      {"dense_ps", Route::kCentralized, "dense", "dense", "dense gradients summed on the servers", T()},
+      {"dense_allreduce", Route::kDecentralized, "dense", "dense",
+       "dense ring allreduce among the workers (the uncompressed baseline)", T(), &DenseAllreduce},
+      {"dense_bf16_allreduce", Route::kDecentralized, "dense", "dense",
+       "dense ring allreduce with bfloat16 values on the wire, summed in float32 (the 16-bit baseline, 2x)", T(),
+       &DenseAllreduceBf16},
+      {"sketch_allreduce", Route::kDecentralized, "count_sketch", "count_sketch:method=peel,density=0.0042,rows=4",
+       "allreduce of the sketches; every worker decodes the same top-k (gs-SGD global sketching)",
+       T().WorkerMomentum().CappedRelease().SecondRound().RunsOnGpu(), &SketchAllreduce},
+      {"topk_allgather", Route::kDecentralized, "topk", "topk:density=0.01",
+       "local top-k, allgather of (index, value), summed", T().WorkerMomentum().CappedRelease(), &TopKAllgather},
       // gtopk applies k coordinates in all, where topk_allgather applies the
       // union of P local top-k (3.7k at P = 4 on the Fashion-MNIST models), so
       // it needs twice topk's density to hold accuracy (worker/README.md). Its
       // tree compares the workers' values: no release cap.
-      Scheme({"gtopk", Route::kDecentralized, "topk", "topk:density=0.02",
-              "gTop-k: log2 P rounds of pairwise merge and top-k re-selection, then a broadcast"},
-             kYes, kNo, kNo, kNo, kNo, kNo, &GTopK),
+      {"gtopk", Route::kDecentralized, "topk", "topk:density=0.02",
+       "gTop-k: log2 P rounds of pairwise merge and top-k re-selection, then a broadcast", T().WorkerMomentum(),
+       &GTopK},
       // importance_allreduce's density is per rank: every rank names its k
       // most important indices and all allreduce their values at the union
       // (up to P k coordinates; 3.8x at P = 4 on the Fashion-MNIST models:
       // the density that holds accuracy, worker/README.md, "Baselines").
-      Scheme({"importance_allreduce", Route::kDecentralized, "importance", "importance:density=0.04",
-              "every rank names its important indices by |g|/|w| (allgather); all allreduce their values at the union"},
-             kYes, kNo, kNo, kNo, kNo, kYes, &ImportanceAllreduce),
-      Scheme({"spardl", Route::kDecentralized, "topk", "topk:density=0.01",
-              "SparDL: Spar-Reduce-Scatter and Spar-All-Gather with global residual collection"},
-             kYes, kNo, kNo, kNo, kNo, kNo, &SparDL),
+      {"importance_allreduce", Route::kDecentralized, "importance", "importance:density=0.04",
+       "every rank names its important indices by |g|/|w| (allgather); all allreduce their values at the union",
+       T().WorkerMomentum().NeedsParameters(), &ImportanceAllreduce},
+      {"spardl", Route::kDecentralized, "topk", "topk:density=0.01",
+       "SparDL: Spar-Reduce-Scatter and Spar-All-Gather with global residual collection", T().WorkerMomentum(),
+       &SparDL},
       // The hybrid pushes like sketch_ps and falls back to sketch_allreduce's
       // algorithm; the servers decode in one round, so no second round.
-      Scheme({"auto", Route::kHybrid, "count_sketch", "count_sketch:method=peel,density=0.00625,rows=4",
-              "sketch_ps while the servers answer, sketch_allreduce when they fail; back when they are healthy"},
-             kYes, kYes, kNo, kYes, kNo, kNo, &SketchAllreduce),
+      {"auto", Route::kHybrid, "count_sketch", "count_sketch:method=peel,density=0.00625,rows=4",
+       "sketch_ps while the servers answer, sketch_allreduce when they fail; back when they are healthy",
+       T().WorkerMomentum().CappedRelease().RunsOnGpu(), &SketchAllreduce},
   };
   return *schemes;
 }
@@ -165,8 +141,8 @@ absl::Status CheckRunScheme(const v1::RunConfig& run) {
   // A copy: a reference into the temporary StatusOr would dangle (ASan's
   // stack-use-after-scope, found by //worker/hook:hook_session_test).
   const SchemeInfo info = *FindScheme(run.scheme());
-  if (run.second_round() && !info.second_round) {
-    const std::vector<std::string> with = NamesWith([](const SchemeInfo& scheme) { return scheme.second_round; });
+  if (run.second_round() && !info.traits.second_round) {
+    const std::vector<std::string> with = NamesWith([](const SchemeInfo& scheme) { return scheme.traits.second_round; });
     return absl::InvalidArgumentError(absl::StrCat("--second_round is for --scheme=", absl::StrJoin(with, " or "),
                                                    " only; the scheme is ", run.scheme()));
   }
@@ -179,7 +155,7 @@ absl::Status CheckRunScheme(const v1::RunConfig& run) {
 MomentumPlace MomentumPlaceOf(const v1::RunConfig& run) {
   if (!(run.momentum() > 0)) return MomentumPlace::kNone;
   absl::StatusOr<SchemeInfo> info = FindScheme(run.scheme());
-  if (info.ok() && !info->compresses) return MomentumPlace::kOptimizer;
+  if (info.ok() && !info->traits.worker_momentum) return MomentumPlace::kOptimizer;
   if (KeepsSketchSpaceState(run.compressor())) return MomentumPlace::kSketch;
   return MomentumPlace::kWorker;
 }
@@ -190,7 +166,7 @@ bool CapsRelease(const v1::RunConfig& run) {
   if (!(run.release_cap() > 0) || run.second_round() || !run.error_feedback()) return false;
   if (!UsesMomentumCorrection(run)) return false;
   absl::StatusOr<SchemeInfo> info = FindScheme(run.scheme());
-  return info.ok() && info->capped_release;
+  return info.ok() && info->traits.capped_release;
 }
 
 double ReleaseCapFor(const v1::RunConfig& run, uint32_t world_size) {
@@ -204,8 +180,8 @@ absl::Status CheckDevicePlacement(const v1::RunConfig& run) {
     return absl::InvalidArgumentError(absl::StrCat("device must be cpu or gpu; got ", QuoteField(run.device())));
   }
   absl::StatusOr<SchemeInfo> info = FindScheme(run.scheme());
-  if (!info.ok() || !info->runs_on_gpu) {
-    const std::vector<std::string> on_gpu = NamesWith([](const SchemeInfo& scheme) { return scheme.runs_on_gpu; });
+  if (!info.ok() || !info->traits.runs_on_gpu) {
+    const std::vector<std::string> on_gpu = NamesWith([](const SchemeInfo& scheme) { return scheme.traits.runs_on_gpu; });
     return absl::InvalidArgumentError(absl::StrCat("device=gpu serves the count_sketch schemes (",
                                                    absl::StrJoin(on_gpu, ", "), "); got scheme ", run.scheme()));
   }

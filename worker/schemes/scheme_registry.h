@@ -19,21 +19,18 @@
 
 namespace sketchfuse {
 
-struct SchemeInfo {
-  std::string name;
-  Route route;
-  // Name of the compressor the scheme runs (the compressor registry's).
-  std::string compressor;
-  std::string default_compressor_spec;
-  std::string summary;
-
-  // Traits.
-  // Sends compressed gradients: momentum is kept on the worker before
-  // compression (momentum correction) or in sketch space (FetchSGD); a dense
-  // scheme leaves it to the optimizer.
-  bool compresses = true;
+// What a scheme is, beyond its route and compressor: each trait a named
+// field, set in the registry's table by name (SchemeTraits().WorkerMomentum()
+// .CappedRelease()...), read by the code that decides what the trait
+// decides.
+struct SchemeTraits {
+  // Momentum is kept on the worker, before compression (momentum
+  // correction, or FetchSGD's sketch space for count_sketch
+  // method=fetchsgd): the compressing schemes. Otherwise the optimizer keeps
+  // it on the applied update, exact for a dense scheme (MomentumPlaceOf).
+  bool worker_momentum = false;
   // The values a worker sends are the ones applied, so its release can be
-  // capped (--release_cap; see CapsRelease).
+  // capped (--release_cap; CapsRelease).
   bool capped_release = false;
   // An exact second round exists (--second_round).
   bool second_round = false;
@@ -43,8 +40,25 @@ struct SchemeInfo {
   bool servers_reselect_top_k = false;
   // Its exchange needs the group's parameter values (importance weights).
   bool needs_parameters = false;
+
+  SchemeTraits& WorkerMomentum() { worker_momentum = true; return *this; }
+  SchemeTraits& CappedRelease() { capped_release = true; return *this; }
+  SchemeTraits& SecondRound() { second_round = true; return *this; }
+  SchemeTraits& RunsOnGpu() { runs_on_gpu = true; return *this; }
+  SchemeTraits& ServersReselectTopK() { servers_reselect_top_k = true; return *this; }
+  SchemeTraits& NeedsParameters() { needs_parameters = true; return *this; }
+};
+
+struct SchemeInfo {
+  std::string name;
+  Route route;
+  // Name of the compressor the scheme runs (the compressor registry's).
+  std::string compressor;
+  std::string default_compressor_spec;
+  std::string summary;
+  SchemeTraits traits;
   // Decentralized route, and the hybrid's fallback: the algorithm every rank
-  // runs over the collective.
+  // runs over the collective (null for the centralized schemes).
   DecentralizedFn algorithm = nullptr;
 };
 
@@ -96,7 +110,7 @@ bool UsesMomentumCorrection(const v1::RunConfig& run);
 
 // Whether the run caps what a worker releases per step (run.release_cap):
 // schemes with momentum correction whose payload values are what a worker
-// sends and is applied (SchemeInfo::capped_release: topk_allgather,
+// sends and is applied (SchemeTraits::capped_release: topk_allgather,
 // sketch_ps, sketch_allreduce, auto), without a second round (which sends
 // the residual's exact values). SparDL and importance_allreduce send values
 // from the residual itself; gtopk re-selects among the workers' values on

@@ -18,9 +18,11 @@
 #include "worker/training/epoch_order.h"
 #include "worker/training/workloads.h"
 #include "worker/compression/group_compressors.h"
+#include "worker/training/checkpoint_state.h"
 #include "worker/schemes/scheme_registry.h"
 
 namespace sketchfuse {
+
 namespace {
 
 // The training examples a run uses.
@@ -323,14 +325,7 @@ absl::Status Trainer::SaveCheckpoint(int64_t next_step) const {
     torch::serialize::OutputArchive optimizer;
     s.optimizer->save(optimizer);
     archive.write("optimizer", optimizer);
-    const std::vector<std::vector<float>> residuals = s.scheme->SaveState();
-    archive.write("groups", torch::tensor({static_cast<int64_t>(residuals.size())}, torch::kInt64));
-    for (size_t g = 0; g < residuals.size(); ++g) {
-      archive.write(absl::StrCat("residual_", g),
-                    torch::from_blob(const_cast<float*>(residuals[g].data()),
-                                     {static_cast<int64_t>(residuals[g].size())}, torch::kFloat32)
-                        .clone());
-    }
+    WriteGroupStates(s.scheme->SaveState(), archive);
     archive.save_to(tmp);
   } catch (const c10::Error& e) {
     return absl::DataLossError(absl::StrCat("cannot write checkpoint '", tmp, "': ", e.what_without_backtrace()));
@@ -348,7 +343,7 @@ absl::StatusOr<int64_t> Trainer::LoadCheckpoint() {
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(path);
-    torch::Tensor fingerprint, rank, next_step, groups;
+    torch::Tensor fingerprint, rank, next_step;
     archive.read("fingerprint", fingerprint);
     const std::string saved(reinterpret_cast<const char*>(fingerprint.data_ptr<uint8_t>()), fingerprint.numel());
     if (saved != RunFingerprint(s.run)) {
@@ -373,28 +368,15 @@ absl::StatusOr<int64_t> Trainer::LoadCheckpoint() {
     torch::serialize::InputArchive optimizer;
     archive.read("optimizer", optimizer);
     s.optimizer->load(optimizer);
-    archive.read("groups", groups);
-    // The scheme's state vectors (residuals, velocities): their count is
-    // checked before anything is allocated for them.
-    const int64_t num_groups = groups.item<int64_t>();
-    const int64_t expected = static_cast<int64_t>(s.scheme->SaveState().size());
-    if (num_groups != expected) {
-      return absl::InvalidArgumentError(absl::StrCat("checkpoint '", path, "' holds ", num_groups,
-                                                     " state vectors; this run's scheme keeps ", expected));
-    }
     const int64_t total_steps = static_cast<int64_t>(s.run.steps_per_epoch()) * s.run.epochs();
     if (next_step.item<int64_t>() < 0 || next_step.item<int64_t>() > total_steps) {
       return absl::InvalidArgumentError(absl::StrCat("checkpoint '", path, "' resumes at step ",
                                                      next_step.item<int64_t>(), ", outside this run's 0..",
                                                      total_steps));
     }
-    std::vector<std::vector<float>> residuals(num_groups);
-    for (size_t g = 0; g < residuals.size(); ++g) {
-      torch::Tensor r;
-      archive.read(absl::StrCat("residual_", g), r);
-      residuals[g].assign(r.data_ptr<float>(), r.data_ptr<float>() + r.numel());
-    }
-    if (absl::Status st = s.scheme->RestoreState(residuals); !st.ok()) {
+    absl::StatusOr<std::vector<GroupState>> state = ReadGroupStates(archive, s.scheme->SaveState());
+    if (!state.ok()) return absl::InvalidArgumentError(absl::StrCat("checkpoint '", path, "': ", state.status().message()));
+    if (absl::Status st = s.scheme->RestoreState(*state); !st.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("checkpoint '", path, "': ", st.message()));
     }
     return next_step.item<int64_t>();
