@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/error_text.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -18,10 +19,14 @@ using google::protobuf::FieldDescriptor;
 using google::protobuf::Reflection;
 using google::protobuf::TextFormat;
 
+// The field's value as text format prints it, cut to kQuotedFieldMaxBytes
+// (common/error_text.h) with its full length named: a worker may send a
+// string of any size, and the diff goes into a status message.
 std::string FieldValue(const v1::RunConfig& message, const FieldDescriptor* field, int index) {
   std::string out;
   TextFormat::PrintFieldValueToString(message, field, index, &out);
-  return out;
+  if (out.size() <= kQuotedFieldMaxBytes) return out;
+  return absl::StrCat(out.substr(0, kQuotedFieldMaxBytes), "... (", out.size(), " bytes)");
 }
 
 std::string DescribeRepeated(const v1::RunConfig& message, const FieldDescriptor* field) {

@@ -21,7 +21,9 @@ std::string RunFingerprint(const v1::RunConfig& run);
 
 // One line per differing field, "field: job has X, worker has Y" (repeated
 // fields: their lengths and the first differing position), joined by "; ".
-// Empty when the two are equal.
+// Each value is cut to a short prefix with its length (a diff quoting a
+// 1 MiB string would be a status no gRPC client can receive). Empty when the
+// two are equal.
 std::string DiffRunConfigs(const v1::RunConfig& job, const v1::RunConfig& worker);
 
 }  // namespace sketchfuse

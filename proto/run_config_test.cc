@@ -53,5 +53,18 @@ TEST(DiffRunConfigsTest, RepeatedFieldsShowLengthAndFirstDifference) {
   EXPECT_NE(diff.find("worker has 7 values"), std::string::npos) << diff;
 }
 
+// A worker with valid credentials may send a run whose string field holds
+// a megabyte: the diff quotes a short prefix of it and its length, never the
+// whole (issue 34's hostile Join).
+TEST(DiffRunConfigsTest, QuotesOnlyAShortPrefixOfAHugeField) {
+  v1::RunConfig worker = Example();
+  worker.set_compressor(std::string(1 << 20, 'x'));
+  const std::string diff = DiffRunConfigs(Example(), worker);
+  EXPECT_LT(diff.size(), 400u) << diff.size();
+  EXPECT_NE(diff.find("compressor: job has \"count_sketch:density=0.01\", worker has \"xxxx"), std::string::npos)
+      << diff;
+  EXPECT_NE(diff.find("(1048578 bytes)"), std::string::npos) << diff;  // with text format's quotes
+}
+
 }  // namespace
 }  // namespace sketchfuse

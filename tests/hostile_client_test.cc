@@ -31,6 +31,7 @@
 #include "proto/coordinator.grpc.pb.h"
 #include "proto/payload_convert.h"
 #include "proto/push_codec.h"
+#include "proto/run_config.h"
 #include "common/sketch_hash.h"
 #include "tests/process_util.h"
 
@@ -285,6 +286,19 @@ TEST_F(HostileClientTest, AbusiveRequestsToEveryRpcLeaveTheHonestRoundExactAndMe
     join.set_worker_id("w0");
     ExpectRefused(coordinator_->Join(Context(kShardToken).get(), join, &joined), grpc::StatusCode::PERMISSION_DENIED,
                   "Join is for workers", "Join with the shard token");
+    // A well-formed Join of another run whose string field holds a megabyte:
+    // refused as a different configuration, quoting a short prefix of it (a
+    // quoted megabyte would reach the client as RESOURCE_EXHAUSTED).
+    v1::RunConfig huge_run;
+    huge_run.set_scheme("sketch_ps");
+    huge_run.set_compressor(std::string(1 << 20, 'c'));
+    *join.mutable_run() = huge_run;
+    join.set_fingerprint(RunFingerprint(huge_run));
+    join.set_sketch_hash_family(kSketchHashFamily);
+    ExpectRefused(coordinator_->Join(Context().get(), join, &joined), grpc::StatusCode::FAILED_PRECONDITION,
+                  "(1048578 bytes)", "Join of a run with a 1 MiB compressor");
+    join.clear_run();
+    join.clear_fingerprint();
 
     v1::HeartbeatRequest beat;
     beat.set_job("h");
