@@ -26,8 +26,9 @@ struct ShardCredentialFiles {
 // config->coordinator_client. INVALID_ARGUMENT naming the flag for files
 // given without their partners (a certificate without its key, a client CA
 // without a certificate, a shard token without the workers', identities
-// without mutual TLS), two roles with one token, or a file that cannot be
-// read; config is then partly filled and must not be used.
+// without mutual TLS) or two roles with one token; a file that cannot be
+// read fails as proto/rpc_channel.h ReadFlagFile says, naming the flag. On
+// an error config is partly filled and must not be used.
 absl::Status LoadShardCredentials(const ShardCredentialFiles& files, ShardServerConfig* config);
 
 }  // namespace sketchfuse

@@ -1,14 +1,14 @@
-// TLS and mutual TLS on the real sketchfuse_server daemon, with certificates
-// generated for the test by openssl: a CA, a server certificate for
-// 127.0.0.1, a client certificate from the CA and one from a stranger.
-// Plaintext to a TLS server, no client certificate under mTLS, a stranger's
-// certificate, and a wrong token are each refused, and a good push completes
-// with the exact update after them.
-// Usage (from Bazel): server_tls_test <sketchfuse_server>
-#include <signal.h>
-
+// TLS and mutual TLS on a shard started in-process (server/shard_server.h,
+// with the credentials server/shard_credentials.h loads from the daemon's
+// flag files), with certificates generated for the test by openssl: a CA, a
+// server certificate for 127.0.0.1, a client certificate from the CA and one
+// from a stranger. Plaintext to a TLS server, no client certificate under
+// mTLS, a stranger's certificate, and a wrong token are each refused, and a
+// good push completes with the exact update after them. (The daemon's flags
+// themselves: server/server_cli_test.sh.)
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -17,13 +17,14 @@
 #include "common/sketch_hash.h"
 #include "proto/aggregator.grpc.pb.h"
 #include "proto/coordinator.grpc.pb.h"
+#include "proto/job_config_file.h"
 #include "proto/payload_convert.h"
+#include "server/shard_credentials.h"
+#include "server/shard_server.h"
 #include "tests/process_util.h"
 
 namespace sketchfuse {
 namespace {
-
-std::string server_binary;
 
 bool RunShell(const std::string& command) { return std::system(command.c_str()) == 0; }
 
@@ -62,20 +63,37 @@ class ServerTlsTest : public ::testing::Test {
       "groups": [{"group": 0, "dim": 8, "compressor": "dense", "layerEnd": 1}]})";
   }
 
-  void TearDown() override { KillIfRunning(server_); }
+  void TearDown() override { server_.reset(); }
 
-  // Starts the daemon with `extra` flags; returns its port.
-  int StartServer(const std::vector<std::string>& extra) {
-    const std::string port_file = *dir_ + "/port";
-    std::remove(port_file.c_str());
-    std::vector<std::string> argv = {server_binary, "--job_config=" + *dir_ + "/job.json",
-                                     "--port=0", "--port_file=" + port_file,
-                                     "--token_file=" + *dir_ + "/token"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    server_ = Spawn(argv, *dir_ + "/server.out", *dir_ + "/server.err");
-    const std::string port = WaitForFile(port_file, std::chrono::seconds(30));
-    EXPECT_FALSE(port.empty()) << ReadFileOrEmpty(*dir_ + "/server.err");
-    return port.empty() ? 0 : std::stoi(port);
+  // The certificate files of the server's flags (--tls_cert, ...), with the
+  // token file; `client_ca` asks for mutual TLS.
+  static ShardCredentialFiles Files(bool client_ca, std::vector<std::string> shard_identities = {}) {
+    ShardCredentialFiles files;
+    files.tls_cert = *dir_ + "/server.pem";
+    files.tls_key = *dir_ + "/server.key";
+    if (client_ca) files.tls_client_ca = *dir_ + "/ca.pem";
+    files.token_file = *dir_ + "/token";
+    files.shard_identities = std::move(shard_identities);
+    return files;
+  }
+
+  // Starts a shard of `job_file` in-process on a free port; returns its port.
+  int StartServer(const ShardCredentialFiles& files, const std::string& job_file = "job.json",
+                  bool coordinator = false) {
+    absl::StatusOr<v1::JobConfig> job = ReadJobConfig(*dir_ + "/" + job_file);
+    EXPECT_TRUE(job.ok()) << job.status();
+    if (!job.ok()) return 0;
+    ShardServerConfig config;
+    config.job = *job;
+    config.serve_coordinator = coordinator;
+    const absl::Status loaded = LoadShardCredentials(files, &config);
+    EXPECT_TRUE(loaded.ok()) << loaded;
+    if (!loaded.ok()) return 0;
+    absl::StatusOr<std::unique_ptr<ShardServer>> server = ShardServer::Start(std::move(config));
+    EXPECT_TRUE(server.ok()) << server.status();
+    if (!server.ok()) return 0;
+    server_ = *std::move(server);
+    return server_->port();
   }
 
   static std::shared_ptr<grpc::ChannelCredentials> Tls(const std::string& client) {
@@ -108,7 +126,7 @@ class ServerTlsTest : public ::testing::Test {
 
   static std::string* dir_;
   static bool ok_;
-  pid_t server_ = -1;
+  std::unique_ptr<ShardServer> server_;
 };
 
 std::string* ServerTlsTest::dir_ = nullptr;
@@ -116,8 +134,7 @@ bool ServerTlsTest::ok_ = false;
 
 TEST_F(ServerTlsTest, TlsServerRefusesPlaintextAndWrongTokens) {
   ASSERT_TRUE(ok_) << "openssl could not make the test certificates";
-  const int port = StartServer({"--tls_cert=" + *dir_ + "/server.pem",
-                                "--tls_key=" + *dir_ + "/server.key"});
+  const int port = StartServer(Files(false));
   ASSERT_GT(port, 0);
   v1::PushReply reply;
   EXPECT_EQ(Push(port, grpc::InsecureChannelCredentials(), "tls-token", 0, &reply).error_code(),
@@ -127,17 +144,12 @@ TEST_F(ServerTlsTest, TlsServerRefusesPlaintextAndWrongTokens) {
   grpc::Status good = Push(port, Tls(""), "tls-token", 0, &reply);
   ASSERT_TRUE(good.ok()) << good.error_message();
   EXPECT_EQ(reply.update().values(7), 1.5f);
-  EXPECT_NE(ReadFileOrEmpty(*dir_ + "/server.out").find("(TLS, bearer token required)"),
-            std::string::npos);
-  kill(server_, SIGTERM);
-  EXPECT_EQ(WaitFor(server_, std::chrono::seconds(20)), 0);
+  EXPECT_EQ(server_->Shutdown(), 0);
 }
 
 TEST_F(ServerTlsTest, MutualTlsServerRequiresACertificateFromItsCa) {
   ASSERT_TRUE(ok_) << "openssl could not make the test certificates";
-  const int port = StartServer({"--tls_cert=" + *dir_ + "/server.pem",
-                                "--tls_key=" + *dir_ + "/server.key",
-                                "--tls_client_ca=" + *dir_ + "/ca.pem"});
+  const int port = StartServer(Files(true));
   ASSERT_GT(port, 0);
   v1::PushReply reply;
   EXPECT_FALSE(Push(port, Tls(""), "tls-token", 0, &reply).ok());
@@ -154,9 +166,7 @@ TEST_F(ServerTlsTest, MutualTlsServerRequiresACertificateFromItsCa) {
 // shard's cannot push.
 TEST_F(ServerTlsTest, CertificateIdentitiesDecideRolesUnderMutualTls) {
   ASSERT_TRUE(ok_) << "openssl could not make the test certificates";
-  const int port = StartServer({"--job_config=" + *dir_ + "/run.json", "--coordinator",
-                                "--tls_cert=" + *dir_ + "/server.pem", "--tls_key=" + *dir_ + "/server.key",
-                                "--tls_client_ca=" + *dir_ + "/ca.pem", "--shard_identities=shard-1,shard-2"});
+  const int port = StartServer(Files(true, {"shard-1", "shard-2"}), "run.json", /*coordinator=*/true);
   ASSERT_GT(port, 0);
   auto registration = [&](const std::string& client) {
     auto stub = v1::Coordinator::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), Tls(client)));
@@ -187,26 +197,18 @@ TEST_F(ServerTlsTest, CertificateIdentitiesDecideRolesUnderMutualTls) {
   EXPECT_TRUE(good.ok()) << good.error_message();
 }
 
-TEST_F(ServerTlsTest, BadTlsFlagsAreRefusedAtStartUp) {
+TEST_F(ServerTlsTest, BadTlsFilesAreRefusedByFlagName) {
   ASSERT_TRUE(ok_);
-  const pid_t pid = Spawn({server_binary, "--job_config=" + *dir_ + "/job.json",
-                           "--tls_cert=" + *dir_ + "/missing.pem", "--tls_key=" + *dir_ + "/server.key"},
-                          *dir_ + "/bad.out", *dir_ + "/bad.err");
-  EXPECT_EQ(WaitFor(pid, std::chrono::seconds(20)), 2);
-  EXPECT_NE(ReadFileOrEmpty(*dir_ + "/bad.err").find("cannot read --tls_cert file"),
-            std::string::npos)
-      << ReadFileOrEmpty(*dir_ + "/bad.err");
+  ShardServerConfig config;
+  ShardCredentialFiles files = Files(false);
+  files.tls_cert = *dir_ + "/missing.pem";
+  const absl::Status missing = LoadShardCredentials(files, &config);
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.message().find("cannot read --tls_cert file"), std::string::npos) << missing;
+  files = Files(false, {"shard-1"});
+  const absl::Status identities = LoadShardCredentials(files, &config);
+  EXPECT_NE(identities.message().find("--shard_identities needs mutual TLS"), std::string::npos) << identities;
 }
 
 }  // namespace
 }  // namespace sketchfuse
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s <sketchfuse_server>\n", argv[0]);
-    return 2;
-  }
-  sketchfuse::server_binary = argv[1];
-  return RUN_ALL_TESTS();
-}
