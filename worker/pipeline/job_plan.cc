@@ -1,12 +1,15 @@
 #include "worker/pipeline/job_plan.h"
 
 #include <cmath>
+#include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "common/compressor.h"
 #include "common/compressor_registry.h"
 #include "common/cost_model.h"
 #include "common/fusion_planner.h"
+#include "proto/job_config_file.h"
+#include "proto/run_config.h"
 #include "worker/schemes/scheme_registry.h"
 
 namespace sketchfuse {
@@ -84,6 +87,20 @@ std::vector<std::string> JobFitWarnings(const v1::JobConfig& job) {
     if (!warning.empty()) warnings.push_back(absl::StrCat("group ", group.group(), " (", group.dim(), " elements): ", warning));
   }
   return warnings;
+}
+
+absl::Status WriteJobConfigFile(const std::string& job_name, uint32_t world_size, const v1::RunConfig& run,
+                                uint32_t round_deadline_ms, const std::string& path) {
+  absl::StatusOr<v1::JobConfig> job = MakeJobConfig(job_name, world_size, run, round_deadline_ms);
+  if (!job.ok()) return job.status();
+  job->set_finished_rounds_kept(16);
+  if (absl::Status s = WriteJobConfig(*job, path); !s.ok()) return s;
+  std::cout << "sketchfuse_worker: wrote job '" << job->job() << "' (" << job->groups_size() << " groups over "
+            << run.layer_sizes_size() << " layers, run " << RunFingerprint(run) << ") to " << path << std::endl;
+  for (const std::string& warning : JobFitWarnings(*job)) {
+    std::cerr << "sketchfuse_worker: warning: " << warning << std::endl;
+  }
+  return absl::OkStatus();
 }
 
 std::vector<GroupLayout> GroupLayouts(const v1::JobConfig& job) {

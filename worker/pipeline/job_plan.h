@@ -29,6 +29,13 @@ absl::StatusOr<v1::JobConfig> MakeJobConfig(const std::string& job_name, uint32_
 // print them at join and keep them in their summaries.
 std::vector<std::string> JobFitWarnings(const v1::JobConfig& job);
 
+// MakeJobConfig (keeping 16 finished rounds per group, for resumed workers)
+// written to `path` (JSON, proto/job_config_file.h), with a line naming the
+// job on standard output and its JobFitWarnings on standard error: what a
+// launcher runs once before it starts the servers.
+absl::Status WriteJobConfigFile(const std::string& job_name, uint32_t world_size, const v1::RunConfig& run,
+                                uint32_t round_deadline_ms, const std::string& path);
+
 // The pipeline layout of a job's groups.
 std::vector<GroupLayout> GroupLayouts(const v1::JobConfig& job);
 
