@@ -178,6 +178,7 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
   absl::StatusOr<RoundResult> immediate = absl::UnknownError("unset");
   bool answer_now = false;
   bool complete = false;
+  std::vector<EndedRound> superseded;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (key.second_round) {
@@ -213,7 +214,8 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
       }
       bool beyond_window = false;
       if (!answer_now) {
-        if (absl::Status may_open = CheckNewRoundLocked(key, payload_bytes, &beyond_window); !may_open.ok()) {
+        if (absl::Status may_open = CheckNewRoundLocked(key, worker, payload_bytes, &beyond_window, &superseded);
+            !may_open.ok()) {
           immediate = std::move(may_open);
           answer_now = true;
         }
@@ -224,8 +226,10 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
         round.deadline = now + config_.round_deadline;
         round.arrived.assign(config_.world_size, false);
         round.parts.resize(config_.world_size);
-        round.beyond_window = beyond_window;
-        if (beyond_window) progress_[key.group].beyond_window_open = true;
+        if (beyond_window) {
+          round.beyond_window_holder = worker;
+          progress_[key.group].beyond_window_rounds[worker] = key.step;
+        }
         open = rounds_.emplace(id, std::move(round)).first;
         ++stats_.rounds_open;
       }
@@ -252,6 +256,10 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
       }
     }
   }
+  for (EndedRound& ended : superseded) {
+    for (PushCallback& waiting : ended.waiting) waiting(ended.status);
+    if (config_.on_round_finished) config_.on_round_finished(ended.report);
+  }
   if (answer_now) {
     done(std::move(immediate));
     return;
@@ -259,10 +267,11 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
   if (complete) Complete(*group, id);
 }
 
-absl::Status AggregationCore::CheckNewRoundLocked(const RoundKey& key, uint64_t payload_bytes, bool* beyond_window) {
+absl::Status AggregationCore::CheckNewRoundLocked(const RoundKey& key, uint32_t worker, uint64_t payload_bytes,
+                                                  bool* beyond_window, std::vector<EndedRound>* superseded) {
   *beyond_window = false;
   if (!key.second_round) {
-    const Progress& progress = progress_[key.group];
+    Progress& progress = progress_[key.group];
     bool anchored = progress.any_finished;
     uint64_t anchor = progress.last_finished;
     if (!anchored) {
@@ -279,13 +288,33 @@ absl::Status AggregationCore::CheckNewRoundLocked(const RoundKey& key, uint64_t 
     }
     const uint64_t distance = key.step > anchor ? key.step - anchor : anchor - key.step;
     if (anchored && distance > config_.step_window) {
-      if (progress.beyond_window_open) {
-        ++stats_.refused_out_of_window;
-        return absl::OutOfRangeError(absl::StrCat(
-            "step ", key.step, " of group ", key.group, " is outside this shard's step window: it opens steps within ",
-            config_.step_window, " (--step_window) of ", anchor, ", the group's ",
-            progress.any_finished ? "most recently finished" : "lowest open", " step, and its one round outside "
-            "the window is already open"));
+      if (auto held = progress.beyond_window_rounds.find(worker); held != progress.beyond_window_rounds.end()) {
+        const RoundId held_id{key.group, held->second, false};
+        auto round = rounds_.find(held_id);
+        const bool held_alone = round != rounds_.end() && !round->second.decoding && round->second.count == 1 &&
+                                round->second.arrived[worker];
+        if (!held_alone) {
+          ++stats_.refused_out_of_window;
+          return absl::OutOfRangeError(absl::StrCat(
+              "step ", key.step, " of group ", key.group, " is outside this shard's step window: it opens steps within ",
+              config_.step_window, " (--step_window) of ", anchor, ", the group's ",
+              progress.any_finished ? "most recently finished" : "lowest open", " step, and worker ", worker,
+              "'s one round outside the window, step ", held->second, ", is open with other workers' pushes"));
+        }
+        // The worker moved on from the round it alone pushed: it gives way.
+        superseded->push_back(EndedRound{
+            std::move(round->second.waiting),
+            absl::UnavailableError(absl::StrCat(RoundName(config_.job, key.group, held->second), " (outside the step "
+                                                "window) was superseded by worker ", worker, "'s push of step ",
+                                                key.step, "; push again to reopen it")),
+            RoundReport{key.group, held->second, false, false, absl::Now() - round->second.opened,
+                        absl::ZeroDuration()}});
+        ForgetRoundLocked(round->first, round->second);
+        rounds_.erase(round);
+        ++stats_.rounds_failed;
+        ++stats_.superseded_beyond_window;
+        superseded->back().report.rounds_open = stats_.rounds_open;
+        superseded->back().report.bytes_held = stats_.bytes_held;
       }
       *beyond_window = true;
     }
@@ -310,7 +339,9 @@ absl::Status AggregationCore::CheckNewRoundLocked(const RoundKey& key, uint64_t 
 void AggregationCore::ForgetRoundLocked(const RoundId& id, const Round& round) {
   stats_.bytes_held -= round.bytes;
   --stats_.rounds_open;
-  if (round.beyond_window) progress_[id.group].beyond_window_open = false;
+  if (round.beyond_window_holder >= 0) {
+    progress_[id.group].beyond_window_rounds.erase(static_cast<uint32_t>(round.beyond_window_holder));
+  }
 }
 
 void AggregationCore::Complete(Group& group, const RoundId& id) {

@@ -28,13 +28,23 @@
 //     kept is refused as finished (FAILED_PRECONDITION) when it is at most
 //     `step_window` below the oldest kept step; one more than `step_window`
 //     away from the progress, either way, is refused with OUT_OF_RANGE naming
-//     the step and the window, except for one round per group (a job
-//     returning from the decentralized route or resuming away from the
-//     progress: its workers all push the same step, and the round, once
-//     complete, moves the progress). So a forged far-future round cannot make
-//     later steps look finished (the honest step takes the one slot and,
-//     completed, brings the progress back), and a flood of steps opens at
-//     most 2 step_window + 2 rounds per group.
+//     the step and the window, except that each worker may hold one round
+//     per group outside it (a job returning from the decentralized route or
+//     resuming away from the progress: its workers all push the same step,
+//     and the round, once complete, moves the progress). A push into a round
+//     already open always lands, so the job's round needs only one of its
+//     workers' slots. A worker's new push beyond the window supersedes its
+//     held round while no other worker has pushed into that round (the
+//     round fails UNAVAILABLE, which the worker's transport retries); a held
+//     round another worker joined is kept and the new push is refused with
+//     OUT_OF_RANGE. So a flood of far-future steps claiming one worker holds
+//     one round: the returning job's round opens in another worker's slot
+//     whichever arrives first, and a push of the flood's claimed worker
+//     takes that worker's slot back from the flood (to keep the job out a
+//     flooder must claim every worker, and then it could forge whole rounds
+//     anyway). A forged far-future round cannot make later steps look
+//     finished, and a flood of steps opens at most 2 step_window + 1 +
+//     world_size rounds per group.
 //   - Bounded memory: a push that would open a round past `max_open_rounds`
 //     open rounds, or past `max_held_bytes` of payloads held in open rounds,
 //     is refused with RESOURCE_EXHAUSTED naming the limit. Pushes into rounds
@@ -210,6 +220,9 @@ class AggregationCore {
     // open rounds and held bytes (RESOURCE_EXHAUSTED).
     uint64_t refused_out_of_window = 0;
     uint64_t refused_over_capacity = 0;
+    // Rounds outside the window that their worker's next push beyond it
+    // superseded (also counted in rounds_failed).
+    uint64_t superseded_beyond_window = 0;
   };
   Stats stats() const;
 
@@ -233,14 +246,18 @@ class AggregationCore {
     std::vector<PushCallback> waiting;
     bool decoding = false;
     uint64_t bytes = 0;           // payload bytes held
-    bool beyond_window = false;   // the group's one round outside its window
+    // A round outside the group's step window, and the worker whose push
+    // opened it and holds it (one per worker and group: see the file
+    // comment); -1 for a round within the window.
+    int64_t beyond_window_holder = -1;
   };
   // Where a group's steps stand (first rounds; a second round needs its
   // first round's kept answer, which bounds it).
   struct Progress {
     bool any_finished = false;
     uint64_t last_finished = 0;  // the most recently finished round's step
-    bool beyond_window_open = false;
+    // Each worker's held round outside the window: worker -> its step.
+    std::map<uint32_t, uint64_t> beyond_window_rounds;
   };
   struct RoundId {
     uint32_t group = 0;
@@ -251,6 +268,12 @@ class AggregationCore {
     }
   };
   using FinishedKey = std::pair<uint32_t, bool>;  // (group, second round)
+  // A round failed under the lock, to be answered and reported outside it.
+  struct EndedRound {
+    std::vector<PushCallback> waiting;
+    absl::Status status;
+    RoundReport report;
+  };
 
   explicit AggregationCore(AggregationConfig config) : config_(std::move(config)) {}
 
@@ -266,8 +289,12 @@ class AggregationCore {
   void Complete(Group& group, const RoundId& id);
   int FailRounds(const std::function<absl::Status(const RoundId&, const Round&)>& why);
   // OK if a push of `key` may open a new round (the step window, the caps);
-  // else the refusal. Sets *beyond_window for the group's one round past it.
-  absl::Status CheckNewRoundLocked(const RoundKey& key, uint64_t payload_bytes, bool* beyond_window)
+  // else the refusal. Sets *beyond_window for a round past the window, which
+  // `worker` then holds as its one; a round it held alone until now is
+  // superseded: removed, its waiters and report appended to *superseded, to
+  // be answered outside the lock.
+  absl::Status CheckNewRoundLocked(const RoundKey& key, uint32_t worker, uint64_t payload_bytes, bool* beyond_window,
+                                   std::vector<EndedRound>* superseded)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Frees an ended round's accounting (bytes held, its group's beyond-window
   // slot).

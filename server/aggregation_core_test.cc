@@ -16,6 +16,7 @@
 
 #include <mutex>
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/compressor_registry.h"
 #include "common/fetchsgd_state.h"
 #include "common/test_vectors.h"
@@ -253,29 +254,33 @@ TEST(AggregationCoreTest, AForgedFarFutureRoundDoesNotBlockLaterSteps) {
   }
 }
 
-TEST(AggregationCoreTest, StepsOutsideTheWindowAreRefusedNamingTheWindow) {
+TEST(AggregationCoreTest, AFloodOutsideTheWindowHoldsOneRoundPerWorker) {
   auto core = MakeCore(2, {{0, 2, "dense"}}, absl::Seconds(10), [](AggregationConfig& c) { c.step_window = 8; });
   ASSERT_TRUE(PushStep(*core, 2, 0).ok());
   // A flood of single pushes of distinct steps from one worker: those within
-  // the window open, one round outside it opens, the rest are refused.
-  int refused = 0;
+  // the window open; outside it the worker holds one round, each new push
+  // superseding the last (UNAVAILABLE, naming the step that took its place).
+  int superseded = 0;
   std::deque<Answer> flood(20000);  // the open rounds' callbacks run when they expire
   for (uint64_t step = 1; step < 20000; ++step) {
-    Answer& a = flood[step];
-    core->Push({"job", step, 0}, 0, Encode("dense", {1, 1}), kT0, a.Callback());
-    if (a.called) {
-      ASSERT_EQ(a.result.status().code(), absl::StatusCode::kOutOfRange) << a.result.status();
-      EXPECT_NE(a.result.status().message().find("--step_window"), std::string::npos);
-      ++refused;
+    core->Push({"job", step, 0}, 0, Encode("dense", {1, 1}), kT0, flood[step].Callback());
+    if (step > 9) {
+      const Answer& previous = flood[step - 1];
+      ASSERT_TRUE(previous.called) << step;
+      ASSERT_EQ(previous.result.status().code(), absl::StatusCode::kUnavailable) << previous.result.status();
+      EXPECT_NE(previous.result.status().message().find(absl::StrCat("superseded by worker 0's push of step ", step)),
+                std::string::npos)
+          << previous.result.status();
+      ++superseded;
     }
   }
-  EXPECT_EQ(core->stats().rounds_open, 8u + 1u);
-  EXPECT_EQ(refused, 19999 - 9);
-  EXPECT_EQ(core->stats().refused_out_of_window, 19999u - 9u);
-  Answer far;
-  core->Push({"job", 1u << 30, 0}, 1, Encode("dense", {1, 1}), kT0, far.Callback());
-  EXPECT_EQ(far.result.status().code(), absl::StatusCode::kOutOfRange);
-  EXPECT_NE(far.result.status().message().find("step 1073741824 of group 0"), std::string::npos);
+  for (uint64_t step = 1; step <= 8; ++step) EXPECT_FALSE(flood[step].called) << step;
+  EXPECT_FALSE(flood[19999].called);
+  EXPECT_EQ(core->stats().rounds_open, 8u + 1u);  // worker 0's one round outside the window
+  EXPECT_EQ(superseded, 19999 - 9);
+  EXPECT_EQ(core->stats().superseded_beyond_window, 19999u - 9u);
+  EXPECT_EQ(core->stats().refused_out_of_window, 0u);
+  EXPECT_EQ(core->stats().bytes_held, 9u * Encode("dense", {1, 1}).WireBytes());
   // The honest next step completes; the flood's rounds expire.
   Answer honest;
   core->Push({"job", 1, 0}, 1, Encode("dense", {1, 1}), kT0, honest.Callback());
@@ -283,6 +288,35 @@ TEST(AggregationCoreTest, StepsOutsideTheWindowAreRefusedNamingTheWindow) {
   EXPECT_EQ(core->ExpireRounds(kT0 + absl::Seconds(11)), 8);
   EXPECT_EQ(core->stats().rounds_open, 0u);
   EXPECT_EQ(core->stats().bytes_held, 0u);
+}
+
+TEST(AggregationCoreTest, StepsOutsideTheWindowAreRefusedNamingTheWindow) {
+  auto core = MakeCore(3, {{0, 2, "dense"}}, absl::Seconds(10), [](AggregationConfig& c) { c.step_window = 8; });
+  ASSERT_TRUE(PushStep(*core, 3, 0).ok());
+  // Worker 0 opens a round outside the window and worker 1 joins it: the
+  // round is the job's, not worker 0's alone, so worker 0's next push beyond
+  // the window is refused, naming the step, the window and the held round.
+  Answer opened, joined, far;
+  core->Push({"job", 1000, 0}, 0, Encode("dense", {1, 1}), kT0, opened.Callback());
+  core->Push({"job", 1000, 0}, 1, Encode("dense", {1, 1}), kT0, joined.Callback());
+  core->Push({"job", 1u << 30, 0}, 0, Encode("dense", {1, 1}), kT0, far.Callback());
+  ASSERT_TRUE(far.called);
+  EXPECT_EQ(far.result.status().code(), absl::StatusCode::kOutOfRange) << far.result.status();
+  EXPECT_NE(far.result.status().message().find("step 1073741824 of group 0"), std::string::npos);
+  EXPECT_NE(far.result.status().message().find("--step_window"), std::string::npos);
+  EXPECT_NE(far.result.status().message().find("worker 0's one round outside the window, step 1000"),
+            std::string::npos);
+  EXPECT_EQ(core->stats().refused_out_of_window, 1u);
+  EXPECT_FALSE(opened.called);
+  EXPECT_FALSE(joined.called);
+  // The third worker completes the round; the progress moves to it.
+  Answer third;
+  core->Push({"job", 1000, 0}, 2, Encode("dense", {1, 1}), kT0, third.Callback());
+  ASSERT_TRUE(third.result.ok()) << third.result.status();
+  ASSERT_TRUE(opened.result.ok());
+  EXPECT_EQ(opened.result->update->values, (std::vector<float>{3, 3}));
+  ASSERT_TRUE(PushStep(*core, 3, 1001).ok());
+  EXPECT_EQ(core->stats().rounds_open, 0u);
 }
 
 TEST(AggregationCoreTest, AJobReturningPastTheWindowTakesTheOneRoundOutsideIt) {
@@ -293,6 +327,65 @@ TEST(AggregationCoreTest, AJobReturningPastTheWindowTakesTheOneRoundOutsideIt) {
   ASSERT_TRUE(back.ok()) << back.status();
   // The progress moved: the next steps are within the window.
   for (uint64_t step = 101; step < 120; ++step) ASSERT_TRUE(PushStep(*core, 2, step).ok()) << step;
+}
+
+// A flood of far-future steps claiming one worker holds only that worker's
+// round outside the window. A job returning past the window (both workers
+// push step 500; a worker whose push fails UNAVAILABLE pushes again, as the
+// transport does) gets its round in every order of the race: the flood
+// first or the job first, the flood's claimed worker pushing before or after
+// the other, and the flood claiming either worker.
+TEST(AggregationCoreTest, AFloodAsOneWorkerCannotKeepAReturningJobOut) {
+  const std::vector<std::vector<std::string>> orders = {
+      {"flood", "other", "flood", "claimed"},          {"flood", "claimed", "flood", "other", "claimed"},
+      {"claimed", "flood", "other", "claimed"},        {"other", "flood", "claimed"},
+      {"flood", "claimed", "other"},                   {"claimed", "flood", "flood", "other", "flood", "claimed"},
+  };
+  for (const std::vector<std::string>& order : orders) {
+    for (const uint32_t claimed : {0u, 1u}) {
+      SCOPED_TRACE(testing::Message() << absl::StrJoin(order, ", ") << "; the flood claims worker " << claimed);
+      auto core = MakeCore(2, {{0, 2, "dense"}}, absl::Seconds(10), [](AggregationConfig& c) { c.step_window = 8; });
+      ASSERT_TRUE(PushStep(*core, 2, 0).ok());
+      const uint32_t other = 1 - claimed;
+      std::deque<Answer> flood;
+      std::deque<Answer> claimed_pushes, other_pushes;
+      // An honest worker pushes step 500 unless its last push still waits.
+      auto honest_push = [&](uint32_t worker, std::deque<Answer>& pushes) {
+        if (!pushes.empty() && !pushes.back().called) return;
+        if (!pushes.empty()) {
+          ASSERT_EQ(pushes.back().result.status().code(), absl::StatusCode::kUnavailable)
+              << pushes.back().result.status();
+        }
+        pushes.emplace_back();
+        const float value = worker == 0 ? 1.0f : 2.0f;
+        core->Push({"job", 500, 0}, worker, Encode("dense", {value, value}), kT0, pushes.back().Callback());
+      };
+      for (const std::string& event : order) {
+        if (event == "flood") {
+          for (int i = 0; i < 50; ++i) {
+            flood.emplace_back();
+            core->Push({"job", 1000000 + flood.size(), 0}, claimed, Encode("dense", {9, 9}), kT0,
+                       flood.back().Callback());
+          }
+        } else {
+          honest_push(event == "claimed" ? claimed : other, event == "claimed" ? claimed_pushes : other_pushes);
+        }
+      }
+      ASSERT_FALSE(claimed_pushes.empty());
+      ASSERT_FALSE(other_pushes.empty());
+      ASSERT_TRUE(claimed_pushes.back().called);
+      ASSERT_TRUE(claimed_pushes.back().result.ok()) << claimed_pushes.back().result.status();
+      ASSERT_TRUE(other_pushes.back().result.ok()) << other_pushes.back().result.status();
+      EXPECT_EQ(other_pushes.back().result->update->values, (std::vector<float>{3, 3}));
+      // The progress moved to 500: the next steps are within the window.
+      ASSERT_TRUE(PushStep(*core, 2, 501).ok());
+      // The flood held at most its worker's one round outside the window.
+      int open = 0;
+      for (const Answer& a : flood) open += !a.called;
+      EXPECT_LE(open, 1);
+      EXPECT_EQ(core->stats().refused_out_of_window, 0u);
+    }
+  }
 }
 
 TEST(AggregationCoreTest, CapsOnOpenRoundsAndHeldBytesRefuseNewRoundsOnly) {
