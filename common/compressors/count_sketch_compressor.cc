@@ -20,6 +20,14 @@
 //   estimate: the whole group is inserted under a fixed seed and the decode
 //     takes the k heavy hitters of the aggregate with their estimated values
 //     (Sketched-SGD's decode; the GPU worker's).
+//   candidates: the first round of a two-round sketch whose size does not
+//     depend on the number of workers (worker/decentralized/
+//     fixed_sketch_allreduce.cc): every worker inserts its whole group,
+//     hashed with the step's seed, into a table of rows x ceil(width * k)
+//     cells; the decode returns the `candidates` * k coordinates whose
+//     estimates in the summed table rank first (the candidates, with their
+//     estimates), and the scheme sums the workers' exact values there and
+//     applies the top k of those sums.
 //   fetchsgd: FetchSGD. Workers insert their raw gradients (no error
 //     feedback or momentum of their own) under a fixed seed; whoever holds
 //     the sum keeps momentum and error in sketch space and decodes through a
@@ -32,7 +40,8 @@
 // width, columns per selected coordinate (default 10 for the other methods,
 // FetchSGD's c/k), or cols, an absolute column count (one of the three);
 // seed (default 1; the job's seed in a job), shared by every worker of a
-// job; momentum (fetchsgd only).
+// job; momentum (fetchsgd only); candidates (candidates only: candidates per
+// applied coordinate, default 2, 1..64).
 #include <algorithm>
 #include <cmath>
 
@@ -51,14 +60,20 @@ namespace {
 
 using Method = Compressor::SketchLayout::Method;
 
-const char* MethodName(Method method) {
-  switch (method) {
-    case Method::kPeel:
+// count_sketch's training methods (the file comment). The shared
+// SketchLayout::Method names only those a GPU worker runs.
+enum class Decoding { kPeel, kEstimate, kFetchSgd, kCandidates };
+
+const char* DecodingName(Decoding decoding) {
+  switch (decoding) {
+    case Decoding::kPeel:
       return "peel";
-    case Method::kEstimate:
+    case Decoding::kEstimate:
       return "estimate";
-    case Method::kFetchSgd:
+    case Decoding::kFetchSgd:
       return "fetchsgd";
+    case Decoding::kCandidates:
+      return "candidates";
   }
   return "?";
 }
@@ -68,25 +83,28 @@ class CountSketchCompressor final : public Compressor {
   // `workers` > 0 sizes a peel table for that many workers' selections
   // (width and cols unused); else `cols` > 0 is the column count, else
   // ceil(width * k).
-  CountSketchCompressor(Method method, SelectionParams selection, uint32_t rows, uint32_t workers, double width,
-                        uint32_t cols, uint64_t seed, float momentum)
-      : method_(method),
-        peel_(method == Method::kPeel),
+  CountSketchCompressor(Decoding decoding, SelectionParams selection, uint32_t rows, uint32_t workers, double width,
+                        uint32_t cols, uint64_t seed, float momentum, uint32_t candidates)
+      : decoding_(decoding),
+        peel_(decoding == Decoding::kPeel),
+        step_seeded_(decoding == Decoding::kPeel || decoding == Decoding::kCandidates),
         selection_(selection),
         rows_(rows),
         workers_(workers),
         width_(width),
         cols_(cols),
         seed_(seed),
-        momentum_(momentum) {}
+        momentum_(momentum),
+        candidates_(candidates) {}
 
   std::string spec() const override {
     std::string shape = workers_ > 0 ? absl::StrCat(",workers=", workers_)
                         : cols_ > 0  ? absl::StrCat(",cols=", cols_)
                                      : absl::StrCat(",width=", width_);
-    return absl::StrCat("count_sketch:method=", MethodName(method_), ",", selection_.ToString(), ",rows=", rows_,
+    return absl::StrCat("count_sketch:method=", DecodingName(decoding_), ",", selection_.ToString(), ",rows=", rows_,
                         shape, ",seed=", seed_,
-                        method_ == Method::kFetchSgd ? absl::StrCat(",momentum=", momentum_) : std::string());
+                        decoding_ == Decoding::kFetchSgd ? absl::StrCat(",momentum=", momentum_) : std::string(),
+                        decoding_ == Decoding::kCandidates ? absl::StrCat(",candidates=", candidates_) : std::string());
   }
 
   // The job's seed always; the job's world size where the table is sized
@@ -95,11 +113,20 @@ class CountSketchCompressor final : public Compressor {
     CountSketchCompressor resolved = *this;
     resolved.seed_ = job.seed;
     if (workers_ > 0) resolved.workers_ = std::max<uint32_t>(1, job.world_size);
-    if (method_ == Method::kFetchSgd) resolved.momentum_ = static_cast<float>(job.momentum);
+    if (decoding_ == Decoding::kFetchSgd) resolved.momentum_ = static_cast<float>(job.momentum);
     return resolved.spec();
   }
 
   std::string FitWarning(uint64_t dim, uint32_t world_size) const override {
+    if (decoding_ == Decoding::kCandidates && dim > 0) {
+      const uint64_t cells = ShapeFor(dim).num_cells();
+      const uint64_t candidates = std::min<uint64_t>(dim, candidates_ * selection_.For(dim));
+      if (cells + candidates < dim) return "";
+      return absl::StrFormat(
+          "%s: its table (%u cells) and %u candidates carry as many values as the group's %u elements: "
+          "dense_allreduce sends no more; use fewer coordinates (density) or a smaller width",
+          spec(), cells, candidates, dim);
+    }
     if (!peel_ || dim == 0) return "";
     const SketchShape shape = ShapeFor(dim);
     const uint64_t k = selection_.For(dim);
@@ -131,11 +158,26 @@ class CountSketchCompressor final : public Compressor {
                         : cols_ > 0  ? cols_
                                      : std::ceil(width_ * selection_.For(dim));
     return SketchShape{rows_, static_cast<uint32_t>(std::clamp<double>(cols, 1, kMaxSketchCols)),
-                       peel_ ? StepSeed(seed_, step) : seed_};
+                       step_seeded_ ? StepSeed(seed_, step) : seed_};
   }
 
+  // nullopt for candidates: no GPU worker runs it yet.
   std::optional<SketchLayout> SketchLayoutFor(uint64_t dim) const override {
-    return SketchLayout{ShapeFor(dim), selection_.For(dim), method_, momentum_, seed_};
+    Method method;
+    switch (decoding_) {
+      case Decoding::kPeel:
+        method = Method::kPeel;
+        break;
+      case Decoding::kEstimate:
+        method = Method::kEstimate;
+        break;
+      case Decoding::kFetchSgd:
+        method = Method::kFetchSgd;
+        break;
+      case Decoding::kCandidates:
+        return std::nullopt;
+    }
+    return SketchLayout{ShapeFor(dim), selection_.For(dim), method, momentum_, seed_};
   }
 
   absl::StatusOr<Payload> Encode(absl::Span<const float> grad, const EncodeContext& context) override {
@@ -160,15 +202,15 @@ class CountSketchCompressor final : public Compressor {
     return p;
   }
 
-  // The kind and the shape; for peel, whose seed changes with the step, the
-  // seed is checked by CheckPayloadForStep.
+  // The kind and the shape; for peel and candidates, whose seed changes with
+  // the step, the seed is checked by CheckPayloadForStep.
   absl::Status CheckPayload(const Payload& payload) const override {
     if (payload.kind != PayloadKind::kSketch) {
       return absl::InvalidArgumentError(PayloadKindMismatch(payload.kind));
     }
     const SketchShape want = ShapeFor(payload.dim);
     if (payload.sketch.rows != want.rows || payload.sketch.cols != want.cols ||
-        (!peel_ && payload.sketch.seed != want.seed) || payload.values.size() != payload.sketch.num_cells()) {
+        (!step_seeded_ && payload.sketch.seed != want.seed) || payload.values.size() != payload.sketch.num_cells()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "sketch payload of shape ", payload.sketch.rows, "x", payload.sketch.cols, " seed ",
           payload.sketch.seed, " does not match ", spec(), " for dim ", payload.dim));
@@ -178,7 +220,7 @@ class CountSketchCompressor final : public Compressor {
 
   absl::Status CheckPayloadForStep(const Payload& payload, uint64_t step) const override {
     if (absl::Status s = CheckPayload(payload); !s.ok()) return s;
-    if (peel_ && payload.sketch.seed != StepSeed(seed_, step)) {
+    if (step_seeded_ && payload.sketch.seed != StepSeed(seed_, step)) {
       return absl::InvalidArgumentError(absl::StrCat("sketch payload seed ", payload.sketch.seed,
                                                      " is not the seed of step ", step, " (", StepSeed(seed_, step),
                                                      ") for ", spec()));
@@ -195,6 +237,8 @@ class CountSketchCompressor final : public Compressor {
       PeelOptions options;
       options.max_entries = aggregate.sketch.num_cells();
       decoded = PeelDecode(view, aggregate.dim, options);
+    } else if (decoding_ == Decoding::kCandidates) {
+      decoded = view.HeavyHitters(aggregate.dim, candidates_ * selection_.For(aggregate.dim));
     } else {
       decoded = view.HeavyHitters(aggregate.dim, selection_.For(aggregate.dim));
     }
@@ -206,8 +250,9 @@ class CountSketchCompressor final : public Compressor {
   }
 
  private:
-  Method method_;
+  Decoding decoding_;
   bool peel_;
+  bool step_seeded_;  // hashed with the step's seed
   SelectionParams selection_;
   uint32_t rows_;
   uint32_t workers_;  // > 0: the peel table is sized for this many workers
@@ -215,15 +260,20 @@ class CountSketchCompressor final : public Compressor {
   uint32_t cols_;  // 0: derived from width
   uint64_t seed_;
   float momentum_;  // fetchsgd
+  uint32_t candidates_;  // candidates: candidates decoded per applied coordinate
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Compressor>> MakeCountSketchCompressor(ParamReader& params) {
-  absl::StatusOr<std::string> name = params.Choice("method", "peel", {"peel", "estimate", "fetchsgd"});
+  absl::StatusOr<std::string> name =
+      params.Choice("method", "peel", {"peel", "estimate", "fetchsgd", "candidates"});
   if (!name.ok()) return name.status();
-  const Method method = *name == "peel" ? Method::kPeel : *name == "estimate" ? Method::kEstimate : Method::kFetchSgd;
-  const bool peel = method == Method::kPeel;
+  const Decoding decoding = *name == "peel"       ? Decoding::kPeel
+                            : *name == "estimate" ? Decoding::kEstimate
+                            : *name == "fetchsgd" ? Decoding::kFetchSgd
+                                                  : Decoding::kCandidates;
+  const bool peel = decoding == Decoding::kPeel;
   absl::StatusOr<SelectionParams> selection = ReadSelection(params);
   if (!selection.ok()) return selection.status();
   absl::StatusOr<uint64_t> rows = params.Uint("rows", peel ? 4 : 5, peel ? 2 : 1, kMaxSketchRows);
@@ -247,14 +297,19 @@ absl::StatusOr<std::unique_ptr<Compressor>> MakeCountSketchCompressor(ParamReade
   if (!workers.ok()) return workers.status();
   absl::StatusOr<uint64_t> seed = params.Uint("seed", 1, 0, UINT64_MAX);
   if (!seed.ok()) return seed.status();
-  if (params.Has("momentum") && method != Method::kFetchSgd) {
+  if (params.Has("momentum") && decoding != Decoding::kFetchSgd) {
     return absl::InvalidArgumentError("count_sketch: momentum is a parameter of method=fetchsgd");
   }
   absl::StatusOr<double> momentum = params.Double("momentum", 0.9, 0.0, 0.999999);
   if (!momentum.ok()) return momentum.status();
+  if (params.Has("candidates") && decoding != Decoding::kCandidates) {
+    return absl::InvalidArgumentError("count_sketch: candidates is a parameter of method=candidates");
+  }
+  absl::StatusOr<uint64_t> candidates = params.Uint("candidates", 2, 1, 64);
+  if (!candidates.ok()) return candidates.status();
   return std::unique_ptr<Compressor>(new CountSketchCompressor(
-      method, *selection, static_cast<uint32_t>(*rows), static_cast<uint32_t>(*workers), *width,
-      static_cast<uint32_t>(*cols), *seed, static_cast<float>(*momentum)));
+      decoding, *selection, static_cast<uint32_t>(*rows), static_cast<uint32_t>(*workers), *width,
+      static_cast<uint32_t>(*cols), *seed, static_cast<float>(*momentum), static_cast<uint32_t>(*candidates)));
 }
 
 }  // namespace sketchfuse

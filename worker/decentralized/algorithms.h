@@ -74,6 +74,14 @@ absl::StatusOr<GroupOutcome> DenseAllreduceBf16(Collective& collective, const Gr
 // second round: allreduce of the exact encoded values at the decoded indices.
 absl::StatusOr<GroupOutcome> SketchAllreduce(Collective& collective, const GroupInput& input);
 
+// The two-round sketch of fixed size (fixed_sketch_allreduce.cc): allreduce
+// of the tables (count_sketch method=candidates), the same p * k candidates
+// decoded by every rank, allreduce of the exact values there (no indices),
+// the top input.k of the exact sums applied; every rank releases its
+// residual at the applied coordinates. Bytes per worker do not depend on the
+// number of ranks.
+absl::StatusOr<GroupOutcome> FixedSketchAllreduce(Collective& collective, const GroupInput& input);
+
 // Allgather of every rank's (index, value) payload, summed; a rank releases
 // the coordinates it sent.
 absl::StatusOr<GroupOutcome> TopKAllgather(Collective& collective, const GroupInput& input);

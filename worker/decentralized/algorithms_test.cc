@@ -51,6 +51,7 @@ struct RankResult {
   Payload payload;
   std::vector<float> encoded;
   absl::StatusOr<GroupOutcome> outcome = absl::UnknownError("not run");
+  uint64_t bytes_sent = 0;  // by the collective, during the algorithm
 };
 
 // Runs `algorithm` on `size` ranks; rank r encodes GaussianVector(dim, seed+r)
@@ -78,7 +79,9 @@ std::vector<RankResult> RunAlgorithm(DecentralizedFn algorithm, int size, uint64
     input.k = k;
     input.second_round = second_round;
     input.decode = [&decoder](const Payload& sum) { return decoder->Decode(sum); };
+    const uint64_t bytes_before = c.bytes_sent();
     mine.outcome = algorithm(c, input);
+    mine.bytes_sent = c.bytes_sent() - bytes_before;
     return mine.outcome.status();
   });
   for (int r = 0; r < size; ++r) EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
@@ -297,6 +300,60 @@ TEST_P(AlgorithmsTest, GTopKKeepsAtMostKAndLosesNothing) {
   }
 }
 
+// The fixed-size two-round sketch: every rank applies the top k of the
+// exact sums at the candidates decoded from the summed tables, the same
+// candidates the direct decode of the summed tables gives; conservation
+// holds (every rank released its residual where the update applied); and
+// each rank sends two ring allreduces, of the table and of the candidates'
+// values, whatever the number of ranks.
+TEST_P(AlgorithmsTest, FixedSketchAllreduceAppliesTheTopKOfTheExactSumsAtTheCandidates) {
+  const auto [size, dim] = GetParam();
+  const uint64_t k = std::max<uint64_t>(1, dim / 40);
+  const std::string spec = "count_sketch:method=candidates,k=" + std::to_string(k) + ",rows=1,width=2,candidates=2";
+  for (uint64_t step : {0, 1}) {
+    SCOPED_TRACE(testing::Message() << "step " << step);
+    const std::vector<RankResult> results = RunAlgorithm(&FixedSketchAllreduce, size, dim, spec, k, step);
+    ExpectSameUpdateEverywhere(results);
+    ExpectConservation(results);
+    // The direct computation: sum the tables, decode the candidates once,
+    // sum the exact values there.
+    Payload sum = results[0].payload;
+    for (int r = 1; r < size; ++r) ASSERT_TRUE(MergeInto(results[r].payload, &sum).ok());
+    const Update candidates = *(*CompressorRegistry::Default().Create(spec))->Decode(sum);
+    ASSERT_EQ(candidates.indices.size(), std::min<uint64_t>(dim, 2 * k));
+    std::vector<double> exact(candidates.indices.size(), 0.0), magnitude(candidates.indices.size(), 0.0);
+    for (size_t j = 0; j < exact.size(); ++j) {
+      for (const RankResult& r : results) {
+        exact[j] += r.encoded[candidates.indices[j]];
+        magnitude[j] += std::abs(r.encoded[candidates.indices[j]]);
+      }
+    }
+    const Update& update = results[0].outcome->update;
+    ASSERT_EQ(update.indices.size(), std::min<uint64_t>(k, candidates.indices.size()));
+    ASSERT_TRUE(std::is_sorted(update.indices.begin(), update.indices.end()));
+    double smallest_applied = INFINITY;
+    std::vector<bool> applied(exact.size(), false);
+    for (size_t j = 0; j < update.indices.size(); ++j) {
+      const auto at = std::lower_bound(candidates.indices.begin(), candidates.indices.end(), update.indices[j]);
+      ASSERT_TRUE(at != candidates.indices.end() && *at == update.indices[j])
+          << "coordinate " << update.indices[j] << " is not a candidate";
+      const size_t c = at - candidates.indices.begin();
+      applied[c] = true;
+      EXPECT_NEAR(update.values[j], exact[c], 1e-5 * magnitude[c] + 1e-6) << "coordinate " << update.indices[j];
+      smallest_applied = std::min(smallest_applied, std::abs(exact[c]));
+    }
+    // No candidate left out has a larger exact sum than one applied.
+    for (size_t c = 0; c < exact.size(); ++c) {
+      if (!applied[c]) EXPECT_LE(std::abs(exact[c]), smallest_applied + 1e-5 * magnitude[c] + 1e-6) << c;
+    }
+    // Bytes: the table's ring allreduce and the candidates', at any size.
+    for (const RankResult& r : results) {
+      EXPECT_EQ(r.bytes_sent,
+                RingAllReduceBytes(r.payload.values.size(), size) + RingAllReduceBytes(candidates.indices.size(), size));
+    }
+  }
+}
+
 TEST_P(AlgorithmsTest, SparDLKeepsKPerBlockAndLosesNothing) {
   const auto [size, dim] = GetParam();
   const uint64_t k = std::max<uint64_t>(1, dim / 10);
@@ -329,7 +386,7 @@ TEST(AlgorithmsInputTest, APayloadOfTheWrongKindIsRefusedBeforeAnyCommunication)
     input.payload = &dense;
     input.encoded = dense.values;
     input.k = 1;
-    for (DecentralizedFn algorithm : {&SketchAllreduce, &TopKAllgather, &GTopK, &ImportanceAllreduce, &SparDL}) {
+    for (DecentralizedFn algorithm : {&SketchAllreduce, &FixedSketchAllreduce, &TopKAllgather, &GTopK, &ImportanceAllreduce, &SparDL}) {
       absl::StatusOr<GroupOutcome> outcome = algorithm(c, input);
       EXPECT_EQ(outcome.status().code(), absl::StatusCode::kInvalidArgument) << outcome.status();
     }

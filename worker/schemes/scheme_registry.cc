@@ -35,6 +35,15 @@ const std::vector<SchemeInfo>& Schemes() {
       {"sketch_allreduce", Route::kDecentralized, "count_sketch", "count_sketch:method=peel,density=0.0042,rows=4",
        "allreduce of the sketches; every worker decodes the same top-k (gs-SGD global sketching)",
        T().WorkerMomentum().CappedRelease().SecondRound().RunsOnGpu(), &SketchAllreduce},
+      // The two-round sketch of fixed size: a 1 x 2k table and 2k candidate
+      // values per group (10x fewer floats than dense at density 0.025),
+      // the same at any number of workers. Like gtopk it applies the top k
+      // of exact sums, so no release cap.
+      {"fixed_sketch_allreduce", Route::kDecentralized, "count_sketch",
+       "count_sketch:method=candidates,density=0.025,rows=1,width=2,candidates=2",
+       "allreduce of fixed-size sketches, then of the exact values at the decoded candidates (no indices); the top "
+       "k of those sums applied: bytes per worker independent of the number of workers",
+       T().WorkerMomentum(), &FixedSketchAllreduce},
       {"topk_allgather", Route::kDecentralized, "topk", "topk:density=0.01",
        "local top-k, allgather of (index, value), summed", T().WorkerMomentum().CappedRelease(), &TopKAllgather},
       // gtopk applies k coordinates in all, where topk_allgather applies the
