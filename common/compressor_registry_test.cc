@@ -66,6 +66,10 @@ TEST(CompressorRegistryTest, RefusesBadNamesAndParameters) {
   ExpectRefused("count_sketch:width=10,cols=100", "one of workers, width and cols");
   ExpectRefused("count_sketch:workers=8,width=4", "one of workers, width and cols");
   ExpectRefused("count_sketch:method=estimate,workers=8", "workers is a parameter of method=peel");
+  ExpectRefused("count_sketch:candidates=2", "candidates is a parameter of method=candidates");
+  ExpectRefused("count_sketch:method=candidates,candidates=0", "candidates=0 is outside [1, 64]");
+  ExpectRefused("count_sketch:method=candidates,candidates=65", "outside");
+  ExpectRefused("count_sketch:method=candidates,workers=4", "workers is a parameter of method=peel");
   ExpectRefused("count_sketch:workers=0", "workers");
   ExpectRefused("count_sketch:workers=-3", "workers");
   ExpectRefused("count_sketch:cols=999999999999", "outside");

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/compressor_registry.h"
+#include "common/count_sketch.h"
 #include "common/sketch_hash.h"
 #include "common/topk.h"
 #include "common/error_feedback.h"
@@ -292,6 +293,38 @@ TEST(CountSketchCompressorTest, FitWarningNamesAShapeTooSmallForTheWorkers) {
   const std::string huge = Make("count_sketch:method=peel,density=0.00625,rows=4,workers=64")->FitWarning(dim, 64);
   EXPECT_NE(huge.find("as large as the group"), std::string::npos) << huge;
   EXPECT_EQ(Make("count_sketch:method=estimate,density=0.01,rows=5,width=10")->FitWarning(dim, 64), "");
+  // A fixed-size candidates table: no warning at any world size while it
+  // and its candidates are smaller than the group; a warning naming the
+  // sizes once they are not.
+  EXPECT_EQ(Make("count_sketch:method=candidates,density=0.025,rows=1,width=2")->FitWarning(dim, 256), "");
+  const std::string dense_sized = Make("count_sketch:method=candidates,density=0.25,rows=2,width=2")->FitWarning(dim, 4);
+  EXPECT_NE(dense_sized.find("as many values as the group"), std::string::npos) << dense_sized;
+}
+
+// method=candidates: the table's shape does not depend on the workers, the
+// seed follows the step, and the decode returns candidates * k coordinates:
+// the top estimates of the summed table.
+TEST(CountSketchCompressorTest, CandidatesDecodeTheTopEstimatesOfAFixedTable) {
+  const uint64_t dim = 10000;
+  std::unique_ptr<Compressor> c = Make("count_sketch:method=candidates,k=50,rows=1,width=2,candidates=3,seed=7");
+  EXPECT_EQ(c->spec(), "count_sketch:method=candidates,k=50,rows=1,width=2,seed=7,candidates=3");
+  Compressor::JobContext job;
+  job.world_size = 64;
+  job.seed = 11;
+  EXPECT_EQ(c->SpecForJob(job), "count_sketch:method=candidates,k=50,rows=1,width=2,seed=11,candidates=3");
+  EXPECT_FALSE(c->SketchLayoutFor(dim).has_value());  // no GPU layout yet
+  const std::vector<float> x = HeavyTailed(dim, 4);
+  EncodeContext step3;
+  step3.step = 3;
+  const Payload p = *c->Encode(x, step3);
+  EXPECT_EQ(p.sketch.rows, 1u);
+  EXPECT_EQ(p.sketch.cols, 100u);
+  EXPECT_TRUE(c->CheckPayloadForStep(p, 3).ok());
+  EXPECT_EQ(c->CheckPayloadForStep(p, 4).code(), absl::StatusCode::kInvalidArgument);
+  const Update candidates = *c->Decode(p);
+  ASSERT_EQ(candidates.indices.size(), 150u);
+  const SparseEntries top = SketchView(p.sketch, p.values.data()).HeavyHitters(dim, 150);
+  EXPECT_EQ(candidates.indices, top.indices);
 }
 
 TEST(CountSketchCompressorTest, PeelNeedsTwoRowsAndAKnownMethod) {
