@@ -70,6 +70,9 @@ TEST(CompressorRegistryTest, RefusesBadNamesAndParameters) {
   ExpectRefused("count_sketch:method=candidates,candidates=0", "candidates=0 is outside [1, 64]");
   ExpectRefused("count_sketch:method=candidates,candidates=65", "outside");
   ExpectRefused("count_sketch:method=candidates,workers=4", "workers is a parameter of method=peel");
+  ExpectRefused("count_sketch:hash=job", "hash is a parameter of method=candidates");
+  ExpectRefused("count_sketch:method=estimate,hash=step", "hash is a parameter of method=candidates");
+  ExpectRefused("count_sketch:method=candidates,hash=row", "hash='row' is not one of job, step");
   ExpectRefused("count_sketch:workers=0", "workers");
   ExpectRefused("count_sketch:workers=-3", "workers");
   ExpectRefused("count_sketch:cols=999999999999", "outside");

@@ -11,6 +11,7 @@ absl::string_view PayloadKindName(PayloadKind kind) {
     case PayloadKind::kDense: return "dense";
     case PayloadKind::kSparse: return "sparse";
     case PayloadKind::kSketch: return "sketch";
+    case PayloadKind::kCandidateValues: return "candidate values";
   }
   return "unknown";
 }
@@ -64,6 +65,16 @@ absl::Status ValidatePayload(const Payload& p) {
       }
       return absl::OkStatus();
     }
+    case PayloadKind::kCandidateValues:
+      if (!p.indices.empty()) {
+        return absl::InvalidArgumentError("candidate values must carry no indices");
+      }
+      if (p.values.empty() || p.values.size() > p.dim) {
+        return absl::InvalidArgumentError(absl::StrCat("candidate values: ", p.values.size(),
+                                                       " values; a group of dim ", p.dim, " has 1 to ", p.dim,
+                                                       " candidates"));
+      }
+      return absl::OkStatus();
   }
   return absl::InvalidArgumentError("unknown payload kind");
 }
@@ -81,6 +92,12 @@ absl::Status MergeInto(const Payload& other, Payload* acc) {
             "cannot merge sketches of different shapes: ", other.sketch.rows, "x",
             other.sketch.cols, " seed ", other.sketch.seed, " into ", acc->sketch.rows, "x",
             acc->sketch.cols, " seed ", acc->sketch.seed));
+      }
+      [[fallthrough]];
+    case PayloadKind::kCandidateValues:
+      if (other.values.size() != acc->values.size()) {
+        return absl::FailedPreconditionError(absl::StrCat("cannot merge ", other.values.size(),
+                                                          " candidate values into ", acc->values.size()));
       }
       [[fallthrough]];
     case PayloadKind::kDense:

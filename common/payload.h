@@ -4,8 +4,12 @@
 //   kDense   values has dim entries (no compression).
 //   kSparse  indices (strictly ascending, each < dim) with one value each.
 //   kSketch  values is a Count-Sketch table of sketch.rows x sketch.cols.
+//   kCandidateValues  values at the candidates of a round's first answer, in
+//            that answer's order, without indices (a second-round push: the
+//            receiver knows the candidates); at most dim of them.
 // Dense and sketch payloads are linear: merging is an elementwise sum. Sparse
-// payloads merge by union, summing values at shared indices.
+// payloads merge by union, summing values at shared indices. Candidate values
+// merge elementwise (the same candidates, so the same count).
 //
 // An Update is what a worker applies after aggregation: either dense (dim
 // values) or sparse (ascending indices with values).
@@ -23,9 +27,9 @@
 
 namespace sketchfuse {
 
-enum class PayloadKind { kDense, kSparse, kSketch };
+enum class PayloadKind { kDense, kSparse, kSketch, kCandidateValues };
 
-// "dense", "sparse" or "sketch".
+// "dense", "sparse", "sketch" or "candidate values".
 absl::string_view PayloadKindName(PayloadKind kind);
 
 struct Payload {

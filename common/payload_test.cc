@@ -44,6 +44,36 @@ TEST(PayloadTest, ValidationNamesTheProblem) {
   ExpectInvalid(sketch, "rows");
 }
 
+Payload CandidateValues(uint64_t dim, std::vector<float> values) {
+  Payload p;
+  p.kind = PayloadKind::kCandidateValues;
+  p.dim = dim;
+  p.values = std::move(values);
+  return p;
+}
+
+TEST(PayloadTest, CandidateValuesCarryOneToDimValuesAndNoIndices) {
+  EXPECT_TRUE(ValidatePayload(CandidateValues(3, {1})).ok());
+  EXPECT_TRUE(ValidatePayload(CandidateValues(3, {1, 2, 3})).ok());
+  ExpectInvalid(CandidateValues(3, {}), "0 values; a group of dim 3 has 1 to 3 candidates");
+  ExpectInvalid(CandidateValues(3, {1, 2, 3, 4}), "4 values; a group of dim 3 has 1 to 3 candidates");
+  Payload with_indices = CandidateValues(3, {1});
+  with_indices.indices = {0};
+  ExpectInvalid(with_indices, "candidate values must carry no indices");
+  EXPECT_EQ(CandidateValues(100, {1, 2, 3}).WireBytes(), 12u);
+}
+
+TEST(PayloadTest, CandidateValuesMergeElementwiseOnlyWithAsMany) {
+  Payload acc = CandidateValues(10, {1, 2, 3});
+  ASSERT_TRUE(MergeInto(CandidateValues(10, {10, 20, 30}), &acc).ok());
+  EXPECT_EQ(acc.values, (std::vector<float>{11, 22, 33}));
+  absl::Status s = MergeInto(CandidateValues(10, {1, 2}), &acc);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("cannot merge 2 candidate values into 3"), absl::string_view::npos) << s;
+  EXPECT_EQ(acc.values, (std::vector<float>{11, 22, 33}));
+  EXPECT_EQ(MergeInto(Sparse(10, {1, 2, 3}, {1, 1, 1}), &acc).code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(PayloadTest, SparseMergeIsUnionWithSums) {
   Payload acc = Sparse(10, {1, 4, 7}, {1, 1, 1});
   ASSERT_TRUE(MergeInto(Sparse(10, {0, 4, 9}, {2, 2, 2}), &acc).ok());

@@ -10,6 +10,7 @@ int PayloadKindToProto(PayloadKind kind) {
     case PayloadKind::kDense: return v1::Payload::DENSE;
     case PayloadKind::kSparse: return v1::Payload::SPARSE;
     case PayloadKind::kSketch: return v1::Payload::SKETCH;
+    case PayloadKind::kCandidateValues: return v1::Payload::CANDIDATE_VALUES;
   }
   return v1::Payload::KIND_UNSPECIFIED;
 }
@@ -19,8 +20,10 @@ absl::StatusOr<PayloadKind> PayloadKindFromProto(int kind) {
     case v1::Payload::DENSE: return PayloadKind::kDense;
     case v1::Payload::SPARSE: return PayloadKind::kSparse;
     case v1::Payload::SKETCH: return PayloadKind::kSketch;
+    case v1::Payload::CANDIDATE_VALUES: return PayloadKind::kCandidateValues;
     default:
-      return absl::InvalidArgumentError(absl::StrCat("payload kind ", kind, " is not DENSE, SPARSE or SKETCH"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("payload kind ", kind, " is not DENSE, SPARSE, SKETCH or CANDIDATE_VALUES"));
   }
 }
 

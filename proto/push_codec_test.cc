@@ -68,6 +68,9 @@ Payload RandomPayload(PayloadKind kind, uint64_t dim, std::mt19937_64& rng) {
       p.sketch = {static_cast<uint32_t>(1 + rng() % 5), static_cast<uint32_t>(1 + rng() % 300), rng()};
       p.values.resize(p.sketch.num_cells());
       break;
+    case PayloadKind::kCandidateValues:
+      p.values.resize(1 + rng() % dim);
+      break;
   }
   for (float& v : p.values) v = normal(rng);
   return p;
@@ -94,7 +97,8 @@ void ExpectSamePayload(const Payload& a, const Payload& b) {
   EXPECT_EQ(a.sketch, b.sketch);
 }
 
-constexpr PayloadKind kKinds[] = {PayloadKind::kDense, PayloadKind::kSparse, PayloadKind::kSketch};
+constexpr PayloadKind kKinds[] = {PayloadKind::kDense, PayloadKind::kSparse, PayloadKind::kSketch,
+                                  PayloadKind::kCandidateValues};
 constexpr uint64_t kDims[] = {1, 2, 3, 100, 4097, 1 << 18};
 
 TEST(PushCodecTest, PushMethodIsTheServicesPush) {

@@ -127,9 +127,9 @@ absl::Status AggregationCore::ValidatePush(const RoundKey& key, uint32_t worker,
     if (!spec.second_round) {
       return absl::InvalidArgumentError(absl::StrCat("group ", spec.group, " does not run a second round"));
     }
-    if (payload.kind != PayloadKind::kSparse) {
-      return absl::InvalidArgumentError(absl::StrCat("payload: a second round takes sparse payloads, not ",
-                                                     PayloadKindName(payload.kind)));
+    if (payload.kind != PayloadKind::kCandidateValues) {
+      return absl::InvalidArgumentError(absl::StrCat("payload: a second round takes candidate values, not a ",
+                                                     PayloadKindName(payload.kind), " payload"));
     }
     *group = it->second.get();
     return absl::OkStatus();
@@ -143,7 +143,7 @@ absl::Status AggregationCore::ValidatePush(const RoundKey& key, uint32_t worker,
   return absl::OkStatus();
 }
 
-absl::Status AggregationCore::CheckCandidatesLocked(const RoundKey& key, const Payload& payload) const {
+absl::Status AggregationCore::PlaceAtCandidatesLocked(const RoundKey& key, Payload* payload) const {
   const std::shared_ptr<const Update>* candidates = nullptr;
   auto finished = finished_.find(FinishedKey{key.group, false});
   if (finished != finished_.end()) {
@@ -156,12 +156,14 @@ absl::Status AggregationCore::CheckCandidatesLocked(const RoundKey& key, const P
                                                       " has no answer here (not finished, or no longer kept): "
                                                       "its second round cannot start"));
   }
-  if (payload.indices != (*candidates)->indices) {
+  const std::vector<uint32_t>& indices = (*candidates)->indices;
+  if ((*candidates)->dense || payload->values.size() != indices.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "payload: a second-round push must carry exactly the ", (*candidates)->indices.size(),
-        " candidate indices of ", RoundName(key.job, key.group, key.step), "; got ", payload.indices.size(),
-        payload.indices.size() == (*candidates)->indices.size() ? " indices that differ" : ""));
+        "payload: a second-round push must carry one value for each of the ", indices.size(), " candidates of ",
+        RoundName(key.job, key.group, key.step), "; got ", payload->values.size()));
   }
+  payload->kind = PayloadKind::kSparse;
+  payload->indices = indices;
   return absl::OkStatus();
 }
 
@@ -182,7 +184,7 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (key.second_round) {
-      if (absl::Status fits = CheckCandidatesLocked(key, payload); !fits.ok()) {
+      if (absl::Status fits = PlaceAtCandidatesLocked(key, &payload); !fits.ok()) {
         immediate = fits;
         answer_now = true;
       }
@@ -388,7 +390,11 @@ void AggregationCore::Complete(Group& group, const RoundId& id) {
       update = group.decoder->DecodeOwned(std::move(aggregate));
     }
   }
-  if (update.ok() && !id.second_round && group.spec.reselect_top_k > 0) Reselect(group.spec.reselect_top_k, &*update);
+  // Re-selection applies to the group's final round: the first, or the
+  // exact sums of the second.
+  if (update.ok() && id.second_round == group.spec.second_round && group.spec.reselect_top_k > 0) {
+    Reselect(group.spec.reselect_top_k, &*update);
+  }
   const absl::Time decoded = absl::Now();
 
   absl::StatusOr<RoundResult> result =

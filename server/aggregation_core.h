@@ -57,11 +57,13 @@
 //     even after the other workers moved on to the next step.
 //   - Second round (Sketched-SGD), for groups that ask for it: once the sketch
 //     round of (step, group) is answered with its candidates (the decoded
-//     heavy hitters), each worker pushes its exact values at exactly those
-//     indices to the round's second round, and every worker is answered with
-//     their exact sums. A second-round push whose indices are not the
-//     candidates, or that comes before the first round is answered here, is
-//     refused and changes nothing.
+//     heavy hitters), each worker pushes its exact values at those indices,
+//     in their order and without the indices (candidate values), to the
+//     round's second round, and every worker is answered with their exact
+//     sums at the candidates (the k largest of them where the group
+//     re-selects). A second-round push with another number of values, or
+//     that comes before the first round is answered here, is refused and
+//     changes nothing.
 //   - Groups whose compressor is count_sketch method=fetchsgd keep FetchSGD's
 //     momentum and error sketches (common/fetchsgd_state.h) across rounds:
 //     each completed round steps the state once, in step order (a worker
@@ -104,8 +106,10 @@ struct GroupSpec {
   uint64_t dim = 0;
   // Compressor spec shared by the job's workers (compressor_registry.h).
   std::string compressor;
-  // When > 0, the decoded update keeps only its this-many largest-magnitude
-  // entries (BytePS-style Top-k PS re-selection of a sparse union).
+  // When > 0, the answer of the group's final round keeps only its
+  // this-many largest-magnitude entries: the first round's decoded union
+  // (BytePS-style Top-k PS re-selection), or, with a second round, its exact
+  // sums at the candidates (the two-round fixed-size sketch).
   uint64_t reselect_top_k = 0;
   // Accepts second-round pushes (exact values at the candidates).
   bool second_round = false;
@@ -171,8 +175,8 @@ struct RoundKey {
   std::string job;
   uint64_t step = 0;
   uint32_t group = 0;
-  // The second round of (step, group): sparse pushes of exact values at the
-  // first round's candidates.
+  // The second round of (step, group): pushes of the exact values at the
+  // first round's candidates (PayloadKind::kCandidateValues).
   bool second_round = false;
 };
 
@@ -189,7 +193,7 @@ class AggregationCore {
 
   // Adds `worker`'s payload to the round; `done` runs as described in the
   // file comment. `now` starts the round's deadline on its first push. For a
-  // second round the payload is sparse, with the candidates' indices.
+  // second round the payload is candidate values (one per candidate).
   void Push(const RoundKey& key, uint32_t worker, Payload payload, absl::Time now,
             PushCallback done);
 
@@ -281,9 +285,12 @@ class AggregationCore {
   // round's candidates are checked in Push, under the lock).
   absl::Status ValidatePush(const RoundKey& key, uint32_t worker, const Payload& payload,
                             Group** group) const;
-  // OK if a second-round push carries its first round's candidates, which
-  // this shard must still keep.
-  absl::Status CheckCandidatesLocked(const RoundKey& key, const Payload& payload) const
+  // A second-round push carries one value per candidate of its first
+  // round's answer, which this shard must still keep, and no indices: on OK
+  // the payload becomes the sparse payload of those values at the
+  // candidates. FAILED_PRECONDITION when the answer is not kept,
+  // INVALID_ARGUMENT when the count differs.
+  absl::Status PlaceAtCandidatesLocked(const RoundKey& key, Payload* payload) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Decodes a complete round and answers its waiting pushes.
   void Complete(Group& group, const RoundId& id);

@@ -126,11 +126,12 @@ TEST(AggregationCoreTest, SketchRoundDecodesTheSummedSketch) {
   EXPECT_EQ(answers[2].result->update->values, expected.values);
 }
 
+// A worker's second-round push: its values at the candidates, in their
+// order, without the indices.
 Payload Exact(const std::vector<uint32_t>& indices, const std::vector<float>& g) {
   Payload p;
-  p.kind = PayloadKind::kSparse;
+  p.kind = PayloadKind::kCandidateValues;
   p.dim = g.size();
-  p.indices = indices;
   for (uint32_t i : indices) p.values.push_back(g[i]);
   return p;
 }
@@ -151,17 +152,24 @@ TEST(AggregationCoreTest, SecondRoundSumsTheExactValuesAtTheCandidates) {
   const std::vector<uint32_t> candidates = first[0].result->update->indices;
   ASSERT_EQ(candidates.size(), 50u);
 
-  // Refused, with nothing changed: the wrong indices, a dense payload, and a
-  // second round of a step whose first round this shard never answered.
-  Answer wrong, dense, early;
-  std::vector<uint32_t> shifted = candidates;
-  shifted.back() = shifted.back() + 1 < n ? shifted.back() + 1 : shifted.back() - 1;
-  std::sort(shifted.begin(), shifted.end());
-  shifted.erase(std::unique(shifted.begin(), shifted.end()), shifted.end());
-  core->Push({"job", 7, 4, true}, 0, Exact(shifted, grads[0]), kT0, wrong.Callback());
+  // Refused, with nothing changed: a value too few, the values with their
+  // indices (a sparse payload), a dense payload, and a second round of a
+  // step whose first round this shard never answered.
+  Answer wrong, sparse, dense, early;
+  const std::vector<uint32_t> fewer(candidates.begin(), candidates.end() - 1);
+  core->Push({"job", 7, 4, true}, 0, Exact(fewer, grads[0]), kT0, wrong.Callback());
   EXPECT_EQ(wrong.result.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(wrong.result.status().message().find("exactly the 50 candidate indices"), std::string::npos)
+  EXPECT_NE(wrong.result.status().message().find("one value for each of the 50 candidates"), std::string::npos)
       << wrong.result.status();
+  EXPECT_NE(wrong.result.status().message().find("got 49"), std::string::npos) << wrong.result.status();
+  Payload with_indices = Exact(candidates, grads[0]);
+  with_indices.kind = PayloadKind::kSparse;
+  with_indices.indices = candidates;
+  core->Push({"job", 7, 4, true}, 0, with_indices, kT0, sparse.Callback());
+  EXPECT_EQ(sparse.result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(sparse.result.status().message().find("takes candidate values, not a sparse payload"),
+            std::string::npos)
+      << sparse.result.status();
   core->Push({"job", 7, 4, true}, 0, Encode("dense", grads[0]), kT0, dense.Callback());
   EXPECT_EQ(dense.result.status().code(), absl::StatusCode::kInvalidArgument);
   core->Push({"job", 8, 4, true}, 0, Exact(candidates, grads[0]), kT0, early.Callback());
@@ -188,6 +196,42 @@ TEST(AggregationCoreTest, SecondRoundSumsTheExactValuesAtTheCandidates) {
   plain->Push({"job", 0, 0, true}, 0, Exact({1}, {1, 2, 3, 4}), kT0, refused.Callback());
   EXPECT_EQ(refused.result.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(refused.result.status().message().find("does not run a second round"), std::string::npos);
+}
+
+// The two-round fixed-size sketch: the first round answers p k candidates,
+// the second the k largest of the exact sums there (re-selection applies to
+// the final round).
+TEST(AggregationCoreTest, ASecondRoundReselectsTheTopKOfTheExactSums) {
+  const size_t n = 5000;
+  const std::string spec = "count_sketch:method=candidates,k=20,rows=1,width=2,candidates=3,seed=5";
+  GroupSpec group{0, n, spec, /*reselect_top_k=*/20};
+  group.second_round = true;
+  auto core = MakeCore(2, {group});
+  std::vector<std::vector<float>> grads;
+  Answer first[2], second[2];
+  for (uint32_t w = 0; w < 2; ++w) {
+    grads.push_back(GaussianVector(n, 70 + w));
+    Payload sketch = Encode(spec, grads[w], 3);
+    core->Push({"job", 3, 0}, w, std::move(sketch), kT0, first[w].Callback());
+  }
+  ASSERT_TRUE(first[0].result.ok()) << first[0].result.status();
+  const std::vector<uint32_t> candidates = first[0].result->update->indices;
+  ASSERT_EQ(candidates.size(), 60u) << "the first round is not re-selected";
+  for (uint32_t w = 0; w < 2; ++w) {
+    core->Push({"job", 3, 0, true}, w, Exact(candidates, grads[w]), kT0, second[w].Callback());
+  }
+  std::vector<std::pair<float, uint32_t>> sums;
+  for (uint32_t i : candidates) sums.push_back({std::abs(grads[0][i] + grads[1][i]), i});
+  std::sort(sums.rbegin(), sums.rend());
+  std::vector<uint32_t> top;
+  for (int j = 0; j < 20; ++j) top.push_back(sums[j].second);
+  std::sort(top.begin(), top.end());
+  ASSERT_TRUE(second[1].result.ok()) << second[1].result.status();
+  const Update& answer = *second[1].result->update;
+  EXPECT_EQ(answer.indices, top);
+  for (size_t j = 0; j < answer.indices.size(); ++j) {
+    EXPECT_EQ(answer.values[j], grads[0][answer.indices[j]] + grads[1][answer.indices[j]]) << j;
+  }
 }
 
 TEST(AggregationCoreTest, RepeatedPushIsNotAddedTwiceAndLatePushGetsTheKeptAnswer) {

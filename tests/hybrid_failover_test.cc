@@ -26,15 +26,16 @@ namespace {
 constexpr int kWorkers = 4;
 const std::vector<int64_t> kLayers = {3000, 200, 5000, 64};
 
-v1::JobConfig HybridJob() {
+v1::JobConfig HybridJob(const std::string& scheme = "auto", uint32_t round_deadline_ms = 60000) {
   v1::RunConfig run;
   run.set_workload("test");
-  run.set_scheme("auto");
-  run.set_compressor(FindScheme("auto")->default_compressor_spec);
+  run.set_scheme(scheme);
+  run.set_compressor(FindScheme(scheme)->default_compressor_spec);
+  run.set_second_round(SecondRoundFor(scheme, false));
   run.set_fusion("2");
   run.set_error_feedback(true);
   for (int64_t size : kLayers) run.add_layer_sizes(size);
-  absl::StatusOr<v1::JobConfig> job = MakeJobConfig("hybrid-test", kWorkers, run);
+  absl::StatusOr<v1::JobConfig> job = MakeJobConfig("hybrid-test", kWorkers, run, round_deadline_ms);
   EXPECT_TRUE(job.ok()) << job.status();
   return *job;
 }
@@ -92,7 +93,7 @@ std::vector<std::vector<StepSeen>> RunCluster(LoopbackShards& shards, const v1::
     absl::StatusOr<BuiltScheme> built = MakeScheme(JoinedAs(job, rank), std::move(environment));
     if (!built.ok()) return built.status();
     auto* hybrid = dynamic_cast<HybridScheme*>(built->scheme.get());
-    if (hybrid == nullptr) return absl::InternalError("auto did not build the hybrid");
+    if (hybrid == nullptr) return absl::InternalError(absl::StrCat(job.run().scheme(), " did not build the hybrid"));
     absl::StatusOr<std::unique_ptr<StepPipeline>> pipeline =
         StepPipeline::Create(kLayers, GroupLayouts(job), built->scheme.get());
     if (!pipeline.ok()) return pipeline.status();
@@ -193,6 +194,50 @@ TEST(HybridFailoverTest, AGroupThatFailsOnOneWorkerIsRedoneByAllOfThem) {
                                                             "group(s) 0,1 on another worker")));
   EXPECT_THAT(log, ::testing::Contains(::testing::HasSubstr("rank 2: auto: step 2: the aggregation servers failed "
                                                             "group(s) 0,1 (here: UNAVAILABLE")));
+}
+
+// The two-round hybrid: the shards fail (both rounds answer UNAVAILABLE),
+// the workers redo the groups with fixed_sketch_allreduce (both rounds over
+// the collective) and come back to fixed_sketch_ps; one worker losing its
+// replies sends every worker to the fallback (the others' second round
+// waits for it until the round deadline, 2 s here).
+TEST(HybridFailoverTest, TheFixedSketchHybridFallsBackWithBothRoundsAndReturns) {
+  const v1::JobConfig job = HybridJob("fixed_sketch_auto", /*round_deadline_ms=*/2000);
+  ASSERT_TRUE(job.run().second_round());
+  absl::StatusOr<std::unique_ptr<LoopbackShards>> shards = LoopbackShards::Create(job, 2);
+  ASSERT_TRUE(shards.ok()) << shards.status();
+  std::vector<std::string> log;
+  std::vector<int> switches;
+  const std::vector<std::vector<StepSeen>> seen = RunCluster(
+      **shards, job, 12,
+      [&](int step) {
+        if (step == 3) (*shards)->SetDown(true);
+        if (step == 6) (*shards)->SetDown(false);
+        (*shards)->LoseRepliesTo(1, step == 10);
+      },
+      &log, &switches);
+  ASSERT_EQ(seen[0].size(), 12u);
+  ExpectTheSameUpdatesOnEveryWorker(seen);
+  for (int r = 0; r < kWorkers; ++r) {
+    for (int step = 0; step < 12; ++step) {
+      const StepSeen& s = seen[r][step];
+      const bool by_allreduce = (step >= 3 && step <= 7) || step >= 10;
+      EXPECT_EQ(s.collective_groups, by_allreduce ? 2 : 0) << "rank " << r << " step " << step;
+      for (size_t g = 0; g < s.updates.size(); ++g) {
+        const uint64_t k = *SpecSelectionSize(job.groups(g).compressor(), job.groups(g).dim());
+        EXPECT_EQ(s.updates[g].indices.size(), k) << "rank " << r << " step " << step << " group " << g;
+      }
+    }
+    EXPECT_EQ(switches[r], 3) << "rank " << r;
+  }
+  EXPECT_THAT(log, ::testing::Contains(::testing::HasSubstr(
+                       "rank 0: fixed_sketch_auto: step 3: the aggregation servers failed group(s) 0,1")));
+  EXPECT_THAT(log, ::testing::Contains(::testing::HasSubstr("redoing them with fixed_sketch_allreduce")));
+  EXPECT_THAT(log, ::testing::Contains(::testing::HasSubstr(
+                       "rank 2: fixed_sketch_auto: step 7: every worker sees every aggregation server healthy; "
+                       "returning to fixed_sketch_ps")));
+  EXPECT_THAT(log, ::testing::Contains(::testing::HasSubstr("rank 1: fixed_sketch_auto: step 10: the aggregation "
+                                                            "servers failed group(s) 0,1 (here: UNAVAILABLE")));
 }
 
 }  // namespace

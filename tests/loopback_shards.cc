@@ -101,6 +101,7 @@ absl::StatusOr<std::unique_ptr<LoopbackShards>> LoopbackShards::Create(const v1:
 }
 
 absl::Status LoopbackShards::StartCoresLocked() {
+  reapers_.clear();
   cores_.clear();
   for (int s = 0; s < num_shards_; ++s) {
     absl::StatusOr<AggregationConfig> config = ShardConfig(job_, s, num_shards_);
@@ -108,6 +109,7 @@ absl::Status LoopbackShards::StartCoresLocked() {
     absl::StatusOr<std::unique_ptr<AggregationCore>> core = AggregationCore::Create(*config);
     if (!core.ok()) return core.status();
     cores_.push_back(*std::move(core));
+    reapers_.push_back(std::make_unique<RoundReaper>(cores_.back().get(), absl::Milliseconds(50)));
   }
   return absl::OkStatus();
 }

@@ -8,7 +8,9 @@
 //
 // A loopback transport makes one attempt per push (it never retries), and
 // counts a push's bytes as the gRPC transport would send them
-// (proto/push_codec.h).
+// (proto/push_codec.h). Each core's overdue rounds fail with
+// DEADLINE_EXCEEDED after the job's round deadline, as a server's are
+// (RoundReaper, every 50 ms).
 #ifndef SKETCHFUSE_TESTS_LOOPBACK_SHARDS_H_
 #define SKETCHFUSE_TESTS_LOOPBACK_SHARDS_H_
 
@@ -21,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "proto/job_config.pb.h"
 #include "server/aggregation_core.h"
+#include "server/aggregator_service.h"
 #include "worker/rpc/ps_transport.h"
 
 namespace sketchfuse {
@@ -51,6 +54,8 @@ class LoopbackShards {
   mutable std::mutex mu_;
   // Shared with pushes in flight, which finish on the cores they started on.
   std::vector<std::shared_ptr<AggregationCore>> cores_;
+  // One per core of cores_, declared after them: stopped first.
+  std::vector<std::unique_ptr<RoundReaper>> reapers_;
   bool down_ = false;
   std::set<uint32_t> replies_lost_;
 };

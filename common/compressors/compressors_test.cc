@@ -302,29 +302,39 @@ TEST(CountSketchCompressorTest, FitWarningNamesAShapeTooSmallForTheWorkers) {
 }
 
 // method=candidates: the table's shape does not depend on the workers, the
-// seed follows the step, and the decode returns candidates * k coordinates:
-// the top estimates of the summed table.
+// seed is the job's (hash=job) or follows the step (hash=step), and the
+// decode returns candidates * k coordinates: the top estimates of the summed
+// table.
 TEST(CountSketchCompressorTest, CandidatesDecodeTheTopEstimatesOfAFixedTable) {
   const uint64_t dim = 10000;
-  std::unique_ptr<Compressor> c = Make("count_sketch:method=candidates,k=50,rows=1,width=2,candidates=3,seed=7");
-  EXPECT_EQ(c->spec(), "count_sketch:method=candidates,k=50,rows=1,width=2,seed=7,candidates=3");
-  Compressor::JobContext job;
-  job.world_size = 64;
-  job.seed = 11;
-  EXPECT_EQ(c->SpecForJob(job), "count_sketch:method=candidates,k=50,rows=1,width=2,seed=11,candidates=3");
-  EXPECT_FALSE(c->SketchLayoutFor(dim).has_value());  // no GPU layout yet
-  const std::vector<float> x = HeavyTailed(dim, 4);
-  EncodeContext step3;
-  step3.step = 3;
-  const Payload p = *c->Encode(x, step3);
-  EXPECT_EQ(p.sketch.rows, 1u);
-  EXPECT_EQ(p.sketch.cols, 100u);
-  EXPECT_TRUE(c->CheckPayloadForStep(p, 3).ok());
-  EXPECT_EQ(c->CheckPayloadForStep(p, 4).code(), absl::StatusCode::kInvalidArgument);
-  const Update candidates = *c->Decode(p);
-  ASSERT_EQ(candidates.indices.size(), 150u);
-  const SparseEntries top = SketchView(p.sketch, p.values.data()).HeavyHitters(dim, 150);
-  EXPECT_EQ(candidates.indices, top.indices);
+  for (const std::string hash : {"job", "step"}) {
+    SCOPED_TRACE(hash);
+    std::unique_ptr<Compressor> c =
+        Make("count_sketch:method=candidates,k=50,rows=1,width=2,candidates=3,seed=7,hash=" + hash);
+    EXPECT_EQ(c->spec(), "count_sketch:method=candidates,k=50,rows=1,width=2,seed=7,candidates=3,hash=" + hash);
+    Compressor::JobContext job;
+    job.world_size = 64;
+    job.seed = 11;
+    EXPECT_EQ(c->SpecForJob(job),
+              "count_sketch:method=candidates,k=50,rows=1,width=2,seed=11,candidates=3,hash=" + hash);
+    EXPECT_FALSE(c->SketchLayoutFor(dim).has_value());  // no GPU layout yet
+    const std::vector<float> x = HeavyTailed(dim, 4);
+    EncodeContext step3;
+    step3.step = 3;
+    const Payload p = *c->Encode(x, step3);
+    EXPECT_EQ(p.sketch.rows, 1u);
+    EXPECT_EQ(p.sketch.cols, 100u);
+    EXPECT_EQ(p.sketch.seed, hash == "step" ? StepSeed(7, 3) : 7u);
+    EXPECT_TRUE(c->CheckPayloadForStep(p, 3).ok());
+    // A step-hashed table belongs to its step only; a job-hashed one to any.
+    EXPECT_EQ(c->CheckPayloadForStep(p, 4).ok(), hash == "job");
+    const Update candidates = *c->Decode(p);
+    ASSERT_EQ(candidates.indices.size(), 150u);
+    const SparseEntries top = SketchView(p.sketch, p.values.data()).HeavyHitters(dim, 150);
+    EXPECT_EQ(candidates.indices, top.indices);
+  }
+  EXPECT_EQ(Make("count_sketch:method=candidates,k=5,rows=1,width=2")->spec(),
+            "count_sketch:method=candidates,k=5,rows=1,width=2,seed=1,candidates=2,hash=job");
 }
 
 TEST(CountSketchCompressorTest, PeelNeedsTwoRowsAndAKnownMethod) {

@@ -23,11 +23,14 @@
 //   candidates: the first round of a two-round sketch whose size does not
 //     depend on the number of workers (worker/decentralized/
 //     fixed_sketch_allreduce.cc): every worker inserts its whole group,
-//     hashed with the step's seed, into a table of rows x ceil(width * k)
-//     cells; the decode returns the `candidates` * k coordinates whose
-//     estimates in the summed table rank first (the candidates, with their
-//     estimates), and the scheme sums the workers' exact values there and
-//     applies the top k of those sums.
+//     hashed with the job's seed (hash=job, the default) or the step's
+//     (hash=step), into a table of rows x ceil(width * k) cells; the decode
+//     returns the `candidates` * k coordinates whose estimates in the summed
+//     table rank first (the candidates, with their estimates), and the scheme
+//     sums the workers' exact values there and applies the top k of those
+//     sums. A fixed hash measured better at 16 workers (docs/BENCHMARKS.md,
+//     "Scale out"): a cell whose coordinates are not applied keeps their
+//     residual and grows louder until they are.
 //   fetchsgd: FetchSGD. Workers insert their raw gradients (no error
 //     feedback or momentum of their own) under a fixed seed; whoever holds
 //     the sum keeps momentum and error in sketch space and decodes through a
@@ -41,7 +44,7 @@
 // FetchSGD's c/k), or cols, an absolute column count (one of the three);
 // seed (default 1; the job's seed in a job), shared by every worker of a
 // job; momentum (fetchsgd only); candidates (candidates only: candidates per
-// applied coordinate, default 2, 1..64).
+// applied coordinate, default 2, 1..64); hash (candidates only: job or step).
 #include <algorithm>
 #include <cmath>
 
@@ -83,11 +86,12 @@ class CountSketchCompressor final : public Compressor {
   // `workers` > 0 sizes a peel table for that many workers' selections
   // (width and cols unused); else `cols` > 0 is the column count, else
   // ceil(width * k).
+  // `hash_per_step`: candidates only (peel always hashes per step).
   CountSketchCompressor(Decoding decoding, SelectionParams selection, uint32_t rows, uint32_t workers, double width,
-                        uint32_t cols, uint64_t seed, float momentum, uint32_t candidates)
+                        uint32_t cols, uint64_t seed, float momentum, uint32_t candidates, bool hash_per_step)
       : decoding_(decoding),
         peel_(decoding == Decoding::kPeel),
-        step_seeded_(decoding == Decoding::kPeel || decoding == Decoding::kCandidates),
+        step_seeded_(decoding == Decoding::kPeel || (decoding == Decoding::kCandidates && hash_per_step)),
         selection_(selection),
         rows_(rows),
         workers_(workers),
@@ -104,7 +108,9 @@ class CountSketchCompressor final : public Compressor {
     return absl::StrCat("count_sketch:method=", DecodingName(decoding_), ",", selection_.ToString(), ",rows=", rows_,
                         shape, ",seed=", seed_,
                         decoding_ == Decoding::kFetchSgd ? absl::StrCat(",momentum=", momentum_) : std::string(),
-                        decoding_ == Decoding::kCandidates ? absl::StrCat(",candidates=", candidates_) : std::string());
+                        decoding_ == Decoding::kCandidates
+                            ? absl::StrCat(",candidates=", candidates_, ",hash=", step_seeded_ ? "step" : "job")
+                            : std::string());
   }
 
   // The job's seed always; the job's world size where the table is sized
@@ -307,9 +313,16 @@ absl::StatusOr<std::unique_ptr<Compressor>> MakeCountSketchCompressor(ParamReade
   }
   absl::StatusOr<uint64_t> candidates = params.Uint("candidates", 2, 1, 64);
   if (!candidates.ok()) return candidates.status();
+  if (params.Has("hash") && decoding != Decoding::kCandidates) {
+    return absl::InvalidArgumentError(
+        "count_sketch: hash is a parameter of method=candidates (peel hashes per step, the others per job)");
+  }
+  absl::StatusOr<std::string> hash = params.Choice("hash", "job", {"job", "step"});
+  if (!hash.ok()) return hash.status();
   return std::unique_ptr<Compressor>(new CountSketchCompressor(
       decoding, *selection, static_cast<uint32_t>(*rows), static_cast<uint32_t>(*workers), *width,
-      static_cast<uint32_t>(*cols), *seed, static_cast<float>(*momentum), static_cast<uint32_t>(*candidates)));
+      static_cast<uint32_t>(*cols), *seed, static_cast<float>(*momentum), static_cast<uint32_t>(*candidates),
+      *hash == "step"));
 }
 
 }  // namespace sketchfuse

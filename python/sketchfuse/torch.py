@@ -151,9 +151,11 @@ class HookState:
     """The hook's state: the native session, the bucket groups, counters.
 
     scheme: a scheme of the registry. The decentralized ones
-      (sketch_allreduce, topk_allgather, dense_allreduce, dense_bf16_allreduce,
-      gtopk, spardl, importance_allreduce) run over process_group; the
-      centralized and hybrid ones (sketch_ps, topk_ps, dense_ps, auto) join the
+      (sketch_allreduce, fixed_sketch_allreduce, topk_allgather,
+      dense_allreduce, dense_bf16_allreduce, gtopk, spardl,
+      importance_allreduce) run over process_group; the centralized and hybrid
+      ones (sketch_ps, fixed_sketch_ps, topk_ps, dense_ps, auto,
+      fixed_sketch_auto) join the
       job's coordinator at `coordinator` (host:port) as a sketchfuse_worker
       does and push to its shards (auto falls back to the process group when
       they fail). compressor: the worker's spec string (None: the scheme's

@@ -71,9 +71,8 @@ v1::PushRequest Request(uint64_t step, uint32_t group, bool second_round, uint32
 
 Payload ExactAt(const std::vector<uint32_t>& indices, const std::vector<float>& g) {
   Payload p;
-  p.kind = PayloadKind::kSparse;
+  p.kind = PayloadKind::kCandidateValues;
   p.dim = g.size();
-  p.indices = indices;
   for (uint32_t i : indices) p.values.push_back(g[i]);
   return p;
 }

@@ -235,7 +235,7 @@ v1::RunConfig HookRun(const HookSettings& settings) {
   run.set_momentum(settings.momentum);
   run.set_error_feedback(settings.error_feedback);
   run.set_release_cap(settings.release_cap);
-  run.set_second_round(settings.second_round);
+  run.set_second_round(SecondRoundFor(settings.scheme, settings.second_round));
   run.set_device(settings.on_gpu() ? "gpu" : "cpu");
   return run;
 }

@@ -61,9 +61,10 @@ class PsTransport {
             std::shared_ptr<const Payload> payload, PushDone done) {
     Send(PushTarget{shard, job, step, group, /*second_round=*/false, worker}, std::move(payload), std::move(done));
   }
-  // The same for the round's second round: `payload` is sparse, `worker`'s
-  // exact values at the candidates the first round answered with; the update
-  // holds their sums over the workers.
+  // The same for the round's second round: `payload` is candidate values,
+  // `worker`'s exact values at the candidates the first round answered
+  // with, in their order; the update holds their sums over the workers at
+  // those candidates (the k largest where the job re-selects).
   void PushSecondRound(int shard, const std::string& job, uint64_t step, uint32_t group, uint32_t worker,
                        std::shared_ptr<const Payload> payload, PushDone done) {
     Send(PushTarget{shard, job, step, group, /*second_round=*/true, worker}, std::move(payload), std::move(done));

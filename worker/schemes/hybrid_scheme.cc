@@ -34,9 +34,37 @@ absl::StatusOr<std::unique_ptr<HybridScheme>> HybridScheme::Create(const v1::Joi
   // (and refuses what the scheme's traits do not allow, a second round).
   absl::StatusOr<std::unique_ptr<PsScheme>> centralized = PsScheme::Create(joined, make_transport);
   if (!centralized.ok()) return centralized.status();
-  return std::unique_ptr<HybridScheme>(
-      new HybridScheme(scheme, *std::move(centralized), collective, std::move(options)));
+  // A two-round fallback sends the residuals' exact values.
+  if (job.run().second_round() && !job.run().error_feedback()) {
+    return absl::InvalidArgumentError(absl::StrCat(scheme.name, " keeps error feedback; the run turns it off"));
+  }
+  std::vector<uint64_t> selection;
+  for (const v1::GroupConfig& group : job.groups()) {
+    absl::StatusOr<uint64_t> k = SpecSelectionSize(group.compressor(), group.dim());
+    if (!k.ok()) return k.status();
+    selection.push_back(*k);
+  }
+  return std::unique_ptr<HybridScheme>(new HybridScheme(scheme, *std::move(centralized), collective,
+                                                        std::move(options), std::move(selection),
+                                                        job.run().second_round()));
 }
+
+namespace {
+
+// The registry's scheme the hybrid runs on `route`: the scheme of that route
+// with the hybrid's algorithm (decentralized) or default spec (centralized).
+std::string SchemeOnRoute(const SchemeInfo& hybrid, Route route) {
+  for (const SchemeInfo& scheme : Schemes()) {
+    if (scheme.route != route) continue;
+    if (route == Route::kDecentralized ? scheme.algorithm == hybrid.algorithm
+                                       : scheme.default_compressor_spec == hybrid.default_compressor_spec) {
+      return scheme.name;
+    }
+  }
+  return route == Route::kDecentralized ? "the collective" : "the aggregation servers";
+}
+
+}  // namespace
 
 void HybridScheme::Log(const std::string& line) const {
   if (options_.log) {
@@ -70,6 +98,11 @@ absl::StatusOr<ExchangeResult> HybridScheme::ExchangeByCollective(uint64_t step,
   input.step = step;
   input.group = group;
   input.payload = &payload;
+  input.k = selection_[group];
+  input.second_round = second_round_;
+  // The residual, untouched until the step's update is applied (error
+  // feedback on, checked at Create for a second round).
+  if (second_round_) input.encoded = centralized_->compressors().EncodedInput(group, GradientView());
   input.decode = [this, group](const Payload& sum) { return centralized_->compressors().Decode(group, sum); };
   const uint64_t bytes_before = collective_->bytes_sent();
   const absl::Time start = absl::Now();
@@ -106,9 +139,10 @@ absl::Status HybridScheme::Reconcile(uint64_t step, std::vector<absl::StatusOr<E
       if (failed[g] > 0) redo.push_back(static_cast<int>(g));
     }
     if (redo.empty()) return absl::OkStatus();
-    Log(absl::StrCat("auto: step ", step, ": the aggregation servers failed group(s) ", absl::StrJoin(redo, ","),
+    Log(absl::StrCat(scheme_.name, ": step ", step, ": the aggregation servers failed group(s) ",
+                     absl::StrJoin(redo, ","),
                      first_error.empty() ? " on another worker" : absl::StrCat(" (here: ", first_error, ")"),
-                     "; redoing them with sketch_allreduce and staying decentralized"));
+                     "; redoing them with ", SchemeOnRoute(scheme_, Route::kDecentralized), " and staying decentralized"));
     for (int g : redo) {
       const Payload* payload = centralized_->payload_of(g, step);
       if (payload == nullptr) {
@@ -134,7 +168,8 @@ absl::Status HybridScheme::Reconcile(uint64_t step, std::vector<absl::StatusOr<E
   centralized_->transport().Reconnect();
   mode_ = Mode::kCentralized;
   ++switches_;
-  Log(absl::StrCat("auto: step ", step, ": every worker sees every aggregation server healthy; returning to sketch_ps"));
+  Log(absl::StrCat(scheme_.name, ": step ", step, ": every worker sees every aggregation server healthy; returning to ",
+                   SchemeOnRoute(scheme_, Route::kCentralized)));
   return absl::OkStatus();
 }
 

@@ -1,6 +1,8 @@
 // --scheme=auto: the hybrid of the two routes. Centralized Count-Sketch
 // aggregation (sketch_ps) while the aggregation servers answer; the same
 // sketches allreduced among the workers (sketch_allreduce) when they do not.
+// --scheme=fixed_sketch_auto is the same hybrid of fixed_sketch_ps and
+// fixed_sketch_allreduce (two rounds on either route).
 //
 // Each group is encoded once per step. On the centralized route, a push that
 // fails past its retry budget fails the group on that worker; at the end of
@@ -13,6 +15,11 @@
 // and, every `probe_every` steps, probe every shard's health; when all
 // workers see every shard serving (a second one-flag allreduce), they return
 // to the centralized route from the next step. Each switch is logged.
+// With two rounds (fixed_sketch_auto), a group fails if either of its rounds
+// fails; a worker that never gets its first round's answer never pushes the
+// second, so the others' second round fails at the job's round deadline
+// (the gRPC transport retries a lost reply first, so this takes a shard
+// that stays down), and all redo the group, both rounds, on the collective.
 #ifndef SKETCHFUSE_WORKER_SCHEMES_HYBRID_SCHEME_H_
 #define SKETCHFUSE_WORKER_SCHEMES_HYBRID_SCHEME_H_
 
@@ -71,23 +78,28 @@ class HybridScheme final : public AggregationScheme {
 
  private:
   HybridScheme(SchemeInfo scheme, std::unique_ptr<PsScheme> centralized, Collective* collective,
-               HybridOptions options)
+               HybridOptions options, std::vector<uint64_t> selection, bool second_round)
       : scheme_(std::move(scheme)),
         centralized_(std::move(centralized)),
         collective_(collective),
-        options_(std::move(options)) {}
+        options_(std::move(options)),
+        selection_(std::move(selection)),
+        second_round_(second_round) {}
   // sketch_allreduce of `payload`, `group`'s encoded sketch of this step.
   absl::StatusOr<ExchangeResult> ExchangeByCollective(uint64_t step, int group, const Payload& payload,
                                                       size_t dense_bytes);
   void Log(const std::string& line) const;
 
-  // The scheme (auto): its algorithm is the fallback's.
+  // The scheme (auto, fixed_sketch_auto): its algorithm is the fallback's.
   const SchemeInfo scheme_;
-  // The centralized route (pushes as sketch_ps does), whose compressor stacks and encoded
-  // payloads the fallback reuses.
+  // The centralized route (pushes as sketch_ps or fixed_sketch_ps does),
+  // whose compressor stacks, encoded payloads and residuals the fallback
+  // reuses.
   std::unique_ptr<PsScheme> centralized_;
   Collective* const collective_;
   const HybridOptions options_;
+  const std::vector<uint64_t> selection_;  // each group's k, for the fallback
+  const bool second_round_;                // run.second_round, for the fallback
 
   // Read and written by Exchange (communication thread) and Reconcile
   // (trainer thread), which never run at once (the pipeline's contract).

@@ -124,10 +124,10 @@ void PsScheme::PushSecondRound(uint64_t step, int group, absl::Span<const float>
     done(absl::InternalError(absl::StrCat("group ", group, ": the first round's answer cannot start a second round")));
     return;
   }
+  // The values only, in the candidates' order: the shard knows the indices.
   auto exact = std::make_shared<Payload>();
-  exact->kind = PayloadKind::kSparse;
+  exact->kind = PayloadKind::kCandidateValues;
   exact->dim = candidates.dim;
-  exact->indices = candidates.indices;
   exact->values.reserve(candidates.indices.size());
   for (uint32_t i : candidates.indices) {
     if (i >= encoded.size()) {

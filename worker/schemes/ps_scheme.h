@@ -27,10 +27,12 @@ struct ShardRoute {
 };
 absl::StatusOr<ShardRoute> RouteToShards(const v1::JoinReply& joined);
 
-// With run.second_round (sketch_ps), each group takes two rounds: the sketch
-// round answers with candidates (the heavy hitters of the summed sketch), then
-// each worker pushes its exact values there and applies their exact sums
-// (Sketched-SGD), so the residuals release exactly what was applied.
+// With run.second_round (sketch_ps --second_round, fixed_sketch_ps), each
+// group takes two rounds: the sketch round answers with candidates (the heavy
+// hitters of the summed sketch), then each worker pushes its exact values
+// there, without indices, and applies the exact sums the shard answers (all
+// of them, or their top k where the job re-selects: fixed_sketch_ps), so the
+// residuals release exactly what was applied.
 class PsScheme final : public AggregationScheme {
  public:
   // Builds one compressor stack per group of the joined job, and the

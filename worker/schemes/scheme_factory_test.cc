@@ -2,6 +2,7 @@
 // joined job, and refuses what a run cannot be, before any communication.
 #include "worker/schemes/scheme_factory.h"
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/collective/local_group.h"
@@ -28,7 +29,7 @@ v1::JoinReply Joined(const std::string& scheme, bool second_round = false) {
   run->set_compressor(info.default_compressor_spec);
   run->set_error_feedback(true);
   run->set_momentum(0.9);
-  run->set_second_round(second_round);
+  run->set_second_round(SecondRoundFor(scheme, second_round));
   for (uint32_t g = 0; g < 2; ++g) {
     v1::GroupConfig* group = job->add_groups();
     group->set_group(g);
@@ -66,6 +67,18 @@ TEST(SchemeFactoryTest, RefusesWhatARunCannotBe) {
   EXPECT_THAT(MakeScheme(unknown, {}).status().message(), HasSubstr("unknown scheme 'bogus'"));
   EXPECT_THAT(MakeScheme(Joined("topk_ps", /*second_round=*/true), {}).status().message(),
               HasSubstr("--second_round is for --scheme=sketch_ps or sketch_allreduce only; the scheme is topk_ps"));
+  // A two-round scheme always has its second round: a job config without it
+  // (not built by RunRequest or the hook) is refused by name.
+  for (const char* two_rounds : {"fixed_sketch_ps", "fixed_sketch_allreduce", "fixed_sketch_auto"}) {
+    EXPECT_TRUE(SecondRoundFor(two_rounds, false)) << two_rounds;
+    v1::JoinReply one_round = Joined(two_rounds);
+    one_round.mutable_job()->mutable_run()->set_second_round(false);
+    EXPECT_THAT(MakeScheme(one_round, {}).status().message(),
+                HasSubstr(absl::StrCat("scheme ", two_rounds, " takes two rounds; the run config turns its second "
+                                       "round off")));
+  }
+  EXPECT_FALSE(SecondRoundFor("sketch_ps", false));
+  EXPECT_TRUE(SecondRoundFor("sketch_ps", true));
   v1::JoinReply no_map = Joined("sketch_ps");
   no_map.clear_shard_of_group();
   EXPECT_THAT(MakeScheme(no_map, {}).status().message(), HasSubstr("the shard map covers 0 groups"));
@@ -88,8 +101,9 @@ TEST(SchemeRegistryTest, EveryEntryIsConsistent) {
     // Momentum stays with the optimizer exactly where nothing is compressed.
     EXPECT_EQ(!traits.worker_momentum, info.compressor == "dense") << info.name;
     if (traits.servers_reselect_top_k) {
-      EXPECT_EQ(info.route, Route::kCentralized) << info.name;
+      EXPECT_NE(info.route, Route::kDecentralized) << info.name << ": only servers re-select";
     }
+    if (traits.two_rounds) EXPECT_TRUE(traits.second_round) << info.name;
     if (traits.capped_release) {
       EXPECT_TRUE(traits.worker_momentum) << info.name << ": a cap is a multiple of the worker's velocity";
     }

@@ -38,12 +38,22 @@ const std::vector<SchemeInfo>& Schemes() {
       // The two-round sketch of fixed size: a 1 x 2k table and 2k candidate
       // values per group (10x fewer floats than dense at density 0.025),
       // the same at any number of workers. Like gtopk it applies the top k
-      // of exact sums, so no release cap.
+      // of exact sums, so no release cap. Its centralized and hybrid forms
+      // are fixed_sketch_ps and fixed_sketch_auto.
       {"fixed_sketch_allreduce", Route::kDecentralized, "count_sketch",
        "count_sketch:method=candidates,density=0.025,rows=1,width=2,candidates=2",
        "allreduce of fixed-size sketches, then of the exact values at the decoded candidates (no indices); the top "
        "k of those sums applied: bytes per worker independent of the number of workers",
-       T().WorkerMomentum(), &FixedSketchAllreduce},
+       T().WorkerMomentum().TwoRounds(), &FixedSketchAllreduce},
+      // The same two-round sketch with the servers summing: each worker
+      // pushes its table, the shard decodes the candidates; each pushes its
+      // values there (no indices), the shard answers the top k of the sums.
+      {"fixed_sketch_ps", Route::kCentralized, "count_sketch",
+       "count_sketch:method=candidates,density=0.025,rows=1,width=2,candidates=2",
+       "fixed-size sketches summed on the servers, which decode the candidates; the workers' exact values there "
+       "(no indices) summed in a second push and the top k applied: bytes per worker independent of the number "
+       "of workers",
+       T().WorkerMomentum().TwoRounds().ServersReselectTopK()},
       {"topk_allgather", Route::kDecentralized, "topk", "topk:density=0.01",
        "local top-k, allgather of (index, value), summed", T().WorkerMomentum().CappedRelease(), &TopKAllgather},
       // gtopk applies k coordinates in all, where topk_allgather applies the
@@ -68,6 +78,10 @@ const std::vector<SchemeInfo>& Schemes() {
       {"auto", Route::kHybrid, "count_sketch", "count_sketch:method=peel,density=0.00625,rows=4",
        "sketch_ps while the servers answer, sketch_allreduce when they fail; back when they are healthy",
        T().WorkerMomentum().CappedRelease().RunsOnGpu(), &SketchAllreduce},
+      {"fixed_sketch_auto", Route::kHybrid, "count_sketch",
+       "count_sketch:method=candidates,density=0.025,rows=1,width=2,candidates=2",
+       "fixed_sketch_ps while the servers answer, fixed_sketch_allreduce when they fail; back when they are healthy",
+       T().WorkerMomentum().TwoRounds().ServersReselectTopK(), &FixedSketchAllreduce},
   };
   return *schemes;
 }
@@ -107,6 +121,11 @@ absl::Status CheckSchemeCompressor(const std::string& scheme, const std::string&
   absl::StatusOr<std::unique_ptr<Compressor>> made = CompressorRegistry::Default().Create(compressor);
   if (!made.ok()) return made.status();
   return absl::OkStatus();
+}
+
+bool SecondRoundFor(const std::string& scheme, bool requested) {
+  absl::StatusOr<SchemeInfo> info = FindScheme(scheme);
+  return requested || (info.ok() && info->traits.two_rounds);
 }
 
 Route SchemeRoute(const std::string& scheme) {
@@ -151,9 +170,14 @@ absl::Status CheckRunScheme(const v1::RunConfig& run) {
   // stack-use-after-scope, found by //worker/hook:hook_session_test).
   const SchemeInfo info = *FindScheme(run.scheme());
   if (run.second_round() && !info.traits.second_round) {
-    const std::vector<std::string> with = NamesWith([](const SchemeInfo& scheme) { return scheme.traits.second_round; });
+    const std::vector<std::string> with =
+        NamesWith([](const SchemeInfo& scheme) { return scheme.traits.second_round && !scheme.traits.two_rounds; });
     return absl::InvalidArgumentError(absl::StrCat("--second_round is for --scheme=", absl::StrJoin(with, " or "),
                                                    " only; the scheme is ", run.scheme()));
+  }
+  if (info.traits.two_rounds && !run.second_round()) {
+    return absl::InvalidArgumentError(absl::StrCat("scheme ", run.scheme(),
+                                                   " takes two rounds; the run config turns its second round off"));
   }
   if (run.second_round() && KeepsSketchSpaceState(run.compressor())) {
     return absl::InvalidArgumentError("FetchSGD (count_sketch method=fetchsgd) has no second round");

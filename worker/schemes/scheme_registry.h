@@ -34,6 +34,10 @@ struct SchemeTraits {
   bool capped_release = false;
   // An exact second round exists (--second_round).
   bool second_round = false;
+  // The exact second round is part of the algorithm (the two-round
+  // fixed-size sketch): every run of the scheme has it, whatever
+  // --second_round says (SecondRoundFor).
+  bool two_rounds = false;
   // Its groups may live on the GPU (--device=gpu).
   bool runs_on_gpu = false;
   // The servers keep the k largest coordinates of the workers' union.
@@ -44,6 +48,7 @@ struct SchemeTraits {
   SchemeTraits& WorkerMomentum() { worker_momentum = true; return *this; }
   SchemeTraits& CappedRelease() { capped_release = true; return *this; }
   SchemeTraits& SecondRound() { second_round = true; return *this; }
+  SchemeTraits& TwoRounds() { second_round = two_rounds = true; return *this; }
   SchemeTraits& RunsOnGpu() { runs_on_gpu = true; return *this; }
   SchemeTraits& ServersReselectTopK() { servers_reselect_top_k = true; return *this; }
   SchemeTraits& NeedsParameters() { needs_parameters = true; return *this; }
@@ -74,8 +79,15 @@ absl::Status CheckSchemeCompressor(const std::string& scheme, const std::string&
 
 // INVALID_ARGUMENT naming the misfit when the run's scheme, compressor,
 // second round and device do not go together (CheckSchemeCompressor, a
-// second round the scheme lacks or with FetchSGD, CheckDevicePlacement).
+// second round the scheme lacks or with FetchSGD, a two-round scheme
+// without it, CheckDevicePlacement).
 absl::Status CheckRunScheme(const v1::RunConfig& run);
+
+// Whether a run of `scheme` has the exact second round: `requested`
+// (--second_round), or always for a two-round scheme. Where a run is built
+// (RunRequest, the hook), so the job config every worker and shard reads
+// says it.
+bool SecondRoundFor(const std::string& scheme, bool requested);
 
 // The scheme's route; kCentralized for an unknown name (check first).
 Route SchemeRoute(const std::string& scheme);

@@ -38,7 +38,7 @@ absl::StatusOr<v1::RunConfig> BuildRunConfig(const RunRequest& request, const Gp
   run.set_workload(request.workload);
   run.set_scheme(scheme->name);
   run.set_compressor(request.compressor.empty() ? scheme->default_compressor_spec : request.compressor);
-  run.set_second_round(request.second_round);
+  run.set_second_round(SecondRoundFor(scheme->name, request.second_round));
   run.set_fusion(request.fusion);
   run.set_seed(request.seed);
   run.set_batch_size(request.batch_size);

@@ -1,0 +1,227 @@
+// The two-round fixed-size sketch on its three routes (fixed_sketch_ps over
+// in-process shards, tests/loopback_shards.h; fixed_sketch_allreduce and
+// fixed_sketch_auto over a real Gloo group of threads), through the workers'
+// step pipeline, at 2, 4 and 8 workers:
+//   - the three routes apply the same updates, bit for bit (the gradients are
+//     multiples of 1/64 small enough that every sum is exact in any order,
+//     so the decoded candidates and the top k cannot differ by rounding);
+//   - error feedback conserves the gradient exactly: the workers' residuals
+//     plus every applied update are the sum of every gradient;
+//   - the bytes a worker pushes per step on the centralized route are the
+//     same at every number of workers: its table and its candidate values,
+//     4 bytes each, plus the request's framing.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "server/job_config.h"
+#include "tests/loopback_shards.h"
+#include "worker/collective/local_group.h"
+#include "worker/pipeline/job_plan.h"
+#include "worker/pipeline/step_pipeline.h"
+#include "worker/schemes/scheme_factory.h"
+#include "worker/schemes/scheme_registry.h"
+
+namespace sketchfuse {
+namespace {
+
+const std::vector<int64_t> kLayers = {3000, 200, 5000, 64};
+constexpr int kSteps = 4;
+
+v1::JobConfig Job(const std::string& scheme, uint32_t workers) {
+  v1::RunConfig run;
+  run.set_workload("test");
+  run.set_scheme(scheme);
+  run.set_compressor(FindScheme(scheme)->default_compressor_spec);
+  run.set_second_round(SecondRoundFor(scheme, false));
+  run.set_fusion("2");
+  run.set_error_feedback(true);
+  run.set_seed(5);
+  for (int64_t size : kLayers) run.add_layer_sizes(size);
+  absl::StatusOr<v1::JobConfig> job = MakeJobConfig("fixed-sketch-test", workers, run);
+  EXPECT_TRUE(job.ok()) << job.status();
+  return *job;
+}
+
+v1::JoinReply JoinedAs(const v1::JobConfig& job, int rank) {
+  v1::JoinReply joined;
+  joined.set_rank(rank);
+  joined.set_world_size(job.world_size());
+  *joined.mutable_job() = job;
+  joined.add_shards()->set_address("loopback:0");
+  for (int g = 0; g < job.groups_size(); ++g) joined.add_shard_of_group(0);
+  return joined;
+}
+
+// Multiples of 1/64 below 16 in magnitude, different on every worker, layer
+// and step: sums of up to a few thousand of them are exact in float.
+std::vector<float> Gradient(int rank, int layer, int64_t size, uint64_t step) {
+  std::vector<float> g(size);
+  for (int64_t i = 0; i < size; ++i) {
+    const int64_t v = (i * 37 + rank * 101 + layer * 7 + static_cast<int64_t>(step) * 13) % 1009 - 504;
+    g[i] = static_cast<float>(v) / 64.0f;
+    if ((i + rank) % 211 == 0) g[i] += 8.0f;
+  }
+  return g;
+}
+
+struct RouteRun {
+  std::vector<std::vector<Update>> updates;  // [step][group], rank 0's
+  std::vector<size_t> bytes_sent;            // [step], rank 0's
+  std::vector<std::vector<float>> residual_sum;  // [group], over the workers, after the last step
+};
+
+RouteRun RunRoute(const std::string& scheme, uint32_t workers) {
+  const v1::JobConfig job = Job(scheme, workers);
+  absl::StatusOr<std::unique_ptr<LoopbackShards>> shards = LoopbackShards::Create(job, 1);
+  EXPECT_TRUE(shards.ok()) << shards.status();
+  RouteRun run;
+  std::vector<std::vector<std::vector<Update>>> updates(workers);
+  std::vector<std::vector<GroupState>> states(workers);
+  std::vector<size_t> bytes;
+  const std::vector<absl::Status> ranks = RunOnLocalGlooGroup(workers, [&](Collective& collective) -> absl::Status {
+    const int rank = collective.rank();
+    SchemeEnvironment environment;
+    environment.collective = &collective;
+    environment.transport = (*shards)->Transports();
+    absl::StatusOr<BuiltScheme> built = MakeScheme(JoinedAs(job, rank), std::move(environment));
+    if (!built.ok()) return built.status();
+    absl::StatusOr<std::unique_ptr<StepPipeline>> pipeline =
+        StepPipeline::Create(kLayers, GroupLayouts(job), built->scheme.get());
+    if (!pipeline.ok()) return pipeline.status();
+    for (int step = 0; step < kSteps; ++step) {
+      (*pipeline)->BeginStep(step);
+      for (size_t l = 0; l < kLayers.size(); ++l) {
+        const std::vector<float> g = Gradient(rank, static_cast<int>(l), kLayers[l], step);
+        if (absl::Status s = (*pipeline)->AddLayerGradient(static_cast<int>(l), g); !s.ok()) return s;
+      }
+      (*pipeline)->MarkBackwardEnd();
+      absl::StatusOr<std::vector<Update>> step_updates = (*pipeline)->FinishStep(absl::Seconds(60));
+      if (!step_updates.ok()) return step_updates.status();
+      if (absl::Status s = (*pipeline)->Applied(*step_updates); !s.ok()) return s;
+      updates[rank].push_back(*step_updates);
+      if (rank == 0) bytes.push_back((*pipeline)->traffic().bytes_sent);
+    }
+    states[rank] = built->scheme->SaveState();
+    return absl::OkStatus();
+  });
+  for (uint32_t r = 0; r < workers; ++r) EXPECT_TRUE(ranks[r].ok()) << scheme << " rank " << r << ": " << ranks[r];
+  for (uint32_t r = 1; r < workers; ++r) {
+    for (int step = 0; step < kSteps && step < static_cast<int>(updates[r].size()); ++step) {
+      for (size_t g = 0; g < updates[r][step].size(); ++g) {
+        EXPECT_EQ(updates[r][step][g].indices, updates[0][step][g].indices) << scheme << " rank " << r;
+        EXPECT_EQ(updates[r][step][g].values, updates[0][step][g].values) << scheme << " rank " << r;
+      }
+    }
+  }
+  run.updates = updates[0];
+  run.bytes_sent = bytes;
+  for (int g = 0; g < job.groups_size(); ++g) {
+    std::vector<float> sum(job.groups(g).dim(), 0.0f);
+    for (uint32_t r = 0; r < workers; ++r) {
+      if (states[r].size() != static_cast<size_t>(job.groups_size())) continue;
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] += states[r][g].residual[i];
+    }
+    run.residual_sum.push_back(std::move(sum));
+  }
+  return run;
+}
+
+// Where a group's layers begin, in the concatenated gradient.
+std::vector<int64_t> GroupOffsets(const v1::JobConfig& job) {
+  std::vector<int64_t> offsets;
+  int64_t offset = 0;
+  for (const v1::GroupConfig& group : job.groups()) {
+    offsets.push_back(offset);
+    offset += static_cast<int64_t>(group.dim());
+  }
+  return offsets;
+}
+
+TEST(FixedSketchTest, TheThreeRoutesApplyTheSameUpdatesAndConserveTheGradient) {
+  for (uint32_t workers : {2u, 4u, 8u}) {
+    SCOPED_TRACE(absl::StrCat(workers, " workers"));
+    const v1::JobConfig job = Job("fixed_sketch_ps", workers);
+    ASSERT_EQ(job.groups_size(), 2);
+    const RouteRun ps = RunRoute("fixed_sketch_ps", workers);
+    const RouteRun allreduce = RunRoute("fixed_sketch_allreduce", workers);
+    const RouteRun hybrid = RunRoute("fixed_sketch_auto", workers);
+    ASSERT_EQ(ps.updates.size(), static_cast<size_t>(kSteps));
+    for (const RouteRun* other : {&allreduce, &hybrid}) {
+      ASSERT_EQ(other->updates.size(), ps.updates.size());
+      for (int step = 0; step < kSteps; ++step) {
+        for (int g = 0; g < job.groups_size(); ++g) {
+          EXPECT_EQ(other->updates[step][g].indices, ps.updates[step][g].indices) << "step " << step << " group " << g;
+          EXPECT_EQ(other->updates[step][g].values, ps.updates[step][g].values) << "step " << step << " group " << g;
+        }
+      }
+    }
+    // k coordinates of each group every step: the top k of the exact sums.
+    for (int g = 0; g < job.groups_size(); ++g) {
+      const uint64_t k = *SpecSelectionSize(job.groups(g).compressor(), job.groups(g).dim());
+      EXPECT_EQ(ps.updates[0][g].indices.size(), k) << "group " << g;
+    }
+    // Conservation: residuals + applied = every gradient, exactly.
+    const std::vector<int64_t> offsets = GroupOffsets(job);
+    for (const RouteRun* route : {&ps, &allreduce, &hybrid}) {
+      for (int g = 0; g < job.groups_size(); ++g) {
+        std::vector<float> total = route->residual_sum[g];
+        for (int step = 0; step < kSteps; ++step) {
+          const Update& u = route->updates[step][g];
+          for (size_t j = 0; j < u.indices.size(); ++j) total[u.indices[j]] += u.values[j];
+        }
+        std::vector<float> expected(total.size(), 0.0f);
+        for (int step = 0; step < kSteps; ++step) {
+          for (uint32_t r = 0; r < workers; ++r) {
+            int64_t at = 0;
+            for (size_t l = 0; l < kLayers.size(); ++l) {
+              const std::vector<float> grad = Gradient(r, static_cast<int>(l), kLayers[l], step);
+              for (int64_t i = 0; i < kLayers[l]; ++i, ++at) {
+                if (at >= offsets[g] && at < offsets[g] + static_cast<int64_t>(expected.size())) {
+                  expected[at - offsets[g]] += grad[i];
+                }
+              }
+            }
+          }
+        }
+        ASSERT_EQ(total.size(), expected.size());
+        size_t differ = 0;
+        for (size_t i = 0; i < total.size(); ++i) differ += total[i] != expected[i];
+        EXPECT_EQ(differ, 0u) << "group " << g << ": residuals + applied != gradients";
+      }
+    }
+  }
+}
+
+// Bytes per worker per step on the centralized route: each group's table and
+// candidate values, the same at every number of workers.
+TEST(FixedSketchTest, ACentralizedWorkerPushesTheSameBytesAtAnyNumberOfWorkers) {
+  // Step by step (the framing's varints grow with the step number).
+  std::map<uint32_t, std::vector<size_t>> bytes_at;
+  for (uint32_t workers : {2u, 4u, 8u}) {
+    bytes_at[workers] = RunRoute("fixed_sketch_ps", workers).bytes_sent;
+    ASSERT_EQ(bytes_at[workers].size(), static_cast<size_t>(kSteps));
+  }
+  EXPECT_EQ(bytes_at[4], bytes_at[2]);
+  EXPECT_EQ(bytes_at[8], bytes_at[2]);
+  // 4 bytes per cell and per candidate value, plus at most 96 bytes of
+  // framing per push (two pushes per group).
+  const v1::JobConfig job = Job("fixed_sketch_ps", 4);
+  uint64_t floats = 0;
+  for (const v1::GroupConfig& group : job.groups()) {
+    const uint64_t k = *SpecSelectionSize(group.compressor(), group.dim());
+    const uint64_t cols = (2 * k);  // width=2, rows=1
+    floats += cols + 2 * k;         // candidates=2
+  }
+  for (size_t bytes : bytes_at[2]) {
+    EXPECT_GE(bytes, 4 * floats);
+    EXPECT_LE(bytes, 4 * floats + 2 * 96 * job.groups_size());
+  }
+}
+
+}  // namespace
+}  // namespace sketchfuse
