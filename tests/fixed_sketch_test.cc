@@ -10,13 +10,16 @@
 //   - the bytes a worker pushes per step on the centralized route are the
 //     same at every number of workers: its table and its candidate values,
 //     4 bytes each, plus the request's framing.
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/compressor_params.h"
 #include "gtest/gtest.h"
 #include "server/job_config.h"
 #include "tests/loopback_shards.h"
@@ -209,13 +212,18 @@ TEST(FixedSketchTest, ACentralizedWorkerPushesTheSameBytesAtAnyNumberOfWorkers) 
   EXPECT_EQ(bytes_at[4], bytes_at[2]);
   EXPECT_EQ(bytes_at[8], bytes_at[2]);
   // 4 bytes per cell and per candidate value, plus at most 96 bytes of
-  // framing per push (two pushes per group).
+  // framing per push (two pushes per group): rows x ceil(width k) cells and
+  // candidates x k values, k = density x dim.
   const v1::JobConfig job = Job("fixed_sketch_ps", 4);
   uint64_t floats = 0;
   for (const v1::GroupConfig& group : job.groups()) {
+    const CompressorSpec spec = *ParseCompressorSpec(group.compressor());
     const uint64_t k = *SpecSelectionSize(group.compressor(), group.dim());
-    const uint64_t cols = (2 * k);  // width=2, rows=1
-    floats += cols + 2 * k;         // candidates=2
+    double width = 0, rows = 0, candidates = 0;
+    ASSERT_TRUE(absl::SimpleAtod(spec.params.at("width"), &width));
+    ASSERT_TRUE(absl::SimpleAtod(spec.params.at("rows"), &rows));
+    ASSERT_TRUE(absl::SimpleAtod(spec.params.at("candidates"), &candidates));
+    floats += static_cast<uint64_t>(rows * std::ceil(width * k) + candidates * k);
   }
   for (size_t bytes : bytes_at[2]) {
     EXPECT_GE(bytes, 4 * floats);

@@ -35,13 +35,15 @@ const std::vector<SchemeInfo>& Schemes() {
       {"sketch_allreduce", Route::kDecentralized, "count_sketch", "count_sketch:method=peel,density=0.0042,rows=4",
        "allreduce of the sketches; every worker decodes the same top-k (gs-SGD global sketching)",
        T().WorkerMomentum().CappedRelease().SecondRound().RunsOnGpu(), &SketchAllreduce},
-      // The two-round sketch of fixed size: a 1 x 2k table and 2k candidate
-      // values per group (10x fewer floats than dense at density 0.025),
-      // the same at any number of workers. Like gtopk it applies the top k
-      // of exact sums, so no release cap. Its centralized and hybrid forms
-      // are fixed_sketch_ps and fixed_sketch_auto.
+      // The two-round sketch of fixed size: a 1 x k table and 2k candidate
+      // values per group (10x fewer floats than dense at density 0.0333),
+      // the same at any number of workers; the shape measured best at 16
+      // workers among those of 10x (docs/BENCHMARKS.md, "Scale out"). Like
+      // gtopk it applies the top k of exact sums, so no release cap. Its
+      // centralized and hybrid forms are fixed_sketch_ps and
+      // fixed_sketch_auto.
       {"fixed_sketch_allreduce", Route::kDecentralized, "count_sketch",
-       "count_sketch:method=candidates,density=0.025,rows=1,width=2,candidates=2",
+       "count_sketch:method=candidates,density=0.0333,rows=1,width=1,candidates=2",
        "allreduce of fixed-size sketches, then of the exact values at the decoded candidates (no indices); the top "
        "k of those sums applied: bytes per worker independent of the number of workers",
        T().WorkerMomentum().TwoRounds(), &FixedSketchAllreduce},
@@ -49,7 +51,7 @@ const std::vector<SchemeInfo>& Schemes() {
       // pushes its table, the shard decodes the candidates; each pushes its
       // values there (no indices), the shard answers the top k of the sums.
       {"fixed_sketch_ps", Route::kCentralized, "count_sketch",
-       "count_sketch:method=candidates,density=0.025,rows=1,width=2,candidates=2",
+       "count_sketch:method=candidates,density=0.0333,rows=1,width=1,candidates=2",
        "fixed-size sketches summed on the servers, which decode the candidates; the workers' exact values there "
        "(no indices) summed in a second push and the top k applied: bytes per worker independent of the number "
        "of workers",
@@ -79,7 +81,7 @@ const std::vector<SchemeInfo>& Schemes() {
        "sketch_ps while the servers answer, sketch_allreduce when they fail; back when they are healthy",
        T().WorkerMomentum().CappedRelease().RunsOnGpu(), &SketchAllreduce},
       {"fixed_sketch_auto", Route::kHybrid, "count_sketch",
-       "count_sketch:method=candidates,density=0.025,rows=1,width=2,candidates=2",
+       "count_sketch:method=candidates,density=0.0333,rows=1,width=1,candidates=2",
        "fixed_sketch_ps while the servers answer, fixed_sketch_allreduce when they fail; back when they are healthy",
        T().WorkerMomentum().TwoRounds().ServersReselectTopK(), &FixedSketchAllreduce},
   };
