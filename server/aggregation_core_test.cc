@@ -172,6 +172,13 @@ TEST(AggregationCoreTest, SecondRoundSumsTheExactValuesAtTheCandidates) {
       << sparse.result.status();
   core->Push({"job", 7, 4, true}, 0, Encode("dense", grads[0]), kT0, dense.Callback());
   EXPECT_EQ(dense.result.status().code(), absl::StatusCode::kInvalidArgument);
+  // Candidate values belong to a second round only: as a first-round push
+  // (of the next step) they are refused by the group's compressor.
+  Answer values_first;
+  core->Push({"job", 8, 4}, 0, Exact(candidates, grads[0]), kT0, values_first.Callback());
+  EXPECT_EQ(values_first.result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(values_first.result.status().message().find("candidate values"), std::string::npos)
+      << values_first.result.status();
   core->Push({"job", 8, 4, true}, 0, Exact(candidates, grads[0]), kT0, early.Callback());
   EXPECT_EQ(early.result.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(early.result.status().message().find("its second round cannot start"), std::string::npos);
