@@ -10,13 +10,14 @@
 # its log). A run that diverges (its workers exit with status 3) is no
 # failure: its row says where, and the other schemes still run.
 #
-# A server shard that dies is supervised, not fatal, under --schemes=auto:
-# the launcher logs it and the workers fail over to sketch_allreduce (and
-# return when the shard is back); with --restart_shards it restarts the shard
-# on its address after a second, as a supervisor or Kubernetes would, and
-# the successor takes up the answers its predecessor recorded. Under the
-# other schemes a dead shard ends the run, naming the step it reached and
-# the workers' errors (only auto trains through a dead shard).
+# A server shard that dies is supervised, not fatal, under the hybrid schemes
+# (auto, fixed_sketch_auto): the launcher logs it and the workers fail over to
+# their decentralized route (and return when the shard is back); with
+# --restart_shards it restarts the shard on its address after a second, as a
+# supervisor or Kubernetes would, and the successor takes up the answers its
+# predecessor recorded. Under the other schemes a dead shard ends the run,
+# naming the step it reached and the workers' errors (only the hybrids train
+# through a dead shard).
 #
 #   scripts/local_cluster.sh [--workers=4] [--shards=2]
 #                            [--schemes=dense_allreduce,sketch_ps,sketch_allreduce]
@@ -90,15 +91,15 @@ start() {
 }
 
 # A server shard (index $1 of pids) exited with status $2 while its run
-# trains: under auto, logged and (with --restart_shards) restarted on its
+# trains: under a hybrid, logged and (with --restart_shards) restarted on its
 # address; otherwise the run ends, saying where it was.
 shard_died() {
   local i="$1" status="$2"
   local name="${names[$i]%%|*}" log="${names[$i]#*|}"
   local step
   step="$(grep "^worker-0 epoch" "$dir/worker0.log" 2>/dev/null | tail -n 1 | awk '{split($5, s, "/"); print s[1]}' || true)"
-  if [ "$scheme" = auto ]; then
-    echo "local_cluster: $name died (exit $status) at about step ${step:-0}; the auto workers fail over to sketch_allreduce" >&2
+  if [ "$route" = hybrid ]; then
+    echo "local_cluster: $name died (exit $status) at about step ${step:-0}; the $scheme workers fail over to the decentralized route" >&2
     if [ "$restart_shards" -eq 1 ]; then
       local index="${name##* }" port
       port="$(cat "$dir/port$index" 2>/dev/null || true)"
@@ -110,7 +111,7 @@ shard_died() {
     return 0
   fi
   echo "local_cluster: $name died (exit $status) at about step ${step:-0} of $scheme; its log: $log" >&2
-  echo "local_cluster: the rounds of its groups are lost (only --schemes=auto trains through a dead shard); the workers say:" >&2
+  echo "local_cluster: the rounds of its groups are lost (only the hybrids, auto and fixed_sketch_auto, train through a dead shard); the workers say:" >&2
   local w waited
   for waited in $(seq 100); do
     local left=0

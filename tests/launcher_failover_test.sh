@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # scripts/local_cluster.sh under a dead shard, with real processes on
-# loopback: under --schemes=auto, shard 1 (which owns one of the two groups)
-# is killed with SIGKILL mid-run; the launcher logs it, restarts it on its
-# address (--restart_shards), and the run trains to the end. Under sketch_ps
+# loopback: under --schemes=auto and fixed_sketch_auto, shard 1 (which owns
+# one of the two groups) is killed with SIGKILL mid-run; the launcher logs it,
+# restarts it on its address (--restart_shards), and the run trains to the
+# end. Under sketch_ps
 # the same kill ends the run with the launcher naming the shard and the step.
 # Usage: launcher_failover_test.sh <sketchfuse_server> <sketchfuse_worker> <local_cluster.sh>
 set -uo pipefail
@@ -35,18 +36,23 @@ run_and_kill() {
   cat "$tmp/$scheme.log"
 }
 
-run_and_kill auto --restart_shards
-[ "$status" -eq 0 ] || fail "auto: the launcher failed (exit $status) after a shard was killed"
-grep -qE "server shard 1 died \(exit 137\) at about step [0-9]+;" "$tmp/auto.log" || fail "auto: the launcher did not log the dead shard"
-grep -q "server shard 1 restarted on 127.0.0.1:" "$tmp/auto.log" || fail "auto: the shard was not restarted"
-grep -qE "auto: step [0-9]+: the aggregation servers failed" "$tmp/auto/auto/worker0.log" \
-  || fail "auto: worker-0 did not fall back (its log: $(tail -n 3 "$tmp/auto/auto/worker0.log"))"
-python3 - "$tmp/auto/comparison.json" <<'PY' || fail "auto: the run did not train to the end"
+# Both hybrids train through the dead shard: auto (one round) and
+# fixed_sketch_auto (two rounds per group, both redone on the collective).
+for hybrid in auto fixed_sketch_auto; do
+  run_and_kill "$hybrid" --restart_shards
+  [ "$status" -eq 0 ] || fail "$hybrid: the launcher failed (exit $status) after a shard was killed"
+  grep -qE "server shard 1 died \(exit 137\) at about step [0-9]+;" "$tmp/$hybrid.log" \
+    || fail "$hybrid: the launcher did not log the dead shard"
+  grep -q "server shard 1 restarted on 127.0.0.1:" "$tmp/$hybrid.log" || fail "$hybrid: the shard was not restarted"
+  grep -qE "$hybrid: step [0-9]+: the aggregation servers failed" "$tmp/$hybrid/$hybrid/worker0.log" \
+    || fail "$hybrid: worker-0 did not fall back (its log: $(tail -n 3 "$tmp/$hybrid/$hybrid/worker0.log"))"
+  python3 - "$tmp/$hybrid/comparison.json" "$hybrid" <<'PY' || fail "$hybrid: the run did not train to the end"
 import json, sys
 run = json.load(open(sys.argv[1]))["runs"][0]
-print("auto final test accuracy", run["final_test_accuracy"], "steps", run["steps"])
+print(sys.argv[2], "final test accuracy", run["final_test_accuracy"], "steps", run["steps"])
 assert run["diverged"] is None and run["steps"] == 187 and run["final_test_accuracy"] > 0.7, run
 PY
+done
 
 run_and_kill sketch_ps
 [ "$status" -eq 1 ] || fail "sketch_ps: the launcher should end the run (exit 1), got $status"

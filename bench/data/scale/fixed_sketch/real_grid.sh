@@ -23,3 +23,6 @@ for s in 5 2 3; do bash bench/data/scale/rc.sh fsd4_s$s mlp fixed_sketch_allredu
 bash bench/data/scale/rc.sh dense4_s5 mlp dense_allreduce 5 4
 for s in 2 3; do bash bench/data/scale/rc.sh fsd16_s$s mlp fixed_sketch_allreduce $s 16; bash bench/data/scale/rc.sh fsd8_s$s mlp fixed_sketch_allreduce $s 8; done
 bash bench/data/scale/rc.sh fsps16 mlp fixed_sketch_ps 1 16
+# The CNN at the default (fscnn4 was run again after a first attempt whose launcher script was
+# edited while it ran).
+for W in 4 8 16; do bash bench/data/scale/rc.sh fscnn$W cnn fixed_sketch_allreduce 1 $W; done
