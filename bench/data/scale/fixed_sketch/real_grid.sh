@@ -26,3 +26,5 @@ bash bench/data/scale/rc.sh fsps16 mlp fixed_sketch_ps 1 16
 # The CNN at the default (fscnn4 was run again after a first attempt whose launcher script was
 # edited while it ran).
 for W in 4 8 16; do bash bench/data/scale/rc.sh fscnn$W cnn fixed_sketch_allreduce 1 $W; done
+# gtopk on the CNN at 16 workers (also uncapped, also the top k of exact sums)
+bash bench/data/scale/rc.sh gtopkcnn16 cnn gtopk 1 16
