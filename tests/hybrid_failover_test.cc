@@ -120,6 +120,27 @@ std::vector<std::vector<StepSeen>> RunCluster(LoopbackShards& shards, const v1::
   return seen;
 }
 
+// What a cluster on two loopback shards did: every worker's steps, the
+// route switches logged, each worker's switch count.
+struct ClusterRun {
+  std::vector<std::vector<StepSeen>> seen;
+  std::vector<std::string> log;
+  std::vector<int> switches;
+};
+
+// RunCluster on two fresh loopback shards of `job`; between_steps(shards, s)
+// before step s.
+ClusterRun RunOnTwoShards(const v1::JobConfig& job, int steps,
+                          const std::function<void(LoopbackShards&, int)>& between_steps) {
+  ClusterRun run;
+  absl::StatusOr<std::unique_ptr<LoopbackShards>> shards = LoopbackShards::Create(job, 2);
+  EXPECT_TRUE(shards.ok()) << shards.status();
+  if (!shards.ok()) return run;
+  run.seen = RunCluster(
+      **shards, job, steps, [&](int step) { between_steps(**shards, step); }, &run.log, &run.switches);
+  return run;
+}
+
 void ExpectTheSameUpdatesOnEveryWorker(const std::vector<std::vector<StepSeen>>& seen) {
   for (int r = 1; r < kWorkers; ++r) {
     ASSERT_EQ(seen[r].size(), seen[0].size());
@@ -137,18 +158,14 @@ void ExpectTheSameUpdatesOnEveryWorker(const std::vector<std::vector<StepSeen>>&
 TEST(HybridFailoverTest, FallsBackWhenTheServersFailAndReturnsWhenTheyServeAgain) {
   const v1::JobConfig job = HybridJob();
   ASSERT_EQ(job.groups_size(), 2);
-  absl::StatusOr<std::unique_ptr<LoopbackShards>> shards = LoopbackShards::Create(job, 2);
-  ASSERT_TRUE(shards.ok()) << shards.status();
-  std::vector<std::string> log;
-  std::vector<int> switches;
   // Servers down before step 3, back (restarted, empty) before step 6.
-  const std::vector<std::vector<StepSeen>> seen = RunCluster(
-      **shards, job, 10,
-      [&](int step) {
-        if (step == 3) (*shards)->SetDown(true);
-        if (step == 6) (*shards)->SetDown(false);
-      },
-      &log, &switches);
+  const ClusterRun run = RunOnTwoShards(job, 10, [](LoopbackShards& shards, int step) {
+    if (step == 3) shards.SetDown(true);
+    if (step == 6) shards.SetDown(false);
+  });
+  const std::vector<std::vector<StepSeen>>& seen = run.seen;
+  const std::vector<std::string>& log = run.log;
+  const std::vector<int>& switches = run.switches;
   ASSERT_EQ(seen[0].size(), 10u);
   ExpectTheSameUpdatesOnEveryWorker(seen);
   for (int r = 0; r < kWorkers; ++r) {
@@ -176,13 +193,11 @@ TEST(HybridFailoverTest, FallsBackWhenTheServersFailAndReturnsWhenTheyServeAgain
 
 TEST(HybridFailoverTest, AGroupThatFailsOnOneWorkerIsRedoneByAllOfThem) {
   const v1::JobConfig job = HybridJob();
-  absl::StatusOr<std::unique_ptr<LoopbackShards>> shards = LoopbackShards::Create(job, 2);
-  ASSERT_TRUE(shards.ok()) << shards.status();
-  std::vector<std::string> log;
-  std::vector<int> switches;
   // At step 2 only worker 2 loses its replies: the others' rounds complete.
-  const std::vector<std::vector<StepSeen>> seen = RunCluster(
-      **shards, job, 3, [&](int step) { (*shards)->LoseRepliesTo(2, step == 2); }, &log, &switches);
+  const ClusterRun run =
+      RunOnTwoShards(job, 3, [](LoopbackShards& shards, int step) { shards.LoseRepliesTo(2, step == 2); });
+  const std::vector<std::vector<StepSeen>>& seen = run.seen;
+  const std::vector<std::string>& log = run.log;
   ASSERT_EQ(seen[0].size(), 3u);
   ExpectTheSameUpdatesOnEveryWorker(seen);
   for (int r = 0; r < kWorkers; ++r) {
@@ -204,18 +219,14 @@ TEST(HybridFailoverTest, AGroupThatFailsOnOneWorkerIsRedoneByAllOfThem) {
 TEST(HybridFailoverTest, TheFixedSketchHybridFallsBackWithBothRoundsAndReturns) {
   const v1::JobConfig job = HybridJob("fixed_sketch_auto", /*round_deadline_ms=*/2000);
   ASSERT_TRUE(job.run().second_round());
-  absl::StatusOr<std::unique_ptr<LoopbackShards>> shards = LoopbackShards::Create(job, 2);
-  ASSERT_TRUE(shards.ok()) << shards.status();
-  std::vector<std::string> log;
-  std::vector<int> switches;
-  const std::vector<std::vector<StepSeen>> seen = RunCluster(
-      **shards, job, 12,
-      [&](int step) {
-        if (step == 3) (*shards)->SetDown(true);
-        if (step == 6) (*shards)->SetDown(false);
-        (*shards)->LoseRepliesTo(1, step == 10);
-      },
-      &log, &switches);
+  const ClusterRun run = RunOnTwoShards(job, 12, [](LoopbackShards& shards, int step) {
+    if (step == 3) shards.SetDown(true);
+    if (step == 6) shards.SetDown(false);
+    shards.LoseRepliesTo(1, step == 10);
+  });
+  const std::vector<std::vector<StepSeen>>& seen = run.seen;
+  const std::vector<std::string>& log = run.log;
+  const std::vector<int>& switches = run.switches;
   ASSERT_EQ(seen[0].size(), 12u);
   ExpectTheSameUpdatesOnEveryWorker(seen);
   for (int r = 0; r < kWorkers; ++r) {

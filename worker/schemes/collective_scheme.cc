@@ -21,12 +21,8 @@ absl::StatusOr<std::unique_ptr<CollectiveScheme>> CollectiveScheme::Create(const
   }
   absl::StatusOr<GroupCompressors> compressors = CompressorsFor(job);
   if (!compressors.ok()) return compressors.status();
-  std::vector<uint64_t> selection;
-  for (const v1::GroupConfig& group : job.groups()) {
-    absl::StatusOr<uint64_t> k = SpecSelectionSize(group.compressor(), group.dim());
-    if (!k.ok()) return k.status();
-    selection.push_back(*k);
-  }
+  absl::StatusOr<std::vector<uint64_t>> selection = JobSelectionSizes(job);
+  if (!selection.ok()) return selection.status();
   std::vector<std::unique_ptr<FetchSgdState>> fetchsgd(job.groups_size());
   for (int g = 0; g < job.groups_size(); ++g) {
     const std::optional<Compressor::SketchLayout> layout = compressors->compressor(g).SketchLayoutFor(job.groups(g).dim());
@@ -39,7 +35,7 @@ absl::StatusOr<std::unique_ptr<CollectiveScheme>> CollectiveScheme::Create(const
     fetchsgd[g] = std::make_unique<FetchSgdState>(*std::move(state));
   }
   auto scheme = std::unique_ptr<CollectiveScheme>(new CollectiveScheme(
-      scheme_info, *std::move(compressors), std::move(selection), run.second_round(), collective));
+      scheme_info, *std::move(compressors), *std::move(selection), run.second_round(), collective));
   scheme->fetchsgd_ = std::move(fetchsgd);
   return scheme;
 }

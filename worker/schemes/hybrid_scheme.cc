@@ -38,14 +38,10 @@ absl::StatusOr<std::unique_ptr<HybridScheme>> HybridScheme::Create(const v1::Joi
   if (job.run().second_round() && !job.run().error_feedback()) {
     return absl::InvalidArgumentError(absl::StrCat(scheme.name, " keeps error feedback; the run turns it off"));
   }
-  std::vector<uint64_t> selection;
-  for (const v1::GroupConfig& group : job.groups()) {
-    absl::StatusOr<uint64_t> k = SpecSelectionSize(group.compressor(), group.dim());
-    if (!k.ok()) return k.status();
-    selection.push_back(*k);
-  }
+  absl::StatusOr<std::vector<uint64_t>> selection = JobSelectionSizes(job);
+  if (!selection.ok()) return selection.status();
   return std::unique_ptr<HybridScheme>(new HybridScheme(scheme, *std::move(centralized), collective,
-                                                        std::move(options), std::move(selection),
+                                                        std::move(options), *std::move(selection),
                                                         job.run().second_round()));
 }
 

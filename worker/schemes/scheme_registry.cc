@@ -153,6 +153,16 @@ absl::StatusOr<uint64_t> SpecSelectionSize(const std::string& spec, uint64_t dim
   return SelectionSize(dim, density, k);
 }
 
+absl::StatusOr<std::vector<uint64_t>> JobSelectionSizes(const v1::JobConfig& job) {
+  std::vector<uint64_t> sizes;
+  for (const v1::GroupConfig& group : job.groups()) {
+    absl::StatusOr<uint64_t> k = SpecSelectionSize(group.compressor(), group.dim());
+    if (!k.ok()) return k.status();
+    sizes.push_back(*k);
+  }
+  return sizes;
+}
+
 std::string SchemesHelp() {
   std::string help;
   for (const SchemeInfo& scheme : Schemes()) absl::StrAppend(&help, "  ", scheme.name, ": ", scheme.summary, "\n");

@@ -97,6 +97,11 @@ Route SchemeRoute(const std::string& scheme);
 // given). INVALID_ARGUMENT for a spec that does not parse.
 absl::StatusOr<uint64_t> SpecSelectionSize(const std::string& spec, uint64_t dim);
 
+// SpecSelectionSize of each group of `job`, in group order: the k every
+// worker applies per group (the decentralized algorithms' and the hybrid
+// fallback's input).
+absl::StatusOr<std::vector<uint64_t>> JobSelectionSizes(const v1::JobConfig& job);
+
 // "name: summary" lines for --help.
 std::string SchemesHelp();
 
