@@ -151,6 +151,7 @@ TEST(FailoverTest, WorkersFallBackWhenEveryServerDiesAndReturnWhenTheServersRest
   EXPECT_GE(MetricValue(scrape, "sketchfuse_worker_steps_total{route=\"decentralized\"}"), 1) << scrape;
   EXPECT_GE(MetricValue(scrape, "sketchfuse_worker_steps_total{route=\"centralized\"}"), 60) << scrape;
   EXPECT_GT(MetricValue(scrape, "sketchfuse_worker_bytes_sent_total"), 0) << scrape;
+  EXPECT_GT(MetricValue(scrape, "sketchfuse_worker_bytes_received_total"), 0) << scrape;
   EXPECT_GT(MetricValue(scrape, "sketchfuse_worker_residual_norm"), 0) << scrape;
   const std::vector<WorkerResult> results = cluster.WaitForWorkers();
   cluster.StopServers(SIGTERM);

@@ -35,7 +35,10 @@ namespace {
 const std::vector<int64_t> kLayers = {3000, 200, 5000, 64};
 constexpr int kSteps = 4;
 
-v1::JobConfig Job(const std::string& scheme, uint32_t workers) {
+// capped: momentum correction (0.9) under a release cap low enough (0.05 x
+// the velocity's norm) to bind within kSteps steps; otherwise neither, so
+// every value is exact in float.
+v1::JobConfig Job(const std::string& scheme, uint32_t workers, bool capped = false) {
   v1::RunConfig run;
   run.set_workload("test");
   run.set_scheme(scheme);
@@ -44,6 +47,10 @@ v1::JobConfig Job(const std::string& scheme, uint32_t workers) {
   run.set_fusion("2");
   run.set_error_feedback(true);
   run.set_seed(5);
+  if (capped) {
+    run.set_momentum(0.9);
+    run.set_release_cap(0.05);
+  }
   for (int64_t size : kLayers) run.add_layer_sizes(size);
   absl::StatusOr<v1::JobConfig> job = MakeJobConfig("fixed-sketch-test", workers, run);
   EXPECT_TRUE(job.ok()) << job.status();
@@ -75,17 +82,19 @@ std::vector<float> Gradient(int rank, int layer, int64_t size, uint64_t step) {
 struct RouteRun {
   std::vector<std::vector<Update>> updates;  // [step][group], rank 0's
   std::vector<size_t> bytes_sent;            // [step], rank 0's
+  std::vector<size_t> bytes_received;        // [step], rank 0's
   std::vector<std::vector<float>> residual_sum;  // [group], over the workers, after the last step
 };
 
-RouteRun RunRoute(const std::string& scheme, uint32_t workers) {
-  const v1::JobConfig job = Job(scheme, workers);
+RouteRun RunRoute(const v1::JobConfig& job) {
+  const std::string& scheme = job.run().scheme();
+  const uint32_t workers = job.world_size();
   absl::StatusOr<std::unique_ptr<LoopbackShards>> shards = LoopbackShards::Create(job, 1);
   EXPECT_TRUE(shards.ok()) << shards.status();
   RouteRun run;
   std::vector<std::vector<std::vector<Update>>> updates(workers);
   std::vector<std::vector<GroupState>> states(workers);
-  std::vector<size_t> bytes;
+  std::vector<size_t> bytes, received;
   const std::vector<absl::Status> ranks = RunOnLocalGlooGroup(workers, [&](Collective& collective) -> absl::Status {
     const int rank = collective.rank();
     SchemeEnvironment environment;
@@ -107,7 +116,10 @@ RouteRun RunRoute(const std::string& scheme, uint32_t workers) {
       if (!step_updates.ok()) return step_updates.status();
       if (absl::Status s = (*pipeline)->Applied(*step_updates); !s.ok()) return s;
       updates[rank].push_back(*step_updates);
-      if (rank == 0) bytes.push_back((*pipeline)->traffic().bytes_sent);
+      if (rank == 0) {
+        bytes.push_back((*pipeline)->traffic().bytes_sent);
+        received.push_back((*pipeline)->traffic().bytes_received);
+      }
     }
     states[rank] = built->scheme->SaveState();
     return absl::OkStatus();
@@ -123,6 +135,7 @@ RouteRun RunRoute(const std::string& scheme, uint32_t workers) {
   }
   run.updates = updates[0];
   run.bytes_sent = bytes;
+  run.bytes_received = received;
   for (int g = 0; g < job.groups_size(); ++g) {
     std::vector<float> sum(job.groups(g).dim(), 0.0f);
     for (uint32_t r = 0; r < workers; ++r) {
@@ -132,6 +145,10 @@ RouteRun RunRoute(const std::string& scheme, uint32_t workers) {
     run.residual_sum.push_back(std::move(sum));
   }
   return run;
+}
+
+RouteRun RunRoute(const std::string& scheme, uint32_t workers, bool capped = false) {
+  return RunRoute(Job(scheme, workers, capped));
 }
 
 // Where a group's layers begin, in the concatenated gradient.
@@ -200,6 +217,54 @@ TEST(FixedSketchTest, TheThreeRoutesApplyTheSameUpdatesAndConserveTheGradient) {
   }
 }
 
+// Under the release cap each worker scales what its second round sends
+// (GroupCompressors::CapExactValues): the three routes still apply the same
+// updates (the same factors; sums in another order: within float rounding),
+// and they apply less than without the cap.
+TEST(FixedSketchTest, UnderTheReleaseCapTheRoutesAgreeAndApplyLess) {
+  const uint32_t workers = 4;
+  ASSERT_TRUE(CapsRelease(Job("fixed_sketch_ps", workers, true).run()));
+  const RouteRun ps = RunRoute("fixed_sketch_ps", workers, true);
+  const RouteRun allreduce = RunRoute("fixed_sketch_allreduce", workers, true);
+  const RouteRun hybrid = RunRoute("fixed_sketch_auto", workers, true);
+  ASSERT_EQ(ps.updates.size(), static_cast<size_t>(kSteps));
+  for (const RouteRun* other : {&allreduce, &hybrid}) {
+    ASSERT_EQ(other->updates.size(), ps.updates.size());
+    for (int step = 0; step < kSteps; ++step) {
+      for (size_t g = 0; g < ps.updates[step].size(); ++g) {
+        const Update& a = other->updates[step][g];
+        const Update& b = ps.updates[step][g];
+        EXPECT_EQ(a.indices, b.indices) << "step " << step << " group " << g;
+        ASSERT_EQ(a.values.size(), b.values.size());
+        for (size_t j = 0; j < a.values.size(); ++j) {
+          EXPECT_NEAR(a.values[j], b.values[j], 1e-5f * std::fabs(b.values[j])) << "step " << step << " group " << g;
+        }
+      }
+    }
+  }
+  // Momentum alone (no cap) against the cap: the cap binds on these spiky
+  // gradients, and the applied mass is smaller at some step.
+  v1::JobConfig uncapped = Job("fixed_sketch_allreduce", workers, true);
+  uncapped.mutable_run()->set_release_cap(0);
+  EXPECT_FALSE(CapsRelease(uncapped.run()));
+  double capped_mass = 0;
+  for (const std::vector<Update>& step : allreduce.updates) {
+    for (const Update& u : step) {
+      for (float v : u.values) capped_mass += std::fabs(v);
+    }
+  }
+  EXPECT_GT(capped_mass, 0);
+  // The same arithmetic without the cap.
+  const RouteRun free = RunRoute(uncapped);
+  double free_mass = 0;
+  for (const std::vector<Update>& step : free.updates) {
+    for (const Update& u : step) {
+      for (float v : u.values) free_mass += std::fabs(v);
+    }
+  }
+  EXPECT_LT(capped_mass, free_mass) << "the cap never bound";
+}
+
 // Bytes per worker per step on the centralized route: each group's table and
 // candidate values, the same at every number of workers.
 TEST(FixedSketchTest, ACentralizedWorkerPushesTheSameBytesAtAnyNumberOfWorkers) {
@@ -228,6 +293,40 @@ TEST(FixedSketchTest, ACentralizedWorkerPushesTheSameBytesAtAnyNumberOfWorkers) 
   for (size_t bytes : bytes_at[2]) {
     EXPECT_GE(bytes, 4 * floats);
     EXPECT_LE(bytes, 4 * floats + 2 * 96 * job.groups_size());
+  }
+}
+
+// What a centralized worker receives per step: the candidates of each group
+// (p k indices and estimates) and the k applied coordinates with their sums,
+// whatever the number of workers: 4 bytes a value and 1 to
+// VarintBytes(dim - 1) bytes an index (packed varints), plus framing.
+TEST(FixedSketchTest, ACentralizedWorkerReceivesTheSameBytesAtAnyNumberOfWorkers) {
+  const auto varint_bytes = [](uint64_t v) {
+    uint64_t n = 1;
+    while (v >= 128) {
+      v >>= 7;
+      ++n;
+    }
+    return n;
+  };
+  const v1::JobConfig job = Job("fixed_sketch_ps", 4);
+  uint64_t coordinates = 0, index_bytes_max = 0;
+  for (const v1::GroupConfig& group : job.groups()) {
+    const CompressorSpec spec = *ParseCompressorSpec(group.compressor());
+    const uint64_t k = *SpecSelectionSize(group.compressor(), group.dim());
+    double candidates = 0;
+    ASSERT_TRUE(absl::SimpleAtod(spec.params.at("candidates"), &candidates));
+    const uint64_t n = static_cast<uint64_t>(candidates * k) + k;
+    coordinates += n;
+    index_bytes_max += n * varint_bytes(group.dim() - 1);
+  }
+  for (uint32_t workers : {2u, 4u, 8u}) {
+    const RouteRun run = RunRoute("fixed_sketch_ps", workers);
+    ASSERT_EQ(run.bytes_received.size(), static_cast<size_t>(kSteps));
+    for (size_t received : run.bytes_received) {
+      EXPECT_GE(received, 4 * coordinates + coordinates) << workers << " workers";
+      EXPECT_LE(received, 4 * coordinates + index_bytes_max + 2 * 96 * job.groups_size()) << workers << " workers";
+    }
   }
 }
 

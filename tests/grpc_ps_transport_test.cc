@@ -104,6 +104,7 @@ TEST(GrpcPsTransportTest, InjectedFaultsAreRetriedUntilEveryPushLands) {
     EXPECT_EQ(outcome->update.values, DensePayload(static_cast<float>(step))->values);
     EXPECT_EQ(outcome->contributors, 1u);
     EXPECT_GT(outcome->bytes_sent, 4u * kDim);
+    EXPECT_GT(outcome->bytes_received, 4u * kDim);  // the dense sum came back
     attempts += outcome->attempts;
   }
   EXPECT_GT(transport.injected_faults(), 0u);

@@ -77,6 +77,7 @@ class LoopbackShards::Transport final : public PsTransport {
                      ok.contributors = result->contributors;
                      ok.attempts = 1;
                      ok.bytes_sent = bytes;
+                     ok.bytes_received = EncodePushReply(result->update, result->contributors).Length();
                      outcome = std::move(ok);
                    }
                    done(std::move(outcome));

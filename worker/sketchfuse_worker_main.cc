@@ -75,9 +75,10 @@ ABSL_FLAG(double, momentum, 0.9,
           "method=fetchsgd.");
 ABSL_FLAG(bool, error_feedback, true, "Keep what compression drops in a residual added to the next step.");
 ABSL_FLAG(double, release_cap, 1.0,
-          "With momentum correction (topk_allgather, sketch_ps, sketch_allreduce, auto; no second round): a worker "
-          "releases at most this many times its group velocity's L2 norm per step, times max(1, W/4) with W workers; "
-          "the rest stays in its residual. Stops the bursts that make high compression diverge. 0: no cap. >= 0.");
+          "With momentum correction (topk_allgather, sketch_ps, sketch_allreduce, auto without --second_round; the "
+          "fixed_sketch schemes' second round): a worker releases at most this many times its group velocity's L2 "
+          "norm per step, times max(1, W/4) with W workers (and times 2 for the fixed_sketch schemes); the rest stays "
+          "in its residual. Stops the bursts that make high compression diverge. 0: no cap. >= 0.");
 ABSL_FLAG(uint64_t, seed, 1, "Seeds the model, the data order and the sketch hashes.");
 ABSL_FLAG(int, train_examples, 0, "Training examples used, split over the workers (0: all 60000).");
 ABSL_FLAG(int, test_examples, 0, "Test examples evaluated each epoch (0: all 10000).");

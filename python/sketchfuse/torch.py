@@ -41,7 +41,7 @@ _SETTING_OPTIONS = ("seed", "momentum", "error_feedback", "release_cap", "second
 # The parts of a group's state, in the C ABI's order (sf_session_save_state).
 _STATE_PARTS = ("residual", "velocity", "method_state")
 _STATE_PARTS_INDEX = (0, 1, 2)
-_ZERO_STATS = {"steps": 0, "bytes_sent": 0, "dense_bytes": 0, "compress_s": 0.0, "communicate_s": 0.0,
+_ZERO_STATS = {"steps": 0, "bytes_sent": 0, "bytes_received": 0, "dense_bytes": 0, "compress_s": 0.0, "communicate_s": 0.0,
                "decode_s": 0.0, "check_s": 0.0}
 # Settings that differ by rank by design.
 _PER_RANK = ("rank", "worker_id", "gpu")
@@ -722,7 +722,7 @@ class HookState:
     # -- counters ---------------------------------------------------------------
 
     def stats(self):
-        """steps, bytes_sent, dense_bytes, compression_ratio and where the time went (seconds);
+        """steps, bytes_sent, bytes_received, dense_bytes, compression_ratio and where the time went (seconds);
         peel_recovered_share (the share of the energy this rank inserted into peeled sketches
         that the decodes gave back, None without them) and warnings (a sketch too small for
         the world size, a peel that recovered under 90%)."""

@@ -26,4 +26,15 @@ uint64_t TreeBroadcastBytes(uint64_t elements, int rank, int root, int size) {
   return children * elements * 4;
 }
 
+uint64_t RingAllGatherReceivedBytes(const std::vector<size_t>& counts, int rank) {
+  if (counts.size() <= 1) return 0;
+  uint64_t total = 0;
+  for (size_t c : counts) total += c;
+  return 4 * (total - counts[rank]);
+}
+
+uint64_t BroadcastReceivedBytes(uint64_t elements, int rank, int root, int size) {
+  return size > 1 && rank != root ? 4 * elements : 0;
+}
+
 }  // namespace sketchfuse

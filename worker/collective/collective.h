@@ -15,7 +15,10 @@
 //    UNAVAILABLE or DEADLINE_EXCEEDED for a transport failure,
 //    INVALID_ARGUMENT for bad arguments (nothing sent then).
 //  - bytes_sent() counts what this rank has put on the wire, as the backend's
-//    algorithm sends it (documented per backend).
+//    algorithm sends it (documented per backend); bytes_received() what it
+//    took off the wire by the same algorithm (a ring allreduce receives what
+//    it sends, an allgather every other rank's block, a broadcast the data
+//    once but at the root, a Recv its message).
 //
 // NOTE: not thread-safe; one thread at a time (the worker's communication
 // thread, or the trainer thread once the step's exchanges are over).
@@ -71,6 +74,7 @@ class Collective {
                                                uint32_t tag) = 0;
 
   virtual uint64_t bytes_sent() const = 0;
+  virtual uint64_t bytes_received() const = 0;
 };
 
 // Bytes one rank sends in a ring allreduce of `elements` 4-byte values:
@@ -82,6 +86,12 @@ uint64_t RingAllGatherBytes(const std::vector<size_t>& counts, int rank);
 // Bytes `rank` sends in a binomial-tree broadcast of `elements` 4-byte values
 // from `root`: one copy per child in the tree.
 uint64_t TreeBroadcastBytes(uint64_t elements, int rank, int root, int size);
+
+// What `rank` receives in the same operations: a ring allreduce as much as it
+// sends (RingAllReduceBytes); an allgather every block but its own; a
+// broadcast the data once, but at the root.
+uint64_t RingAllGatherReceivedBytes(const std::vector<size_t>& counts, int rank);
+uint64_t BroadcastReceivedBytes(uint64_t elements, int rank, int root, int size);
 
 }  // namespace sketchfuse
 

@@ -114,6 +114,7 @@ absl::Status GlooCollective::AllReduceSum(absl::Span<float> data) {
     return FromGlooException("allreduce", e);
   }
   bytes_sent_ += RingAllReduceBytes(data.size(), size_);
+  bytes_received_ += RingAllReduceBytes(data.size(), size_);
   return absl::OkStatus();
 }
 
@@ -150,6 +151,7 @@ absl::Status GlooCollective::AllGatherVImpl(absl::Span<const T> mine, std::vecto
   }
   std::vector<size_t> count_words(size_, 2);
   bytes_sent_ += RingAllGatherBytes(count_words, rank_) + RingAllGatherBytes(*counts, rank_);
+  bytes_received_ += RingAllGatherReceivedBytes(count_words, rank_) + RingAllGatherReceivedBytes(*counts, rank_);
   return absl::OkStatus();
 }
 
@@ -182,6 +184,7 @@ absl::Status GlooCollective::BroadcastImpl(absl::Span<T> data, int root) {
     return FromGlooException("broadcast", e);
   }
   bytes_sent_ += TreeBroadcastBytes(data.size(), rank_, root, size_);
+  bytes_received_ += BroadcastReceivedBytes(data.size(), rank_, root, size_);
   return absl::OkStatus();
 }
 
@@ -252,6 +255,7 @@ absl::StatusOr<std::string> GlooCollective::Recv(int peer, uint32_t tag) {
   } catch (const std::exception& e) {
     return FromGlooException("recv", e);
   }
+  bytes_received_ += sizeof(uint64_t) + message.size();
   return message;
 }
 
@@ -290,6 +294,7 @@ absl::StatusOr<std::string> GlooCollective::SendRecv(absl::string_view message, 
     return FromGlooException("sendrecv", e);
   }
   bytes_sent_ += sizeof(uint64_t) + message.size();
+  bytes_received_ += sizeof(uint64_t) + received.size();
   return received;
 }
 

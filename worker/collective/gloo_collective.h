@@ -3,9 +3,9 @@
 // coordinator's, in a job): each publishes its listening address under
 // "<prefix>/<rank>" and connects to every other rank (a full mesh).
 //
-// Algorithms, and so bytes_sent(): Gloo's ring allreduce and ring allgatherv,
-// a broadcast counted as a binomial tree, and point-to-point messages of an
-// 8-byte length plus the bytes.
+// Algorithms, and so bytes_sent() and bytes_received(): Gloo's ring
+// allreduce and ring allgatherv, a broadcast counted as a binomial tree, and
+// point-to-point messages of an 8-byte length plus the bytes.
 #ifndef SKETCHFUSE_WORKER_COLLECTIVE_GLOO_COLLECTIVE_H_
 #define SKETCHFUSE_WORKER_COLLECTIVE_GLOO_COLLECTIVE_H_
 
@@ -59,6 +59,7 @@ class GlooCollective final : public Collective {
   absl::StatusOr<std::string> SendRecv(absl::string_view message, int send_to, int recv_from,
                                        uint32_t tag) override;
   uint64_t bytes_sent() const override { return bytes_sent_; }
+  uint64_t bytes_received() const override { return bytes_received_; }
 
  private:
   GlooCollective(std::shared_ptr<gloo::Context> context, int rank, int size, absl::Duration timeout);
@@ -75,6 +76,7 @@ class GlooCollective final : public Collective {
   // Tag of the next collective; every rank runs the same sequence.
   uint32_t next_tag_ = 1;
   uint64_t bytes_sent_ = 0;
+  uint64_t bytes_received_ = 0;
 };
 
 }  // namespace sketchfuse

@@ -162,6 +162,63 @@ TEST_P(GlooGroupTest, BytesSentFollowTheAlgorithms) {
   for (int r = 0; r < size; ++r) EXPECT_EQ(bytes[r], 2 * (size - 1) * 4000 / size);
 }
 
+// What each rank receives, op by op; and over the group, every byte sent is
+// received (the ring allreduce and allgather, the tree broadcast, a ring
+// shift of messages).
+TEST_P(GlooGroupTest, BytesReceivedFollowTheAlgorithms) {
+  const int size = GetParam();
+  struct Counted {
+    uint64_t sent = 0, received = 0;
+  };
+  std::vector<std::vector<Counted>> ops(size, std::vector<Counted>(4));
+  ExpectAllOk(RunOnLocalGlooGroup(size, [&](Collective& c) {
+    const int r = c.rank();
+    auto mark = [&](int op, uint64_t sent_before, uint64_t received_before) {
+      ops[r][op] = {c.bytes_sent() - sent_before, c.bytes_received() - received_before};
+    };
+    uint64_t s0 = c.bytes_sent(), r0 = c.bytes_received();
+    std::vector<float> data(1000, 1.0f);
+    if (absl::Status s = c.AllReduceSum(absl::MakeSpan(data)); !s.ok()) return s;
+    mark(0, s0, r0);
+    s0 = c.bytes_sent(), r0 = c.bytes_received();
+    std::vector<float> mine(10 * (r + 1), 2.0f), all;
+    std::vector<size_t> counts;
+    if (absl::Status s = c.AllGatherV(mine, &all, &counts); !s.ok()) return s;
+    mark(1, s0, r0);
+    s0 = c.bytes_sent(), r0 = c.bytes_received();
+    std::vector<uint32_t> words(300, r == 1 % size ? 7u : 0u);
+    if (absl::Status s = c.Broadcast(absl::MakeSpan(words), 1 % size); !s.ok()) return s;
+    mark(2, s0, r0);
+    s0 = c.bytes_sent(), r0 = c.bytes_received();
+    if (size > 1) {
+      const std::string message(50 * (r + 1), 'x');
+      absl::StatusOr<std::string> got = c.SendRecv(message, (r + 1) % size, (r + size - 1) % size, 9);
+      if (!got.ok()) return got.status();
+    }
+    mark(3, s0, r0);
+    return absl::OkStatus();
+  }));
+  uint64_t all_elements = 0;
+  for (int r = 0; r < size; ++r) all_elements += 10 * (r + 1);
+  for (int r = 0; r < size; ++r) {
+    EXPECT_EQ(ops[r][0].received, size > 1 ? 2 * (size - 1) * 4000 / size : 0) << "allreduce, rank " << r;
+    EXPECT_EQ(ops[r][1].received, size > 1 ? 4 * (all_elements - 10 * (r + 1)) + 8 * (size - 1) : 0)
+        << "allgather, rank " << r;
+    EXPECT_EQ(ops[r][2].received, size > 1 && r != 1 % size ? 4 * 300 : 0) << "broadcast, rank " << r;
+    const int left = (r + size - 1) % size;
+    EXPECT_EQ(ops[r][3].received, size > 1 ? 8 + 50 * (left + 1) : 0) << "send/recv, rank " << r;
+  }
+  for (int op = 0; op < 4; ++op) {
+    uint64_t sent = 0, received = 0;
+    for (int r = 0; r < size; ++r) {
+      sent += ops[r][op].sent;
+      received += ops[r][op].received;
+    }
+    // The ring allreduce's integer division can round a rank's share.
+    EXPECT_NEAR(static_cast<double>(received), static_cast<double>(sent), size) << "op " << op;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Sizes, GlooGroupTest, ::testing::Values(1, 2, 3, 4, 5),
                          [](const ::testing::TestParamInfo<int>& info) { return "ranks" + std::to_string(info.param); });
 

@@ -81,6 +81,7 @@ absl::Status NcclCollective::AllReduceSum(absl::Span<float> data) {
   GPU_RETURN_IF_ERROR(cudaMemcpyAsync(data.data(), d, bytes, cudaMemcpyDeviceToHost, stream_), "copying the sum back");
   if (absl::Status s = Wait(); !s.ok()) return s;
   bytes_sent_ += RingAllReduceBytes(data.size(), size());
+  bytes_received_ += RingAllReduceBytes(data.size(), size());
   return absl::OkStatus();
 }
 
@@ -111,6 +112,7 @@ absl::Status NcclCollective::AllGatherVImpl(absl::Span<const T> mine, std::vecto
   for (size_t c : *counts) total += c;
   all->resize(total);
   bytes_sent_ += 4 * (size - 1);
+  bytes_received_ += 4 * (size - 1);
   if (block == 0) return absl::OkStatus();
   absl::StatusOr<char*> d_in = Staging(block * sizeof(T), 1);
   if (!d_in.ok()) return d_in.status();
@@ -137,6 +139,7 @@ absl::Status NcclCollective::AllGatherVImpl(absl::Span<const T> mine, std::vecto
   }
   if (absl::Status s = Wait(); !s.ok()) return s;
   bytes_sent_ += 4 * block * (size - 1);
+  bytes_received_ += 4 * block * (size - 1);
   return absl::OkStatus();
 }
 
@@ -165,6 +168,7 @@ absl::Status NcclCollective::Broadcast(absl::Span<uint32_t> data, int root) {
   if (absl::Status s = Wait(); !s.ok()) return s;
   // A ring broadcast: every rank forwards once, but the one before the root.
   if (size() > 1 && rank() != (root + size() - 1) % size()) bytes_sent_ += bytes;
+  if (size() > 1 && rank() != root) bytes_received_ += bytes;
   return absl::OkStatus();
 }
 
@@ -224,6 +228,7 @@ absl::StatusOr<std::string> NcclCollective::Recv(int peer, uint32_t tag) {
                         "copying the message back");
     if (absl::Status s = Wait(); !s.ok()) return s;
   }
+  bytes_received_ += sizeof(header) + message.size();
   return message;
 }
 
@@ -271,6 +276,7 @@ absl::StatusOr<std::string> NcclCollective::SendRecv(absl::string_view message, 
   }
   if (absl::Status s = Wait(); !s.ok()) return s;
   bytes_sent_ += out_bytes;
+  bytes_received_ += sizeof(in) + received.size();
   return received;
 }
 

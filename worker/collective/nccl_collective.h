@@ -13,7 +13,9 @@
 //
 // bytes_sent(), as NCCL's ring algorithms send: allreduce 2 (P - 1) / P of
 // the data, allgather (P - 1) padded blocks, broadcast the data once per rank
-// but the ring's last, point to point the 16-byte header plus the message.
+// but the ring's last, point to point the 16-byte header plus the message;
+// bytes_received() the same amounts taken in (a broadcast: once, but at the
+// root).
 //
 // Built only where NCCL is (absent from CPU-only builds).
 #ifndef SKETCHFUSE_WORKER_COLLECTIVE_NCCL_COLLECTIVE_H_
@@ -66,6 +68,7 @@ class NcclCollective final : public Collective {
   absl::StatusOr<std::string> SendRecv(absl::string_view message, int send_to, int recv_from,
                                        uint32_t tag) override;
   uint64_t bytes_sent() const override { return bytes_sent_; }
+  uint64_t bytes_received() const override { return bytes_received_; }
 
  private:
   NcclCollective(std::unique_ptr<NcclCommunicator> communicator, cudaStream_t stream, absl::Duration timeout);
@@ -80,6 +83,7 @@ class NcclCollective final : public Collective {
   const absl::Duration timeout_;
   DeviceBuffer<char> staging_[2];
   uint64_t bytes_sent_ = 0;
+  uint64_t bytes_received_ = 0;
 };
 
 }  // namespace sketchfuse

@@ -1,6 +1,8 @@
 #include "worker/compression/group_compressors.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "common/compressor_registry.h"
@@ -132,6 +134,33 @@ absl::Status GroupCompressors::CapRelease(Stack& stack, Payload* payload) {
   if (!(sent > limit) || !(limit > 0)) return absl::OkStatus();
   stack.sent_fraction = static_cast<float>(limit / sent);
   for (float& v : payload->values) v *= stack.sent_fraction;
+  return absl::OkStatus();
+}
+
+absl::Status GroupCompressors::CapExactValues(int group, absl::Span<float> values, uint64_t released) {
+  if (absl::Status s = CheckGroup(group); !s.ok()) return s;
+  Stack& stack = stacks_[group];
+  if (stack.device != nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("group ", group, " is on the GPU: no exact second round"));
+  }
+  stack.sent_fraction = 1;
+  if (!(stack.release_cap > 0) || stack.momentum == nullptr || stack.error_feedback == nullptr) {
+    return absl::OkStatus();
+  }
+  // The most any `released` of the values can carry: the largest ones.
+  std::vector<float> magnitudes(values.size());
+  for (size_t j = 0; j < values.size(); ++j) magnitudes[j] = std::fabs(values[j]);
+  const size_t top = std::min<uint64_t>(released, magnitudes.size());
+  std::nth_element(magnitudes.begin(), magnitudes.begin() + top, magnitudes.end(), std::greater<float>());
+  double sent = 0;
+  for (size_t j = 0; j < top; ++j) sent += static_cast<double>(magnitudes[j]) * magnitudes[j];
+  double velocity = 0;
+  for (float v : stack.momentum->velocity()) velocity += static_cast<double>(v) * v;
+  const double limit = stack.release_cap * std::sqrt(velocity);
+  sent = std::sqrt(sent);
+  if (!(sent > limit) || !(limit > 0)) return absl::OkStatus();
+  stack.sent_fraction = static_cast<float>(limit / sent);
+  for (float& v : values) v *= stack.sent_fraction;
   return absl::OkStatus();
 }
 

@@ -79,6 +79,17 @@ class GroupCompressors {
   // divergence of `context.step` (worker/core/divergence.h, DATA_LOSS, "payload")
   // for a payload holding a NaN or an infinity (a residual that overflowed).
   absl::StatusOr<Payload> Encode(int group, GradientView grad, const EncodeContext& context);
+  // The release cap of a second round that sends this worker's exact values
+  // at some candidates (`values`, read from EncodedInput) and releases them
+  // at the at most `released` candidates the round applies: when the stacks
+  // cap releases and the `released` largest values in magnitude hold more
+  // than release_cap * ||velocity|| (L2), every value is scaled down by the
+  // same factor, so no choice of `released` candidates releases more than
+  // the cap; Settle then keeps the unsent part of each released coordinate,
+  // as after a capped Encode. A later call for the same step (a fallback
+  // redoing the round) replaces the factor. FAILED_PRECONDITION for a group
+  // on the GPU (its residual stays there: no second round).
+  absl::Status CapExactValues(int group, absl::Span<float> values, uint64_t released);
   // Decodes an aggregate with the group's compressor (on the GPU when the
   // groups are there).
   absl::StatusOr<Update> Decode(int group, const Payload& aggregate);

@@ -4,6 +4,7 @@
 #include "worker/compression/group_compressors.h"
 #include "worker/schemes/scheme_registry.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "cuda/device.h"
@@ -375,6 +376,109 @@ TEST(GroupCompressorsTest, APayloadThatOverflowedIsADivergence) {
 
 // The cap scales with the world size past four workers (the update averages
 // the workers' releases); nothing changes up to four.
+// A two-round scheme caps the exact values its second round sends: no k of
+// them carry more than the cap, the shard or allreduce sums what was sent,
+// and each worker keeps the unsent part of what was applied, so the gradient
+// is conserved exactly as without the cap.
+TEST(GroupCompressorsTest, CapExactValuesBoundsTheSecondRoundAndKeepsTheRest) {
+  const uint64_t dim = 2000, k = 40;
+  v1::JobConfig job;
+  job.set_world_size(2);
+  job.mutable_run()->set_scheme("fixed_sketch_allreduce");
+  job.mutable_run()->set_second_round(true);
+  job.mutable_run()->set_momentum(0.9);
+  job.mutable_run()->set_error_feedback(true);
+  job.mutable_run()->set_release_cap(0.5);
+  ASSERT_TRUE(CapsRelease(job.run()));
+  const double cap = ReleaseCapFor(job.run(), 2);
+  EXPECT_EQ(cap, 0.5 * kTwoRoundReleaseCapFactor);
+  for (const char* scheme : {"fixed_sketch_ps", "fixed_sketch_auto"}) {
+    v1::RunConfig run = job.run();
+    run.set_scheme(scheme);
+    EXPECT_TRUE(CapsRelease(run)) << scheme;
+  }
+  v1::GroupConfig* group = job.add_groups();
+  group->set_dim(dim);
+  group->set_compressor("count_sketch:method=candidates,k=40,rows=1,width=1,candidates=2");
+  std::vector<GroupCompressors> stacks;
+  for (int w = 0; w < 2; ++w) stacks.push_back(*CompressorsFor(job));
+  v1::JobConfig uncapped_job = job;
+  uncapped_job.mutable_run()->set_release_cap(0);
+  GroupCompressors uncapped = *CompressorsFor(uncapped_job);
+  std::vector<double> applied(dim, 0.0), velocities(dim, 0.0);
+  int capped = 0;
+  for (int step = 0; step < 8; ++step) {
+    // Candidates of the step: 2k coordinates, ascending, heavy ones among them.
+    std::vector<uint32_t> candidates;
+    for (uint32_t i = step % 3; candidates.size() < 2 * k; i += 7) candidates.push_back(i);
+    std::vector<std::vector<float>> sent(2);
+    std::vector<float> sums(candidates.size(), 0.0f);
+    for (int w = 0; w < 2; ++w) {
+      std::vector<float> g = GaussianVector(dim, 100 * step + w);
+      for (uint64_t i = 0; i < dim; i += 7) g[i] += 3.0f;
+      ASSERT_TRUE(stacks[w].Encode(0, g, EncodeContext{static_cast<uint64_t>(step), {}}).ok());
+      const std::vector<GroupState> state = stacks[w].SaveState();
+      double velocity_norm = 0;
+      for (uint64_t i = 0; i < dim; ++i) {
+        velocities[i] += state[0].velocity[i];
+        velocity_norm += static_cast<double>(state[0].velocity[i]) * state[0].velocity[i];
+      }
+      const absl::Span<const float> e = stacks[w].EncodedInput(0, GradientView());
+      std::vector<float> whole;
+      for (uint32_t i : candidates) whole.push_back(e[i]);
+      sent[w] = whole;
+      ASSERT_TRUE(stacks[w].CapExactValues(0, absl::MakeSpan(sent[w]), k).ok());
+      // The k largest sent values carry at most the cap (x ||velocity||).
+      std::vector<float> magnitudes;
+      for (float v : sent[w]) magnitudes.push_back(std::fabs(v));
+      std::sort(magnitudes.rbegin(), magnitudes.rend());
+      double top = 0;
+      for (uint64_t j = 0; j < k; ++j) top += static_cast<double>(magnitudes[j]) * magnitudes[j];
+      EXPECT_LE(std::sqrt(top), cap * std::sqrt(velocity_norm) * (1 + 1e-5)) << "step " << step;
+      // One factor for all the values: the ranking of the sums is unbiased
+      // within a worker.
+      const float factor = sent[w][0] / whole[0];
+      for (size_t j = 0; j < whole.size(); ++j) EXPECT_NEAR(sent[w][j], factor * whole[j], 1e-5f * std::fabs(whole[j]));
+      capped += factor < 1 - 1e-6f;
+      for (size_t j = 0; j < sums.size(); ++j) sums[j] += sent[w][j];
+    }
+    // The top k of the sums applied; each worker releases them.
+    std::vector<size_t> order(sums.size());
+    for (size_t j = 0; j < order.size(); ++j) order[j] = j;
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](size_t a, size_t b) { return std::fabs(sums[a]) > std::fabs(sums[b]); });
+    order.resize(k);
+    std::sort(order.begin(), order.end());
+    Update update;
+    update.dim = dim;
+    for (size_t j : order) {
+      update.indices.push_back(candidates[j]);
+      update.values.push_back(sums[j]);
+      applied[candidates[j]] += sums[j];
+    }
+    for (int w = 0; w < 2; ++w) ASSERT_TRUE(stacks[w].Settle(0, SettleAt(update)).ok());
+  }
+  EXPECT_GT(capped, 0) << "the cap never bound";
+  double gap = 0, scale = 0;
+  for (uint64_t i = 0; i < dim; ++i) {
+    double held = applied[i];
+    for (int w = 0; w < 2; ++w) held += stacks[w].residual(0)[i];
+    gap = std::max(gap, std::abs(held - velocities[i]));
+    scale = std::max(scale, std::abs(velocities[i]));
+  }
+  EXPECT_LT(gap, 1e-4 * scale);
+  // Without the cap the values go whole.
+  std::vector<float> g = GaussianVector(dim, 7);
+  for (uint64_t i = 0; i < dim; i += 7) g[i] += 30.0f;
+  ASSERT_TRUE(uncapped.Encode(0, g, EncodeContext{0, {}}).ok());
+  std::vector<float> values(uncapped.EncodedInput(0, GradientView()).begin(),
+                            uncapped.EncodedInput(0, GradientView()).begin() + 2 * k);
+  const std::vector<float> before = values;
+  ASSERT_TRUE(uncapped.CapExactValues(0, absl::MakeSpan(values), k).ok());
+  EXPECT_EQ(values, before);
+  EXPECT_EQ(uncapped.CapExactValues(1, absl::MakeSpan(values), k).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(GroupCompressorsTest, ReleaseCapScalesWithTheWorkersPastFour) {
   v1::RunConfig run;
   run.set_scheme("sketch_allreduce");
@@ -388,6 +492,10 @@ TEST(GroupCompressorsTest, ReleaseCapScalesWithTheWorkersPastFour) {
   EXPECT_EQ(ReleaseCapFor(run, 256), 96.0);
   run.set_scheme("gtopk");  // no cap for this scheme
   EXPECT_EQ(ReleaseCapFor(run, 16), 0.0);
+  run.set_scheme("fixed_sketch_allreduce");  // two rounds: twice the cap
+  run.set_second_round(true);
+  EXPECT_EQ(ReleaseCapFor(run, 4), 3.0);
+  EXPECT_EQ(ReleaseCapFor(run, 16), 12.0);
 }
 
 // What W workers' peeled sketches get back: near all of it when the table

@@ -50,6 +50,11 @@ struct GroupInput {
   // sketch_allreduce: decodes the summed sketch (the group's compressor's
   // decode, on the host or, on a GPU worker, on the device).
   std::function<absl::StatusOr<Update>(const Payload&)> decode;
+  // fixed_sketch_allreduce, where the run caps releases: scales this
+  // worker's exact values at the candidates before the second round
+  // (GroupCompressors::CapExactValues with k), so that the settlement keeps
+  // the unsent part; unset: the values go whole.
+  std::function<absl::Status(absl::Span<float>)> cap_exact_values;
 };
 
 struct GroupOutcome {
@@ -77,9 +82,10 @@ absl::StatusOr<GroupOutcome> SketchAllreduce(Collective& collective, const Group
 // The two-round sketch of fixed size (fixed_sketch_allreduce.cc): allreduce
 // of the tables (count_sketch method=candidates), the same p * k candidates
 // decoded by every rank, allreduce of the exact values there (no indices),
-// the top input.k of the exact sums applied; every rank releases its
-// residual at the applied coordinates. Bytes per worker do not depend on the
-// number of ranks.
+// the top input.k of the exact sums applied; every rank releases what it
+// sent at the applied coordinates (its residual there, or the capped part:
+// input.cap_exact_values). Bytes per worker do not depend on the number of
+// ranks.
 absl::StatusOr<GroupOutcome> FixedSketchAllreduce(Collective& collective, const GroupInput& input);
 
 // Allgather of every rank's (index, value) payload, summed; a rank releases

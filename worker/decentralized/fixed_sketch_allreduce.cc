@@ -10,9 +10,9 @@
 //   Round 2: the workers' exact residual values at the candidates, in the
 //     candidates' order and without indices, are summed by a dense allreduce.
 //   Apply: the k candidates whose exact sums are largest in magnitude, with
-//     those sums. Every worker released its whole residual there (the update
-//     is the exact sum of what every worker held), so error feedback
-//     conserves the gradient exactly.
+//     those sums. Every worker releases there what it sent: its residual, or
+//     under the release cap the scaled part (the settlement keeps the rest),
+//     so error feedback conserves the gradient exactly.
 //
 // Bytes per worker per step: two dense allreduces of rows * cols and p * k
 // floats, whatever the number of workers (a ring sends and receives
@@ -52,6 +52,9 @@ absl::StatusOr<GroupOutcome> FixedSketchAllreduce(Collective& collective, const 
   // indices from the same bits, so the values line up without indices).
   std::vector<float> exact(candidates->indices.size());
   for (size_t j = 0; j < exact.size(); ++j) exact[j] = input.encoded[candidates->indices[j]];
+  if (input.cap_exact_values) {
+    if (absl::Status s = input.cap_exact_values(absl::MakeSpan(exact)); !s.ok()) return s;
+  }
   if (absl::Status s = collective.AllReduceSum(absl::MakeSpan(exact)); !s.ok()) return s;
   // The top k of the exact sums, in ascending index order.
   const absl::Time select_start = absl::Now();
@@ -67,7 +70,7 @@ absl::StatusOr<GroupOutcome> FixedSketchAllreduce(Collective& collective, const 
   }
   decode_time += absl::Now() - select_start;
   outcome.decode_time = decode_time;
-  // Every worker's exact values at the applied coordinates were summed.
+  // What every worker sent at the applied coordinates was summed.
   outcome.settlement = decentralized_internal::Release(outcome.update);
   return outcome;
 }

@@ -32,6 +32,7 @@ absl::Status CallbackCollective::AllReduceSum(absl::Span<float> data) {
     return s;
   }
   bytes_sent_ += RingAllReduceBytes(data.size(), size_);
+  bytes_received_ += RingAllReduceBytes(data.size(), size_);
   return absl::OkStatus();
 }
 
@@ -59,6 +60,7 @@ absl::Status CallbackCollective::AllGatherWords(const void* mine, size_t count, 
   }
   *all = std::move(gathered.data);
   bytes_sent_ += RingAllGatherBytes(*counts, rank_);
+  bytes_received_ += RingAllGatherReceivedBytes(*counts, rank_);
   return absl::OkStatus();
 }
 
@@ -93,6 +95,7 @@ absl::Status CallbackCollective::BroadcastWords(void* data, size_t count, int ro
   }
   if (absl::Status s = Failed(ops_.broadcast_bytes(ops_.user, data, 4 * count, root), "broadcast"); !s.ok()) return s;
   bytes_sent_ += TreeBroadcastBytes(count, rank_, root, size_);
+  bytes_received_ += BroadcastReceivedBytes(count, rank_, root, size_);
   return absl::OkStatus();
 }
 
@@ -127,6 +130,7 @@ absl::StatusOr<std::string> CallbackCollective::Recv(int peer, uint32_t tag) {
   if (absl::Status s = CheckPeer(peer); !s.ok()) return s;
   sf_bytes received;
   if (absl::Status s = Failed(ops_.recv_bytes(ops_.user, &received, peer, tag), "recv"); !s.ok()) return s;
+  bytes_received_ += received.data.size();
   return std::move(received.data);
 }
 
@@ -142,6 +146,7 @@ absl::StatusOr<std::string> CallbackCollective::SendRecv(absl::string_view messa
     return s;
   }
   bytes_sent_ += message.size();
+  bytes_received_ += received.data.size();
   return std::move(received.data);
 }
 

@@ -7,7 +7,8 @@
 // bytes_sent() counts what the ring and tree algorithms of the library's own
 // backends send for the same operation (RingAllReduceBytes,
 // RingAllGatherBytes, TreeBroadcastBytes; Send: the message), so a hook's
-// ratio compares with a worker's.
+// ratio compares with a worker's; bytes_received() likewise
+// (RingAllGatherReceivedBytes, BroadcastReceivedBytes; Recv: the message).
 #ifndef SKETCHFUSE_WORKER_HOOK_CALLBACK_COLLECTIVE_H_
 #define SKETCHFUSE_WORKER_HOOK_CALLBACK_COLLECTIVE_H_
 
@@ -45,6 +46,7 @@ class CallbackCollective final : public Collective {
   absl::StatusOr<std::string> Recv(int peer, uint32_t tag) override;
   absl::StatusOr<std::string> SendRecv(absl::string_view message, int send_to, int recv_from, uint32_t tag) override;
   uint64_t bytes_sent() const override { return bytes_sent_; }
+  uint64_t bytes_received() const override { return bytes_received_; }
 
  private:
   CallbackCollective(const sf_collective_ops& ops, int rank, int size, std::string backend)
@@ -60,6 +62,7 @@ class CallbackCollective final : public Collective {
   const int size_;
   const std::string backend_;
   uint64_t bytes_sent_ = 0;
+  uint64_t bytes_received_ = 0;
 };
 
 }  // namespace sketchfuse

@@ -477,6 +477,7 @@ void HookSession::Count(uint64_t step, const ExchangeResult& result) {
   any_step_ = true;
   last_step_ = step;
   stats_.bytes_sent += result.bytes_sent;
+  stats_.bytes_received += result.bytes_received;
   stats_.dense_bytes += result.dense_bytes;
   stats_.compress_s += Seconds(result.spans, "compress");
   stats_.communicate_s += Seconds(result.spans, "communicate");
@@ -565,10 +566,12 @@ std::string HookSession::StatsJson() const {
   std::string quoted;
   for (const std::string& w : warnings) absl::StrAppend(&quoted, quoted.empty() ? "" : ", ", JsonString(w));
   return absl::StrFormat(
-      "{\"steps\": %d, \"exchanges\": %d, \"bytes_sent\": %d, \"dense_bytes\": %d, \"compress_s\": %.9g, "
+      "{\"steps\": %d, \"exchanges\": %d, \"bytes_sent\": %d, \"bytes_received\": %d, \"dense_bytes\": %d, "
+      "\"compress_s\": %.9g, "
       "\"communicate_s\": %.9g, \"decode_s\": %.9g, \"check_s\": %.9g, \"peel_recovered_share\": %s, "
       "\"warnings\": [%s]}",
-      stats_.steps, stats_.exchanges, stats_.bytes_sent, stats_.dense_bytes, stats_.compress_s, stats_.communicate_s,
+      stats_.steps, stats_.exchanges, stats_.bytes_sent, stats_.bytes_received, stats_.dense_bytes, stats_.compress_s,
+      stats_.communicate_s,
       stats_.decode_s, stats_.check_s, share >= 0 ? absl::StrFormat("%.6f", share) : std::string("null"), quoted);
 }
 

@@ -90,6 +90,7 @@ struct HookStats {
   uint64_t steps = 0;  // distinct step numbers exchanged
   uint64_t exchanges = 0;
   uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
   uint64_t dense_bytes = 0;
   double compress_s = 0, communicate_s = 0, decode_s = 0, check_s = 0;
 };

@@ -139,7 +139,7 @@ int sf_session_restore_state(sf_session* session, int64_t group, const float* re
                              const float* velocity, uint64_t velocity_size, const float* method_state,
                              uint64_t method_state_size, char* err, uint64_t err_size);
 
-/* Counters as a JSON object (steps, exchanges, bytes_sent, dense_bytes,
+/* Counters as a JSON object (steps, exchanges, bytes_sent, bytes_received, dense_bytes,
  * compress_s, communicate_s, decode_s, check_s, peel_recovered_share (null
  * without peeled sketches), warnings (an array of strings)). 0 on success;
  * non-zero when it does not fit out_size. */

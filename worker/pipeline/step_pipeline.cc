@@ -295,6 +295,7 @@ StepTraffic StepPipeline::traffic() const {
   for (const auto& result : results_) {
     if (result.has_value() && result->ok()) {
       traffic.bytes_sent += (*result)->bytes_sent;
+      traffic.bytes_received += (*result)->bytes_received;
       traffic.dense_bytes += (*result)->dense_bytes;
       if ((*result)->route == Route::kDecentralized) ++traffic.collective_groups;
     }

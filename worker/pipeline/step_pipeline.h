@@ -60,6 +60,7 @@ struct StepTimeline {
 
 struct StepTraffic {
   size_t bytes_sent = 0;
+  size_t bytes_received = 0;
   size_t dense_bytes = 0;
   // Groups whose update came over the workers' collectives.
   int collective_groups = 0;

@@ -35,15 +35,18 @@ StepReport StepStats::Add(int64_t step, double seconds, double loss, const StepT
   window_loss_ += loss;
   window_seconds_ += seconds;
   window_bytes_ += traffic.bytes_sent;
+  window_received_ += traffic.bytes_received;
   window_dense_ += traffic.dense_bytes;
   ++window_steps_;
   total_seconds_ += seconds;
   total_bytes_ += traffic.bytes_sent;
+  total_received_ += traffic.bytes_received;
   total_dense_ += traffic.dense_bytes;
   ++measured_steps_;
   const bool collective = traffic.collective_groups > 0;
   if (collective) ++collective_steps_;
-  return StepReport{step, seconds, loss, traffic.bytes_sent, traffic.dense_bytes, collective, phases};
+  return StepReport{step, seconds, loss, traffic.bytes_sent, traffic.bytes_received, traffic.dense_bytes, collective,
+                    phases};
 }
 
 Progress StepStats::TakeWindow(int64_t step, int epoch, double residual_norm) {
@@ -53,11 +56,12 @@ Progress StepStats::TakeWindow(int64_t step, int epoch, double residual_norm) {
   p.train_loss = window_steps_ > 0 ? window_loss_ / window_steps_ : 0;
   p.step_seconds = window_steps_ > 0 ? window_seconds_ / window_steps_ : 0;
   p.bytes_sent_per_step = window_steps_ > 0 ? static_cast<double>(window_bytes_) / window_steps_ : 0;
+  p.bytes_received_per_step = window_steps_ > 0 ? static_cast<double>(window_received_) / window_steps_ : 0;
   p.compression_ratio = window_bytes_ > 0 ? static_cast<double>(window_dense_) / window_bytes_ : 0;
   p.elapsed_seconds = absl::ToDoubleSeconds(absl::Now() - start_);
   p.residual_norm = residual_norm;
   window_loss_ = window_seconds_ = 0;
-  window_bytes_ = window_dense_ = 0;
+  window_bytes_ = window_received_ = window_dense_ = 0;
   window_steps_ = 0;
   return p;
 }
@@ -67,6 +71,8 @@ void StepStats::Summarize(int64_t steps, TrainingSummary* summary) const {
   summary->wall_seconds = absl::ToDoubleSeconds(absl::Now() - start_);
   summary->mean_step_seconds = measured_steps_ > 0 ? total_seconds_ / measured_steps_ : 0;
   summary->bytes_sent_per_step = measured_steps_ > 0 ? static_cast<double>(total_bytes_) / measured_steps_ : 0;
+  summary->bytes_received_per_step =
+      measured_steps_ > 0 ? static_cast<double>(total_received_) / measured_steps_ : 0;
   summary->compression_ratio = total_bytes_ > 0 ? static_cast<double>(total_dense_) / total_bytes_ : 0;
   summary->collective_steps = collective_steps_;
   const size_t first = step_seconds_.size() > 1 ? 1 : 0;
@@ -151,6 +157,7 @@ std::string SummaryJson(const SummaryHeader& h, const TrainingSummary& summary) 
       ", \"eval_s\": ", JsonNumber(summary.eval_seconds, 3),
       ", \"mean_step_s\": ", JsonNumber(summary.mean_step_seconds, 6),
       ", \"bytes_sent_per_step\": ", JsonNumber(summary.bytes_sent_per_step, 1),
+      ", \"bytes_received_per_step\": ", JsonNumber(summary.bytes_received_per_step, 1),
       ", \"compression_ratio\": ", JsonNumber(summary.compression_ratio, 3),
       ", \"collective_steps\": ", summary.collective_steps, ", \"steady_steps\": ", summary.steady_steps,
       ", \"median_step_s\": ", JsonNumber(summary.median_step_seconds, 6),

@@ -39,6 +39,7 @@ struct StepReport {
   double seconds = 0;
   double loss = 0;
   size_t bytes_sent = 0;
+  size_t bytes_received = 0;
   size_t dense_bytes = 0;
   bool collective = false;  // aggregated (at least in part) over the collectives
   StepPhases phases;
@@ -53,6 +54,7 @@ struct Progress {
   double test_loss = -1;
   double step_seconds = 0;     // mean wall time per step since the last report
   double bytes_sent_per_step = 0;
+  double bytes_received_per_step = 0;
   double compression_ratio = 0;  // dense bytes / bytes sent
   double elapsed_seconds = 0;    // since the run started
   double residual_norm = 0;      // L2 norm of the error-feedback residuals, all groups
@@ -89,7 +91,10 @@ struct TrainingSummary {
   double eval_seconds = 0;
   double wall_seconds = 0;
   double mean_step_seconds = 0;
+  // This worker's traffic per step: what it sent and what it received (the
+  // collectives' algorithms, or the pushes and the shards' replies).
   double bytes_sent_per_step = 0;
+  double bytes_received_per_step = 0;
   double compression_ratio = 0;
   // Steps aggregated (at least in part) over the workers' collectives.
   int64_t collective_steps = 0;
@@ -138,10 +143,10 @@ class StepStats {
  private:
   const absl::Time start_;
   double window_loss_ = 0, window_seconds_ = 0;
-  size_t window_bytes_ = 0, window_dense_ = 0;
+  size_t window_bytes_ = 0, window_received_ = 0, window_dense_ = 0;
   int64_t window_steps_ = 0;
   double total_seconds_ = 0;
-  size_t total_bytes_ = 0, total_dense_ = 0;
+  size_t total_bytes_ = 0, total_received_ = 0, total_dense_ = 0;
   int64_t measured_steps_ = 0, collective_steps_ = 0;
   // Every step's seconds and phases, in order, for the steady state.
   std::vector<double> step_seconds_;
@@ -162,7 +167,8 @@ struct SummaryHeader {
 // The worker's JSON summary: one object on one line, valid JSON in every
 // case. Strings are escaped; a number that is not finite (a diverged run's
 // loss, an accuracy never measured) is written as null. Its fields: the
-// header's, the totals, "final_test_accuracy" (null when the run diverged),
+// header's, the totals (among them "bytes_sent_per_step" and
+// "bytes_received_per_step"), "final_test_accuracy" (null when the run diverged),
 // "diverged" (null, or {"step", "group" (null for the loss), "worker",
 // "what", "index", "value", "message"}), "eval_s", "peel_recovered_share"
 // (null without peeled sketches), "warnings" (strings), "epochs" and "curve"

@@ -69,6 +69,28 @@ TEST(StepStatsTest, OneStepIsItsOwnSteadyState) {
   EXPECT_EQ(summary.mean_phases.decode, 0.4);
 }
 
+TEST(StepStatsTest, TrafficIsCountedBothWays) {
+  StepStats stats(absl::Now());
+  StepTraffic traffic;
+  traffic.bytes_sent = 1000;
+  traffic.bytes_received = 3000;
+  traffic.dense_bytes = 10000;
+  const StepReport report = stats.Add(0, 0.1, 0, traffic);
+  EXPECT_EQ(report.bytes_sent, 1000u);
+  EXPECT_EQ(report.bytes_received, 3000u);
+  traffic.bytes_received = 5000;
+  stats.Add(1, 0.1, 0, traffic);
+  const Progress window = stats.TakeWindow(1, 1, 0);
+  EXPECT_EQ(window.bytes_sent_per_step, 1000);
+  EXPECT_EQ(window.bytes_received_per_step, 4000);
+  EXPECT_EQ(window.compression_ratio, 10);  // dense over sent
+  TrainingSummary summary;
+  stats.Summarize(2, &summary);
+  EXPECT_EQ(summary.bytes_received_per_step, 4000);
+  EXPECT_NE(SummaryJson(SummaryHeader(), summary).find("\"bytes_received_per_step\": 4000.0"), std::string::npos)
+      << SummaryJson(SummaryHeader(), summary);
+}
+
 TEST(StepStatsTest, NoStepsNoSteadyState) {
   StepStats stats(absl::Now());
   TrainingSummary summary;

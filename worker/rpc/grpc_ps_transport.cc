@@ -179,6 +179,7 @@ void GrpcPsTransport::Finish(std::shared_ptr<Call> call, const grpc::Status& sta
                                         addresses_[call->shard], ") failed after ", call->attempts,
                                         " attempt(s): ", status.error_message()));
   } else {
+    const size_t reply_bytes = call->reply.Length();
     absl::StatusOr<PushReplyParts> reply = DecodePushReply(call->reply);
     call->reply.Clear();
     if (!reply.ok()) {
@@ -194,6 +195,7 @@ void GrpcPsTransport::Finish(std::shared_ptr<Call> call, const grpc::Status& sta
       ok.contributors = reply->contributors;
       ok.attempts = call->attempts;
       ok.bytes_sent = call->request.Length();
+      ok.bytes_received = reply_bytes;
       outcome = std::move(ok);
     }
   }

@@ -31,8 +31,10 @@ struct PushOutcome {
   // Workers whose payloads the update sums.
   uint32_t contributors = 0;
   int attempts = 0;
-  // Payload bytes sent by the successful attempt (as serialized).
+  // Bytes of the successful attempt, as serialized: the request sent and the
+  // reply received.
   size_t bytes_sent = 0;
+  size_t bytes_received = 0;
 };
 
 using PushDone = std::function<void(absl::StatusOr<PushOutcome>)>;

@@ -45,9 +45,10 @@ struct TraceSpan {
 
 struct ExchangeResult {
   Update update;
-  // Bytes this worker sent for the group (payload as serialized on the wire,
-  // or as the collective's algorithm sends it).
+  // Bytes this worker sent and received for the group (as serialized on the
+  // wire, or as the collective's algorithm moves them).
   size_t bytes_sent = 0;
+  size_t bytes_received = 0;
   // Bytes of the group's dense gradient (4 per element), for the ratio.
   size_t dense_bytes = 0;
   // The route that produced the update (kCentralized or kDecentralized).

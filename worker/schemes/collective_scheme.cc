@@ -64,6 +64,9 @@ void CollectiveScheme::Exchange(uint64_t step, int group, GradientView grad,
   input.encoded = compressors_.EncodedInput(group, grad);
   input.k = selection_[group];
   input.second_round = second_round_;
+  input.cap_exact_values = [this, group, k = input.k](absl::Span<float> values) {
+    return compressors_.CapExactValues(group, values, k);
+  };
   if (fetchsgd_[group] != nullptr) {
     // FetchSGD: the allreduced sum steps this worker's copy of the state.
     input.decode = [this, group](const Payload& sum) { return fetchsgd_[group]->Step(sum); };
@@ -71,6 +74,7 @@ void CollectiveScheme::Exchange(uint64_t step, int group, GradientView grad,
     input.decode = [this, group](const Payload& sum) { return compressors_.Decode(group, sum); };
   }
   const uint64_t bytes_before = collective_->bytes_sent();
+  const uint64_t received_before = collective_->bytes_received();
   const absl::Time encoded = absl::Now();
   absl::StatusOr<GroupOutcome> outcome = scheme_.algorithm(*collective_, input);
   if (!outcome.ok()) {
@@ -82,6 +86,7 @@ void CollectiveScheme::Exchange(uint64_t step, int group, GradientView grad,
   ExchangeResult result;
   result.update = std::move(outcome->update);
   result.bytes_sent = collective_->bytes_sent() - bytes_before;
+  result.bytes_received = collective_->bytes_received() - received_before;
   result.dense_bytes = grad.size() * sizeof(float);
   result.route = Route::kDecentralized;
   result.spans = CollectiveSpans(encoded, absl::Now(), outcome->decode_time);

@@ -100,7 +100,11 @@ absl::StatusOr<ExchangeResult> HybridScheme::ExchangeByCollective(uint64_t step,
   // feedback on, checked at Create for a second round).
   if (second_round_) input.encoded = centralized_->compressors().EncodedInput(group, GradientView());
   input.decode = [this, group](const Payload& sum) { return centralized_->compressors().Decode(group, sum); };
+  input.cap_exact_values = [this, group, k = input.k](absl::Span<float> values) {
+    return centralized_->compressors().CapExactValues(group, values, k);
+  };
   const uint64_t bytes_before = collective_->bytes_sent();
+  const uint64_t received_before = collective_->bytes_received();
   const absl::Time start = absl::Now();
   absl::StatusOr<GroupOutcome> outcome = scheme_.algorithm(*collective_, input);
   if (!outcome.ok()) {
@@ -110,6 +114,7 @@ absl::StatusOr<ExchangeResult> HybridScheme::ExchangeByCollective(uint64_t step,
   ExchangeResult result;
   result.update = std::move(outcome->update);
   result.bytes_sent = collective_->bytes_sent() - bytes_before;
+  result.bytes_received = collective_->bytes_received() - received_before;
   result.dense_bytes = dense_bytes;
   result.route = Route::kDecentralized;
   result.spans = CollectiveSpans(start, absl::Now(), outcome->decode_time);

@@ -54,6 +54,9 @@ absl::StatusOr<std::unique_ptr<PsScheme>> PsScheme::Create(const v1::JoinReply& 
                                                        std::move(group_ids), std::move(route->shard_of_group),
                                                        *std::move(compressors), std::move(transport)));
   scheme->second_round_ = job.run().second_round();
+  absl::StatusOr<std::vector<uint64_t>> selection = JobSelectionSizes(job);
+  if (!selection.ok()) return selection.status();
+  scheme->selection_ = *std::move(selection);
   return scheme;
 }
 
@@ -106,6 +109,7 @@ void PsScheme::Exchange(uint64_t step, int group, GradientView grad, absl::Span<
         ExchangeResult result;
         result.update = std::move(outcome->update);
         result.bytes_sent = outcome->bytes_sent;
+        result.bytes_received = outcome->bytes_received;
         result.dense_bytes = dense_bytes;
         result.route = Route::kCentralized;
         result.spans = {compress, {"push, server sum and decode", pushed, absl::Now()}};
@@ -136,6 +140,11 @@ void PsScheme::PushSecondRound(uint64_t step, int group, absl::Span<const float>
     }
     exact->values.push_back(encoded[i]);
   }
+  // The shard applies at most k of them: the release cap bounds those.
+  if (absl::Status s = compressors_.CapExactValues(group, absl::MakeSpan(exact->values), selection_[group]); !s.ok()) {
+    done(s);
+    return;
+  }
   const absl::Time pushed = absl::Now();
   transport_->PushSecondRound(
       shard_of_group_[group], job_, step, group_ids_[group], rank_, std::move(exact),
@@ -146,6 +155,7 @@ void PsScheme::PushSecondRound(uint64_t step, int group, absl::Span<const float>
         }
         first.update = std::move(outcome->update);
         first.bytes_sent += outcome->bytes_sent;
+        first.bytes_received += outcome->bytes_received;
         first.spans.push_back({"second round: exact values", pushed, absl::Now()});
         done(std::move(first));
       });

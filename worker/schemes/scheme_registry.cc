@@ -38,15 +38,16 @@ const std::vector<SchemeInfo>& Schemes() {
       // The two-round sketch of fixed size: a 1 x k table and 2k candidate
       // values per group (10x fewer floats than dense at density 0.0333),
       // the same at any number of workers; the shape measured best at 16
-      // workers among those of 10x (docs/BENCHMARKS.md, "Scale out"). Like
-      // gtopk it applies the top k of exact sums, so no release cap. Its
-      // centralized and hybrid forms are fixed_sketch_ps and
-      // fixed_sketch_auto.
+      // workers among those of 10x (docs/BENCHMARKS.md, "Scale out"). It
+      // applies the top k of the exact sums of what the workers send in the
+      // second round, which the release cap scales (without it the CNN
+      // collapsed at 16 workers). Its centralized and hybrid forms are
+      // fixed_sketch_ps and fixed_sketch_auto.
       {"fixed_sketch_allreduce", Route::kDecentralized, "count_sketch",
        "count_sketch:method=candidates,density=0.0333,rows=1,width=1,candidates=2",
        "allreduce of fixed-size sketches, then of the exact values at the decoded candidates (no indices); the top "
        "k of those sums applied: bytes per worker independent of the number of workers",
-       T().WorkerMomentum().TwoRounds(), &FixedSketchAllreduce},
+       T().WorkerMomentum().CappedRelease().TwoRounds(), &FixedSketchAllreduce},
       // The same two-round sketch with the servers summing: each worker
       // pushes its table, the shard decodes the candidates; each pushes its
       // values there (no indices), the shard answers the top k of the sums.
@@ -55,7 +56,7 @@ const std::vector<SchemeInfo>& Schemes() {
        "fixed-size sketches summed on the servers, which decode the candidates; the workers' exact values there "
        "(no indices) summed in a second push and the top k applied: bytes per worker independent of the number "
        "of workers",
-       T().WorkerMomentum().TwoRounds().ServersReselectTopK()},
+       T().WorkerMomentum().CappedRelease().TwoRounds().ServersReselectTopK()},
       {"topk_allgather", Route::kDecentralized, "topk", "topk:density=0.01",
        "local top-k, allgather of (index, value), summed", T().WorkerMomentum().CappedRelease(), &TopKAllgather},
       // gtopk applies k coordinates in all, where topk_allgather applies the
@@ -83,7 +84,7 @@ const std::vector<SchemeInfo>& Schemes() {
       {"fixed_sketch_auto", Route::kHybrid, "count_sketch",
        "count_sketch:method=candidates,density=0.0333,rows=1,width=1,candidates=2",
        "fixed_sketch_ps while the servers answer, fixed_sketch_allreduce when they fail; back when they are healthy",
-       T().WorkerMomentum().TwoRounds().ServersReselectTopK(), &FixedSketchAllreduce},
+       T().WorkerMomentum().CappedRelease().TwoRounds().ServersReselectTopK(), &FixedSketchAllreduce},
   };
   return *schemes;
 }
@@ -208,15 +209,20 @@ MomentumPlace MomentumPlaceOf(const v1::RunConfig& run) {
 bool UsesMomentumCorrection(const v1::RunConfig& run) { return MomentumPlaceOf(run) == MomentumPlace::kWorker; }
 
 bool CapsRelease(const v1::RunConfig& run) {
-  if (!(run.release_cap() > 0) || run.second_round() || !run.error_feedback()) return false;
+  if (!(run.release_cap() > 0) || !run.error_feedback()) return false;
   if (!UsesMomentumCorrection(run)) return false;
   absl::StatusOr<SchemeInfo> info = FindScheme(run.scheme());
-  return info.ok() && info->traits.capped_release;
+  if (!info.ok() || !info->traits.capped_release) return false;
+  // An optional second round (sketch_ps, sketch_allreduce) sends the exact
+  // residual; a two-round scheme caps what it sends there.
+  return !run.second_round() || info->traits.two_rounds;
 }
 
 double ReleaseCapFor(const v1::RunConfig& run, uint32_t world_size) {
   if (!CapsRelease(run)) return 0;
-  return run.release_cap() * std::max(1.0, static_cast<double>(world_size) / 4);
+  absl::StatusOr<SchemeInfo> info = FindScheme(run.scheme());
+  const double factor = info.ok() && info->traits.two_rounds ? kTwoRoundReleaseCapFactor : 1.0;
+  return factor * run.release_cap() * std::max(1.0, static_cast<double>(world_size) / 4);
 }
 
 absl::Status CheckDevicePlacement(const v1::RunConfig& run) {

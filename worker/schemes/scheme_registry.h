@@ -128,8 +128,10 @@ bool UsesMomentumCorrection(const v1::RunConfig& run);
 // Whether the run caps what a worker releases per step (run.release_cap):
 // schemes with momentum correction whose payload values are what a worker
 // sends and is applied (SchemeTraits::capped_release: topk_allgather,
-// sketch_ps, sketch_allreduce, auto), without a second round (which sends
-// the residual's exact values). SparDL and importance_allreduce send values
+// sketch_ps, sketch_allreduce, auto), without an optional second round
+// (which sends the residual's exact values); and the two-round schemes
+// (fixed_sketch_*), whose second round sends capped values
+// (GroupCompressors::CapExactValues). SparDL and importance_allreduce send values
 // from the residual itself; gtopk re-selects among the workers' values on
 // its tree, which scaled values would bias (measured: 3 points lost on the
 // MLP at its default density); topk_ps's servers re-select k of the union,
@@ -145,6 +147,11 @@ bool CapsRelease(const v1::RunConfig& run);
 // the same size moves it world_size / 4 times less than in the 4-worker
 // job the default (1) was measured on; left unscaled it throttled what 8
 // and 16 workers apply (docs/BENCHMARKS.md, "Scale out").
+// A two-round scheme's cap is kTwoRoundReleaseCapFactor times that: at
+// --release_cap=1 its own ×1 cost the CNN 4 points at 4 workers (79.05 /
+// 79.54% against 83.58 / 83.06% uncapped, seeds 1 and 2), ×2 nothing
+// (83.53%); docs/BENCHMARKS.md, "Scale out".
+inline constexpr double kTwoRoundReleaseCapFactor = 2.0;
 double ReleaseCapFor(const v1::RunConfig& run, uint32_t world_size);
 
 // OK if the run may keep its groups on the GPU (run.device "gpu"): a scheme

@@ -32,6 +32,12 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& registry)
                       .Help("Bytes this worker sent for gradient aggregation.")
                       .Register(registry)
                       .Add({})),
+      bytes_received_(prometheus::BuildCounter()
+                          .Name("sketchfuse_worker_bytes_received_total")
+                          .Help("Bytes this worker received for gradient aggregation (the collectives' share, or "
+                                "the shards' replies).")
+                          .Register(registry)
+                          .Add({})),
       dense_bytes_(prometheus::BuildCounter()
                        .Name("sketchfuse_worker_dense_bytes_total")
                        .Help("Bytes of the dense gradients the sent bytes stood for.")
@@ -54,6 +60,7 @@ void WorkerMetrics::OnStep(const StepReport& step) {
   (step.collective ? steps_collective_ : steps_ps_).Increment();
   step_seconds_.Observe(step.seconds);
   bytes_sent_.Increment(static_cast<double>(step.bytes_sent));
+  bytes_received_.Increment(static_cast<double>(step.bytes_received));
   dense_bytes_.Increment(static_cast<double>(step.dense_bytes));
 }
 

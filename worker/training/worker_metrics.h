@@ -2,6 +2,7 @@
 //   sketchfuse_worker_steps_total{route}         steps done, by the route that aggregated them
 //   sketchfuse_worker_step_seconds               wall time per step (histogram)
 //   sketchfuse_worker_bytes_sent_total           bytes this worker sent for gradients
+//   sketchfuse_worker_bytes_received_total       bytes it received for them
 //   sketchfuse_worker_dense_bytes_total          bytes of the dense gradients they stood for
 //   sketchfuse_worker_compression_ratio          dense bytes / bytes sent, since the last report
 //   sketchfuse_worker_residual_norm              L2 norm of the error-feedback residuals
@@ -35,6 +36,7 @@ class WorkerMetrics {
   prometheus::Counter& steps_collective_;
   prometheus::Histogram& step_seconds_;
   prometheus::Counter& bytes_sent_;
+  prometheus::Counter& bytes_received_;
   prometheus::Counter& dense_bytes_;
   prometheus::Gauge& compression_ratio_;
   prometheus::Gauge& residual_norm_;
