@@ -183,6 +183,7 @@ def main():
         rows.append({"model": model, "scheme": scheme, "target_ratio": ratio, "seed": seed,
                      "compressor": run["compressor"], "measured_ratio": run["compression_ratio"],
                      "bytes_sent_per_worker_per_step": run["bytes_sent_per_worker_per_step"],
+                     "bytes_received_per_worker_per_step": run.get("bytes_received_per_worker_per_step"),
                      "final_test_accuracy": run["final_test_accuracy"],
                      "diverged_step": None if run["diverged"] is None else run["diverged"]["step"],
                      "wall_s": run["wall_s"], "curve_final": None})
@@ -211,7 +212,8 @@ def main():
         row["points_vs_dense"] = None if acc is None or dense_acc is None else round(100 * (acc - dense_acc), 2)
 
     fields = ["model", "scheme", "target_ratio", "seed", "compressor", "measured_ratio",
-              "bytes_sent_per_worker_per_step", "final_test_accuracy", "points_vs_dense", "diverged_step",
+              "bytes_sent_per_worker_per_step", "bytes_received_per_worker_per_step", "final_test_accuracy",
+              "points_vs_dense", "diverged_step",
               "time_to_target_s", "curve_final", "wall_s", "failed"]
     with open(os.path.join(args.out, "quality.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")

@@ -280,6 +280,7 @@ for scheme in schemes:
                  "time_to_target_s": None,
                  "mean_step_ms": None if s["mean_step_s"] is None else round(1e3 * s["mean_step_s"], 3),
                  "bytes_sent_per_worker_per_step": s["bytes_sent_per_step"],
+                 "bytes_received_per_worker_per_step": s.get("bytes_received_per_step"),
                  "compression_ratio": s["compression_ratio"], "wall_s": s["wall_s"], "steps": s["steps"],
                  "peel_recovered_share": s.get("peel_recovered_share"),
                  "warnings": s.get("warnings", []),
@@ -318,7 +319,8 @@ for r in runs:
     r["reached_target"] = bool(reached)
 
 fields = ["scheme", "compressor", "final_test_accuracy", "time_to_target_s", "mean_step_ms",
-          "bytes_sent_per_worker_per_step", "compression_ratio", "wall_s", "steps", "peel_recovered_share",
+          "bytes_sent_per_worker_per_step", "bytes_received_per_worker_per_step", "compression_ratio", "wall_s", "steps",
+          "peel_recovered_share",
           "diverged_step", "diverged_group", "diverged_worker", "diverged_what"]
 with open(f"{out}/comparison.csv", "w", newline="") as f:
     w = csv.DictWriter(f, fieldnames=fields)  # null: an empty field
@@ -346,8 +348,8 @@ for scheme in schemes:
 def number(value, fmt, width):
     return f"{'-':>{width}}" if value is None else f"{value:>{width}{fmt}}"
 
-print(f"\n{'scheme':<20} {'accuracy':>9} {'to target':>10} {'step ms':>8} {'KiB/step/worker':>16} {'ratio':>7} "
-      f"{'wall s':>7}")
+print(f"\n{'scheme':<20} {'accuracy':>9} {'to target':>10} {'step ms':>8} {'sent KiB/step':>14} "
+      f"{'recv KiB/step':>14} {'ratio':>7} {'wall s':>7}")
 for r in runs:
     if r["diverged"] is not None:
         accuracy = f"{'diverged':>9}"
@@ -362,15 +364,19 @@ for r in runs:
     else:
         to_target = f"{r['time_to_target_s']:>9.1f}s"
     bytes_kib = None if r["bytes_sent_per_worker_per_step"] is None else r["bytes_sent_per_worker_per_step"] / 1024
+    received = r["bytes_received_per_worker_per_step"]
+    received_kib = None if received is None else received / 1024
     ratio = "      -" if r["compression_ratio"] is None else f"{r['compression_ratio']:>6.1f}x"
     line = (f"{r['scheme']:<20} {accuracy} {to_target} {number(r['mean_step_ms'], '.1f', 8)} "
-            f"{number(bytes_kib, '.1f', 16)} {ratio} {number(r['wall_s'], '.1f', 7)}")
+            f"{number(bytes_kib, '.1f', 14)} {number(received_kib, '.1f', 14)} {ratio} {number(r['wall_s'], '.1f', 7)}")
     if r["diverged"] is not None:
         d = r["diverged"]
         where = "the loss" if d["group"] is None else f"group {d['group']}'s {d['what']}"
         line += f"  diverged at step {d['step']} ({d['worker']}: {where})"
     print(line)
-print("(ratio: the dense gradient's bytes over the bytes a worker sends; a ring allreduce sends 2(W-1)/W of its data)")
+print("(sent, recv: per worker per step, as the collectives' algorithms move them or as the pushes and the shards' "
+      "replies are serialized; ratio: the dense gradient's bytes over the bytes a worker sends; a ring allreduce "
+      "sends 2(W-1)/W of its data)")
 for r in runs:
     share = r["peel_recovered_share"]
     if share is not None:
