@@ -91,6 +91,25 @@ absl::Status ValidateUpdate(const Update& update, uint64_t dim) {
   return absl::OkStatus();
 }
 
+bool IsCandidateList(const Update& update) {
+  return !update.dense && update.values.empty() && !update.indices.empty();
+}
+
+absl::Status ValidateAnswer(const Update& update, uint64_t dim) {
+  if (!IsCandidateList(update)) return ValidateUpdate(update, dim);
+  if (update.dim != dim) {
+    return absl::InvalidArgumentError(absl::StrCat("candidate list is for a group of ", update.dim, " elements, not ",
+                                                   dim));
+  }
+  for (size_t i = 0; i < update.indices.size(); ++i) {
+    if (update.indices[i] >= dim || (i > 0 && update.indices[i] <= update.indices[i - 1])) {
+      return absl::InvalidArgumentError(absl::StrCat("candidate indices[", i, "] = ", update.indices[i],
+                                                     " is out of range or not ascending for a group of ", dim));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Payload> ErrorFeedback::Encode(absl::Span<const float> grad,
                                               const EncodeContext& context) {
   absl::Status ready = PrepareState("error-feedback residual", grad.size(), &residual_);

@@ -152,6 +152,15 @@ absl::StatusOr<std::unique_ptr<Compressor>> WithMomentum(std::unique_ptr<Compres
 // sparse with ascending in-range indices and one value each).
 absl::Status ValidateUpdate(const Update& update, uint64_t dim);
 
+// A candidate list: the first answer of a group with a second round, which a
+// worker needs only the indices of (it pushes its exact values there): a
+// sparse update with indices and no values. It is never applied.
+bool IsCandidateList(const Update& update);
+// OK if `update` is a shard's answer for a group of `dim` elements: an
+// update (ValidateUpdate), or a candidate list with ascending in-range
+// indices. Whether a list may stand where it does is the caller's rule.
+absl::Status ValidateAnswer(const Update& update, uint64_t dim);
+
 }  // namespace sketchfuse
 
 #endif  // SKETCHFUSE_COMMON_ERROR_FEEDBACK_H_

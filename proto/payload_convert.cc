@@ -82,6 +82,16 @@ absl::StatusOr<Update> UpdateFromProto(const v1::Update& message) {
   return u;
 }
 
+absl::StatusOr<Update> AnswerFromProto(const v1::Update& message) {
+  Update u;
+  u.dense = message.dense();
+  u.dim = message.dim();
+  u.indices.assign(message.indices().begin(), message.indices().end());
+  u.values.assign(message.values().begin(), message.values().end());
+  if (absl::Status valid = ValidateAnswer(u, u.dim); !valid.ok()) return valid;
+  return u;
+}
+
 void UpdateToProto(const Update& update, v1::Update* message) {
   message->Clear();
   message->set_dense(update.dense);

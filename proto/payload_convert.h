@@ -32,6 +32,9 @@ void PayloadToProto(const Payload& payload, v1::Payload* message);
 
 // INVALID_ARGUMENT for an update that does not fit its own dim.
 absl::StatusOr<Update> UpdateFromProto(const v1::Update& message);
+// The same for a shard's answer, which may also be a candidate list
+// (common/error_feedback.h ValidateAnswer).
+absl::StatusOr<Update> AnswerFromProto(const v1::Update& message);
 void UpdateToProto(const Update& update, v1::Update* message);
 
 }  // namespace sketchfuse

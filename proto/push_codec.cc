@@ -179,7 +179,7 @@ absl::StatusOr<PushReplyParts> DecodePushReply(const grpc::ByteBuffer& buffer) {
         return wire::SkipThisField();
     }
   }));
-  absl::Status valid = ValidateUpdate(parts.update, parts.update.dim);
+  absl::Status valid = ValidateAnswer(parts.update, parts.update.dim);
   if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat("update: ", valid.message()));
   RETURN_IF_ERROR(CheckSketchHashFamily(parts.sketch_hash_family, "the shard's reply"));
   return parts;

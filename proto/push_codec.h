@@ -63,8 +63,8 @@ absl::StatusOr<PushRequestParts> DecodePushRequest(const grpc::ByteBuffer& buffe
 // is referenced, not copied, as above.
 grpc::ByteBuffer EncodePushReply(std::shared_ptr<const Update> update, uint32_t contributors);
 
-// The reply in `buffer`, with its update checked by ValidateUpdate against
-// its own dim. INVALID_ARGUMENT naming the field for a malformed one;
+// The reply in `buffer`, with its update checked by ValidateAnswer against
+// its own dim (an update, or the candidate list of a first round). INVALID_ARGUMENT naming the field for a malformed one;
 // FAILED_PRECONDITION (CheckSketchHashFamily) for a reply from a shard of
 // another sketch hash family, whose sums of sketches cannot be ours.
 absl::StatusOr<PushReplyParts> DecodePushReply(const grpc::ByteBuffer& buffer);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/error_feedback.h"
 #include "common/sketch_hash.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -401,6 +402,46 @@ TEST(PushCodecTest, MalformedRepliesAreRefused) {
   bytes.pop_back();
   s = DecodePushReply(Sliced(bytes, rng)).status();
   EXPECT_NE(s.message().find("malformed PushReply: update claims 11 bytes but 10 are left"), std::string::npos) << s;
+  // Indices without values: a candidate list, whose indices must ascend
+  // within the dim too.
+  v1::PushReply listed;
+  listed.mutable_update()->set_dim(10);
+  listed.mutable_update()->add_indices(7);
+  listed.mutable_update()->add_indices(3);
+  s = DecodePushReply(Sliced(listed.SerializeAsString(), rng)).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("update: candidate indices[1] = 3 is out of range or not ascending"), std::string::npos)
+      << s;
+  // Values for some indices but not all: neither an update nor a list.
+  v1::PushReply short_values;
+  short_values.mutable_update()->set_dim(10);
+  short_values.mutable_update()->add_indices(3);
+  short_values.mutable_update()->add_indices(7);
+  short_values.mutable_update()->add_values(1);
+  s = DecodePushReply(Sliced(short_values.SerializeAsString(), rng)).status();
+  EXPECT_NE(s.message().find("sparse update has 2 indices but 1 values"), std::string::npos) << s;
+}
+
+// The first answer of a two-round group lists its candidates without the
+// estimates (the workers need only the indices): it decodes as a candidate
+// list, and costs 4 bytes a candidate less than the answer with values.
+TEST(PushCodecTest, ACandidateListTravelsWithoutValues) {
+  std::mt19937_64 rng(11);
+  auto listed = std::make_shared<Update>();
+  listed->dim = 5000;
+  for (uint32_t i = 0; i < 5000; i += 50) listed->indices.push_back(i);
+  auto with_values = std::make_shared<Update>(*listed);
+  with_values->values.assign(listed->indices.size(), 1.5f);
+  const grpc::ByteBuffer encoded = EncodePushReply(listed, 3);
+  // The values, their field's tag and length, and a longer submessage length.
+  const size_t saved = EncodePushReply(with_values, 3).Length() - encoded.Length();
+  EXPECT_GE(saved, 4 * listed->indices.size());
+  EXPECT_LE(saved, 4 * listed->indices.size() + 6);
+  absl::StatusOr<PushReplyParts> back = DecodePushReply(Sliced(Flatten(encoded), rng));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(IsCandidateList(back->update));
+  EXPECT_EQ(back->update.indices, listed->indices);
+  EXPECT_TRUE(back->update.values.empty());
 }
 
 // A shard of another build answers with sums decoded by another hash family:

@@ -395,6 +395,10 @@ void AggregationCore::Complete(Group& group, const RoundId& id) {
   if (update.ok() && id.second_round == group.spec.second_round && group.spec.reselect_top_k > 0) {
     Reselect(group.spec.reselect_top_k, &*update);
   }
+  // The first answer of a two-round group is where the workers push their
+  // exact values: its indices are all they use, so its estimates do not
+  // travel (a candidate list, common/error_feedback.h).
+  if (update.ok() && group.spec.second_round && !id.second_round && !update->dense) update->values.clear();
   const absl::Time decoded = absl::Now();
 
   absl::StatusOr<RoundResult> result =
@@ -465,8 +469,12 @@ absl::Status AggregationCore::Restore(std::vector<KeptAnswer> answers) {
       return absl::InvalidArgumentError(absl::StrCat("kept answer of ", name, " has ", a.result.update->dim,
                                                      " elements; the group has ", group->second->spec.dim));
     }
-    if (absl::Status valid = ValidateUpdate(*a.result.update, group->second->spec.dim); !valid.ok()) {
+    if (absl::Status valid = ValidateAnswer(*a.result.update, group->second->spec.dim); !valid.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("kept answer of ", name, ": ", valid.message()));
+    }
+    if (IsCandidateList(*a.result.update) && (a.second_round || !group->second->spec.second_round)) {
+      return absl::InvalidArgumentError(absl::StrCat("kept answer of ", name,
+                                                     " lists candidates without values, but is a final answer"));
     }
     if (i > 0 && answers[i - 1].group == a.group && answers[i - 1].second_round == a.second_round &&
         answers[i - 1].step == a.step) {

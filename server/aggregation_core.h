@@ -57,7 +57,8 @@
 //     even after the other workers moved on to the next step.
 //   - Second round (Sketched-SGD), for groups that ask for it: once the sketch
 //     round of (step, group) is answered with its candidates (the decoded
-//     heavy hitters), each worker pushes its exact values at those indices,
+//     heavy hitters, as a candidate list: their indices without the
+//     estimates, common/error_feedback.h IsCandidateList), each worker pushes its exact values at those indices,
 //     in their order and without the indices (candidate values), to the
 //     round's second round, and every worker is answered with their exact
 //     sums at the candidates (the k largest of them where the group

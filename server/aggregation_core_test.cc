@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/compressor_registry.h"
+#include "common/error_feedback.h"
 #include "common/fetchsgd_state.h"
 #include "common/test_vectors.h"
 #include "gtest/gtest.h"
@@ -151,6 +152,10 @@ TEST(AggregationCoreTest, SecondRoundSumsTheExactValuesAtTheCandidates) {
   ASSERT_TRUE(first[0].result.ok()) << first[0].result.status();
   const std::vector<uint32_t> candidates = first[0].result->update->indices;
   ASSERT_EQ(candidates.size(), 50u);
+  // The first answer lists the candidates without their estimates: the
+  // workers use only the indices.
+  EXPECT_TRUE(IsCandidateList(*first[0].result->update));
+  EXPECT_TRUE(first[0].result->update->values.empty());
 
   // Refused, with nothing changed: a value too few, the values with their
   // indices (a sparse payload), a dense payload, and a second round of a
@@ -752,6 +757,11 @@ TEST(AggregationCoreTest, RestoreRefusesAnswersThatDoNotFitAndTakesNothingUp) {
   Update wide = dense3;
   wide.dim = 4;
   wide.values = {1, 2, 3, 4};
+  // Candidates without values answer only the first round of a two-round
+  // group: group 1 has no second round.
+  Update listed;
+  listed.dim = 100;
+  listed.indices = {3, 7};
   struct Case {
     std::vector<KeptAnswer> answers;
     std::string needle;
@@ -761,6 +771,7 @@ TEST(AggregationCoreTest, RestoreRefusesAnswersThatDoNotFitAndTakesNothingUp) {
       {{answer(0, 1, wide)}, "has 4 elements; the group has 3"},
       {{answer(0, 1, dense3), answer(1, 1, sparse)}, "step 1, group 1"},
       {{answer(0, 1, dense3), answer(0, 1, dense3)}, "two kept answers"},
+      {{answer(1, 1, listed)}, "lists candidates without values, but is a final answer"},
   };
   for (const Case& c : cases) {
     absl::Status s = core->Restore(c.answers);

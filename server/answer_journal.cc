@@ -113,7 +113,7 @@ absl::StatusOr<std::vector<KeptAnswer>> AnswerJournal::Load() {
                                                      message.round().step(), ", group ", message.round().group(),
                                                      ")"));
     }
-    absl::StatusOr<Update> update = UpdateFromProto(message.update());
+    absl::StatusOr<Update> update = AnswerFromProto(message.update());
     if (!update.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("'", path, "' holds a malformed update: ", update.status().message()));
     }

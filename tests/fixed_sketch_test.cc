@@ -297,9 +297,9 @@ TEST(FixedSketchTest, ACentralizedWorkerPushesTheSameBytesAtAnyNumberOfWorkers) 
 }
 
 // What a centralized worker receives per step: the candidates of each group
-// (p k indices and estimates) and the k applied coordinates with their sums,
-// whatever the number of workers: 4 bytes a value and 1 to
-// VarintBytes(dim - 1) bytes an index (packed varints), plus framing.
+// (p k indices, without their estimates) and the k applied coordinates with
+// their sums, whatever the number of workers: 1 to VarintBytes(dim - 1)
+// bytes an index (packed varints) and 4 a value, plus framing.
 TEST(FixedSketchTest, ACentralizedWorkerReceivesTheSameBytesAtAnyNumberOfWorkers) {
   const auto varint_bytes = [](uint64_t v) {
     uint64_t n = 1;
@@ -310,22 +310,23 @@ TEST(FixedSketchTest, ACentralizedWorkerReceivesTheSameBytesAtAnyNumberOfWorkers
     return n;
   };
   const v1::JobConfig job = Job("fixed_sketch_ps", 4);
-  uint64_t coordinates = 0, index_bytes_max = 0;
+  uint64_t indices = 0, values = 0, index_bytes_max = 0;
   for (const v1::GroupConfig& group : job.groups()) {
     const CompressorSpec spec = *ParseCompressorSpec(group.compressor());
     const uint64_t k = *SpecSelectionSize(group.compressor(), group.dim());
     double candidates = 0;
     ASSERT_TRUE(absl::SimpleAtod(spec.params.at("candidates"), &candidates));
     const uint64_t n = static_cast<uint64_t>(candidates * k) + k;
-    coordinates += n;
+    indices += n;
+    values += k;
     index_bytes_max += n * varint_bytes(group.dim() - 1);
   }
   for (uint32_t workers : {2u, 4u, 8u}) {
     const RouteRun run = RunRoute("fixed_sketch_ps", workers);
     ASSERT_EQ(run.bytes_received.size(), static_cast<size_t>(kSteps));
     for (size_t received : run.bytes_received) {
-      EXPECT_GE(received, 4 * coordinates + coordinates) << workers << " workers";
-      EXPECT_LE(received, 4 * coordinates + index_bytes_max + 2 * 96 * job.groups_size()) << workers << " workers";
+      EXPECT_GE(received, 4 * values + indices) << workers << " workers";
+      EXPECT_LE(received, 4 * values + index_bytes_max + 2 * 96 * job.groups_size()) << workers << " workers";
     }
   }
 }

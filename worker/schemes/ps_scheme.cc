@@ -2,9 +2,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/error_feedback.h"
 #include "worker/schemes/scheme_registry.h"
 
 namespace sketchfuse {
+namespace {
+
+// A final answer must carry the update's values; a candidate list (indices
+// only) answers only the first round of a two-round group.
+absl::Status CheckFinalAnswer(int group, uint64_t step, const Update& update) {
+  if (!IsCandidateList(update)) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat("group ", group, " at step ", step, ": the shard answered ",
+                                          update.indices.size(), " candidates without values where the update was due"));
+}
+
+}  // namespace
 
 absl::StatusOr<ShardRoute> RouteToShards(const v1::JoinReply& joined) {
   const v1::JobConfig& job = joined.job();
@@ -108,6 +120,12 @@ void PsScheme::Exchange(uint64_t step, int group, GradientView grad, absl::Span<
         }
         ExchangeResult result;
         result.update = std::move(outcome->update);
+        if (!second_round_) {
+          if (absl::Status s = CheckFinalAnswer(group, step, result.update); !s.ok()) {
+            done(s);
+            return;
+          }
+        }
         result.bytes_sent = outcome->bytes_sent;
         result.bytes_received = outcome->bytes_received;
         result.dense_bytes = dense_bytes;
@@ -148,9 +166,13 @@ void PsScheme::PushSecondRound(uint64_t step, int group, absl::Span<const float>
   const absl::Time pushed = absl::Now();
   transport_->PushSecondRound(
       shard_of_group_[group], job_, step, group_ids_[group], rank_, std::move(exact),
-      [first = std::move(first), done = std::move(done), pushed](absl::StatusOr<PushOutcome> outcome) mutable {
+      [first = std::move(first), done = std::move(done), pushed, group, step](absl::StatusOr<PushOutcome> outcome) mutable {
         if (!outcome.ok()) {
           done(outcome.status());
+          return;
+        }
+        if (absl::Status s = CheckFinalAnswer(group, step, outcome->update); !s.ok()) {
+          done(s);
           return;
         }
         first.update = std::move(outcome->update);
