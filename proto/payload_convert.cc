@@ -71,23 +71,27 @@ void PayloadToProto(const Payload& payload, v1::Payload* message) {
   message->mutable_values()->Add(payload.values.begin(), payload.values.end());
 }
 
-absl::StatusOr<Update> UpdateFromProto(const v1::Update& message) {
+namespace {
+
+Update UpdateFields(const v1::Update& message) {
   Update u;
   u.dense = message.dense();
   u.dim = message.dim();
   u.indices.assign(message.indices().begin(), message.indices().end());
   u.values.assign(message.values().begin(), message.values().end());
-  absl::Status valid = ValidateUpdate(u, u.dim);
-  if (!valid.ok()) return valid;
+  return u;
+}
+
+}  // namespace
+
+absl::StatusOr<Update> UpdateFromProto(const v1::Update& message) {
+  Update u = UpdateFields(message);
+  if (absl::Status valid = ValidateUpdate(u, u.dim); !valid.ok()) return valid;
   return u;
 }
 
 absl::StatusOr<Update> AnswerFromProto(const v1::Update& message) {
-  Update u;
-  u.dense = message.dense();
-  u.dim = message.dim();
-  u.indices.assign(message.indices().begin(), message.indices().end());
-  u.values.assign(message.values().begin(), message.values().end());
+  Update u = UpdateFields(message);
   if (absl::Status valid = ValidateAnswer(u, u.dim); !valid.ok()) return valid;
   return u;
 }

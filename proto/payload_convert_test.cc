@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/compressor_registry.h"
+#include "common/error_feedback.h"
 #include "common/sketch_hash.h"
 #include "gtest/gtest.h"
 
@@ -86,6 +87,23 @@ TEST(PayloadConvertTest, UpdatesRoundTripAndBadOnesAreRefused) {
   message.add_indices(20);
   message.add_values(1);
   EXPECT_EQ(UpdateFromProto(message).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A shard's answer may be a candidate list (the first answer of a two-round
+// group): AnswerFromProto takes it, UpdateFromProto (an update to apply)
+// does not; both refuse indices out of order.
+TEST(PayloadConvertTest, AnAnswerMayListCandidatesWithoutValues) {
+  v1::Update listed;
+  listed.set_dim(50);
+  listed.add_indices(4);
+  listed.add_indices(40);
+  absl::StatusOr<Update> answer = AnswerFromProto(listed);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_TRUE(IsCandidateList(*answer));
+  EXPECT_EQ(answer->indices, std::vector<uint32_t>({4, 40}));
+  EXPECT_EQ(UpdateFromProto(listed).status().code(), absl::StatusCode::kInvalidArgument);
+  listed.add_indices(40);
+  EXPECT_EQ(AnswerFromProto(listed).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
