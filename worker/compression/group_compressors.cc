@@ -127,14 +127,25 @@ absl::Status GroupCompressors::CapRelease(Stack& stack, Payload* payload) {
     } else {
       return absl::OkStatus();  // dense, or a sketch of the whole group: no per-coordinate release
     }
-    for (float v : stack.momentum->velocity()) velocity += static_cast<double>(v) * v;
+    velocity = VelocitySquared(stack);
   }
-  const double limit = stack.release_cap * std::sqrt(velocity);
-  sent = std::sqrt(sent);
-  if (!(sent > limit) || !(limit > 0)) return absl::OkStatus();
-  stack.sent_fraction = static_cast<float>(limit / sent);
-  for (float& v : payload->values) v *= stack.sent_fraction;
+  ScaleToCap(stack, sent, velocity, absl::MakeSpan(payload->values));
   return absl::OkStatus();
+}
+
+double GroupCompressors::VelocitySquared(const Stack& stack) {
+  double velocity = 0;
+  for (float v : stack.momentum->velocity()) velocity += static_cast<double>(v) * v;
+  return velocity;
+}
+
+void GroupCompressors::ScaleToCap(Stack& stack, double sent_squared, double velocity_squared,
+                                  absl::Span<float> values) {
+  const double limit = stack.release_cap * std::sqrt(velocity_squared);
+  const double sent = std::sqrt(sent_squared);
+  if (!(sent > limit) || !(limit > 0)) return;
+  stack.sent_fraction = static_cast<float>(limit / sent);
+  for (float& v : values) v *= stack.sent_fraction;
 }
 
 absl::Status GroupCompressors::CapExactValues(int group, absl::Span<float> values, uint64_t released) {
@@ -154,13 +165,7 @@ absl::Status GroupCompressors::CapExactValues(int group, absl::Span<float> value
   std::nth_element(magnitudes.begin(), magnitudes.begin() + top, magnitudes.end(), std::greater<float>());
   double sent = 0;
   for (size_t j = 0; j < top; ++j) sent += static_cast<double>(magnitudes[j]) * magnitudes[j];
-  double velocity = 0;
-  for (float v : stack.momentum->velocity()) velocity += static_cast<double>(v) * v;
-  const double limit = stack.release_cap * std::sqrt(velocity);
-  sent = std::sqrt(sent);
-  if (!(sent > limit) || !(limit > 0)) return absl::OkStatus();
-  stack.sent_fraction = static_cast<float>(limit / sent);
-  for (float& v : values) v *= stack.sent_fraction;
+  ScaleToCap(stack, sent, VelocitySquared(stack), values);
   return absl::OkStatus();
 }
 

@@ -151,6 +151,12 @@ class GroupCompressors {
   // Scales `payload` down to the stack's release cap, if it is above it (a
   // GPU stack's norms can fail to read back).
   static absl::Status CapRelease(Stack& stack, Payload* payload);
+  // The squared L2 norm of a host stack's velocity.
+  static double VelocitySquared(const Stack& stack);
+  // Scales `values` so that what they release (sent_squared) is at most
+  // release_cap times the velocity's norm, and records the factor in
+  // stack.sent_fraction (untouched when under the cap).
+  static void ScaleToCap(Stack& stack, double sent_squared, double velocity_squared, absl::Span<float> values);
 
   // Adds the last payload's recovery (stack.inserted against `release`) to
   // peel_recovery_; before the residual is released.

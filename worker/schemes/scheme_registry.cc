@@ -40,9 +40,10 @@ const std::vector<SchemeInfo>& Schemes() {
       // the same at any number of workers; the shape measured best at 16
       // workers among those of 10x (docs/BENCHMARKS.md, "Scale out"). It
       // applies the top k of the exact sums of what the workers send in the
-      // second round, which the release cap scales (without it the CNN
-      // collapsed at 16 workers). Its centralized and hybrid forms are
-      // fixed_sketch_ps and fixed_sketch_auto.
+      // second round, which the release cap scales (kTwoRoundReleaseCapFactor;
+      // no cap keeps the CNN at 16 workers at 10x: docs/BENCHMARKS.md). Its
+      // centralized and hybrid forms are fixed_sketch_ps and
+      // fixed_sketch_auto.
       {"fixed_sketch_allreduce", Route::kDecentralized, "count_sketch",
        "count_sketch:method=candidates,density=0.0333,rows=1,width=1,candidates=2",
        "allreduce of fixed-size sketches, then of the exact values at the decoded candidates (no indices); the top "
