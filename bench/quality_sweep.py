@@ -101,7 +101,8 @@ def run_cluster(model, scheme, flags, seed, args, out):
         shutil.rmtree(out)
     cmd = ["bash", os.path.join(ROOT, "scripts/local_cluster.sh"), f"--workload={model}", f"--schemes={scheme}",
            f"--workers={args.workers}", f"--epochs={args.epochs}", f"--train_examples={args.train_examples}",
-           f"--out={out}", "--", f"--seed={seed}"] + flags + args.worker_flags.split()
+           f"--out={out}"] + (["--virtual"] if args.virtual else []) + ["--", f"--seed={seed}"] + flags \
+        + args.worker_flags.split()
     with open(out + ".log", "w") as log:
         done = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT)
     if done.returncode != 0:
@@ -125,6 +126,9 @@ def main():
                         help="schemes run once per model and seed at their own ratio")
     parser.add_argument("--seeds", default="1")
     parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--virtual", action="store_true",
+                        help="run each cluster's workers in one process (local_cluster.sh --virtual): "
+                             "64 or 256 workers on one machine")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--train_examples", type=int, default=24000)
     parser.add_argument("--worker_flags", default="",
@@ -227,6 +231,7 @@ def main():
             w.writerows(curves)
     with open(os.path.join(args.out, "quality.json"), "w") as f:
         json.dump({"command": " ".join(sys.argv), "worker_flags": args.worker_flags, "workers": args.workers,
+                   "virtual": args.virtual,
                    "epochs": args.epochs,
                    "train_examples": args.train_examples, "runs": rows, "skipped": skipped}, f, indent=2)
 

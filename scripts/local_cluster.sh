@@ -23,7 +23,14 @@
 #                            [--schemes=dense_allreduce,sketch_ps,sketch_allreduce]
 #                            [--workload=mlp] [--epochs=2] [--train_examples=24000]
 #                            [--batch_size=32] [--out=out/cluster] [--restart_shards]
-#                            [-- more worker flags]
+#                            [--virtual] [-- more worker flags]
+#
+# --virtual runs each scheme's W workers in one process instead
+# (sketchfuse_worker --virtual_workers=W: each worker its own data and
+# compressor state over one model, the collectives and the S shards in
+# process, bytes counted as on the wire): how to try 64 or 256 workers on one
+# machine. Accuracy and bytes are those of W processes; its step times are
+# the whole job's on this machine's cores, not one worker's.
 #
 # Workers evaluate a fixed 2000-example test subset about 15 times per run
 # for the curves (every 25 steps in the default run; at least 5 steps apart;
@@ -36,6 +43,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 server="${SKETCHFUSE_SERVER:-$root/bazel-bin/server/sketchfuse_server}"
 worker="${SKETCHFUSE_WORKER:-$root/bazel-bin/worker/sketchfuse_worker}"
 restart_shards=0
+virtual=0
 
 workers=4 shards=2 schemes=dense_allreduce,sketch_ps,sketch_allreduce workload=mlp epochs=2 train_examples=24000 batch_size=32
 out="$root/out/cluster"
@@ -51,6 +59,7 @@ while [ $# -gt 0 ]; do
     --batch_size=*) batch_size="${1#*=}" ;;
     --out=*) out="${1#*=}" ;;
     --restart_shards) restart_shards=1 ;;
+    --virtual) virtual=1 ;;
     --) shift; extra=("$@"); break ;;
     -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 0 ;;
     *) echo "local_cluster: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -97,7 +106,7 @@ shard_died() {
   local i="$1" status="$2"
   local name="${names[$i]%%|*}" log="${names[$i]#*|}"
   local step
-  step="$(grep "^worker-0 epoch" "$dir/worker0.log" 2>/dev/null | tail -n 1 | awk '{split($5, s, "/"); print s[1]}' || true)"
+  step="$(grep "^$lead epoch" "$dir/worker0.log" 2>/dev/null | tail -n 1 | awk '{split($5, s, "/"); print s[1]}' || true)"
   if [ "$route" = hybrid ]; then
     echo "local_cluster: $name died (exit $status) at about step ${step:-0}; the $scheme workers fail over to the decentralized route" >&2
     if [ "$restart_shards" -eq 1 ]; then
@@ -151,7 +160,7 @@ check_alive() {
         shard_died "$i" "$status"
         continue
       fi
-      if [[ "$name" == worker-* ]] && { [ "$status" -eq "$diverged_status" ] || [ -n "$diverged" ]; }; then
+      if [[ "$name" == worker-* || "$name" == virtual-* ]] && { [ "$status" -eq "$diverged_status" ] || [ -n "$diverged" ]; }; then
         if [ "$status" -eq "$diverged_status" ]; then
           [ -n "$diverged" ] || diverged="$(grep -m 1 -o 'stopped: .*' "$log" | sed 's/^stopped: //')"
           [ -n "$diverged" ] || diverged="$name diverged"
@@ -184,6 +193,9 @@ progress_bar() {
 }
 
 mkdir -p "$out"
+# The worker whose progress lines the bars follow.
+lead=worker-0
+[ "$virtual" -eq 1 ] && lead="virtual-x$workers"
 # Two roles, two tokens: the workers' (every worker RPC) and the shards'
 # (RegisterShard), so a worker's credentials cannot move a shard.
 token="$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
@@ -202,26 +214,36 @@ for scheme in "${scheme_list[@]}"; do
              --epochs="$epochs" --train_examples="$train_examples" --batch_size="$batch_size" "${extra[@]}")
   "$worker" --write_job_config="$dir/job.json" "${run_flags[@]}" >"$dir/plan.log" 2>&1 \
     || { echo "local_cluster: planning $scheme failed; its log: $dir/plan.log" >&2; tail -n 3 "$dir/plan.log" >&2; exit 1; }
-  echo "== $scheme ($route): $run_shards shard(s), $workers workers ($(tail -n 1 "$dir/plan.log" | sed 's/.*wrote job [^(]*(//; s/).*//'))"
-  start "server shard 0" "$dir/server0.log" "$server" --job_config="$dir/job.json" --shard_index=0 \
-    --num_shards="$run_shards" --coordinator --port_file="$dir/port0" --token_file="$dir/token" \
-    --shard_token_file="$dir/shard_token" --state_dir="$dir/state"
-  for _ in $(seq 300); do [ -s "$dir/port0" ] && break; check_alive; sleep 0.1; done
-  [ -s "$dir/port0" ] || { echo "local_cluster: shard 0 did not start; its log: $dir/server0.log" >&2; exit 1; }
-  worker_pids=()
-  coordinator="127.0.0.1:$(cat "$dir/port0")"
-  for s in $(seq 1 $((run_shards - 1))); do
-    start "server shard $s" "$dir/server$s.log" "$server" --job_config="$dir/job.json" --shard_index="$s" \
-      --num_shards="$run_shards" --coordinator_address="$coordinator" --port_file="$dir/port$s" --token_file="$dir/token" \
-      --shard_token_file="$dir/shard_token" --state_dir="$dir/state"
-  done
-  diverged="" diverged_since=""
-  for w in $(seq 0 $((workers - 1))); do
-    start "worker-$w" "$dir/worker$w.log" "$worker" --coordinator="$coordinator" --worker_id="worker-$w" \
-      --token_file="$dir/token" --summary_json="$dir/summary$w.json" --report_every=25 \
-      --trace_file="$dir/trace$w.json" --eval_every="$eval_every" --eval_examples=2000 "${run_flags[@]}"
+  if [ "$virtual" -eq 1 ]; then
+    echo "== $scheme ($route): $workers virtual workers in one process, $run_shards in-process shard(s)"
+    diverged="" diverged_since=""
+    worker_pids=()
+    start "virtual-x$workers" "$dir/worker0.log" "$worker" --virtual_workers="$workers" --virtual_shards="$run_shards" \
+      --summary_json="$dir/summary0.json" --report_every=25 --eval_every="$eval_every" --eval_examples=2000 \
+      "${run_flags[@]}"
     worker_pids+=("${pids[-1]}")
-  done
+  else
+    echo "== $scheme ($route): $run_shards shard(s), $workers workers ($(tail -n 1 "$dir/plan.log" | sed 's/.*wrote job [^(]*(//; s/).*//'))"
+    start "server shard 0" "$dir/server0.log" "$server" --job_config="$dir/job.json" --shard_index=0 \
+      --num_shards="$run_shards" --coordinator --port_file="$dir/port0" --token_file="$dir/token" \
+      --shard_token_file="$dir/shard_token" --state_dir="$dir/state"
+    for _ in $(seq 300); do [ -s "$dir/port0" ] && break; check_alive; sleep 0.1; done
+    [ -s "$dir/port0" ] || { echo "local_cluster: shard 0 did not start; its log: $dir/server0.log" >&2; exit 1; }
+    worker_pids=()
+    coordinator="127.0.0.1:$(cat "$dir/port0")"
+    for s in $(seq 1 $((run_shards - 1))); do
+      start "server shard $s" "$dir/server$s.log" "$server" --job_config="$dir/job.json" --shard_index="$s" \
+        --num_shards="$run_shards" --coordinator_address="$coordinator" --port_file="$dir/port$s" --token_file="$dir/token" \
+        --shard_token_file="$dir/shard_token" --state_dir="$dir/state"
+    done
+    diverged="" diverged_since=""
+    for w in $(seq 0 $((workers - 1))); do
+      start "worker-$w" "$dir/worker$w.log" "$worker" --coordinator="$coordinator" --worker_id="worker-$w" \
+        --token_file="$dir/token" --summary_json="$dir/summary$w.json" --report_every=25 \
+        --trace_file="$dir/trace$w.json" --eval_every="$eval_every" --eval_examples=2000 "${run_flags[@]}"
+      worker_pids+=("${pids[-1]}")
+    done
+  fi
   # Live progress: one bar per run from worker-0's latest report, redrawn in
   # place on a terminal; elsewhere (logs, CI) one line per report.
   shown=0 last_acc="-"
@@ -233,7 +255,7 @@ for scheme in "${scheme_list[@]}"; do
       echo "local_cluster: $scheme diverged ${diverged_grace_s} s ago and some of its workers still run; stopping them" >&2
       running=0
     fi
-    mapfile -t reports < <(grep "^worker-0 epoch" "$dir/worker0.log" 2>/dev/null || true)
+    mapfile -t reports < <(grep "^$lead epoch" "$dir/worker0.log" 2>/dev/null || true)
     for ((i = shown; i < ${#reports[@]}; i++)); do
       line="${reports[$i]}"
       bar="$(progress_bar "$scheme" "$line" "$last_acc")"
@@ -251,9 +273,9 @@ for scheme in "${scheme_list[@]}"; do
   cleanup
 done
 
-python3 - "$out" "$workers" "${scheme_list[@]}" <<'PY'
+python3 - "$out" "$workers" "$virtual" "${scheme_list[@]}" <<'PY'
 import csv, json, os, sys
-out, workers, schemes = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+out, workers, virtual, schemes = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4:]
 
 def summaries(scheme):
     """Every worker's summary of a run that wrote one, worker-0's first."""
@@ -374,6 +396,9 @@ for r in runs:
         where = "the loss" if d["group"] is None else f"group {d['group']}'s {d['what']}"
         line += f"  diverged at step {d['step']} ({d['worker']}: {where})"
     print(line)
+if virtual:
+    print(f"(virtual: the {workers} workers of each run trained in one process; step ms and times are the whole "
+          "job's on this machine, not one worker's; accuracy and bytes are what the processes would get)")
 print("(sent, recv: per worker per step, as the collectives' algorithms move them or as the pushes and the shards' "
       "replies are serialized; ratio: the dense gradient's bytes over the bytes a worker sends; a ring allreduce "
       "sends 2(W-1)/W of its data)")
@@ -404,7 +429,7 @@ elif command -v gnuplot >/dev/null 2>&1; then
     bytes_cmds+="'$out/$scheme/curve.dat' using (\$5/1048576):(100*\$4) with linespoints pointsize 0.6 title '$scheme',"
   done
   gnuplot -e "set terminal png size 1200,500; set output '$out/accuracy_vs_time.png'; \
-    set termoption noenhanced; set multiplot layout 1,2 title 'Fashion-MNIST $workload, $workers workers'; \
+    set termoption noenhanced; set multiplot layout 1,2 title 'Fashion-MNIST $workload, $workers $([ "$virtual" -eq 1 ] && echo virtual) workers'; \
     set ylabel 'test accuracy (%, fixed test subset)'; set key bottom right; \
     set xlabel 'wall time (s)'; plot ${time_cmds%,}; \
     set xlabel 'MiB sent per worker'; set logscale x; plot ${bytes_cmds%,}; unset multiplot"

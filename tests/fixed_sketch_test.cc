@@ -1,5 +1,5 @@
 // The two-round fixed-size sketch on its three routes (fixed_sketch_ps over
-// in-process shards, tests/loopback_shards.h; fixed_sketch_allreduce and
+// in-process shards, worker/virtual/loopback_shards.h; fixed_sketch_allreduce and
 // fixed_sketch_auto over a real Gloo group of threads), through the workers'
 // step pipeline, at 2, 4 and 8 workers:
 //   - the three routes apply the same updates, bit for bit (the gradients are
@@ -22,7 +22,7 @@
 #include "common/compressor_params.h"
 #include "gtest/gtest.h"
 #include "server/job_config.h"
-#include "tests/loopback_shards.h"
+#include "worker/virtual/loopback_shards.h"
 #include "worker/collective/local_group.h"
 #include "worker/pipeline/job_plan.h"
 #include "worker/pipeline/step_pipeline.h"

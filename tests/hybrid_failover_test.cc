@@ -1,5 +1,5 @@
 // The hybrid scheme (--scheme=auto) over a loopback of in-process shards
-// (tests/loopback_shards.h) and a real Gloo group of four threads: when the
+// (worker/virtual/loopback_shards.h) and a real Gloo group of four threads: when the
 // servers fail, every worker redoes the failed groups by allreduce and stays
 // decentralized; when its probes see the servers again, every worker returns
 // together. The multi-process tests (tests/fault_recovery_test.cc,
@@ -12,7 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/job_config.h"
-#include "tests/loopback_shards.h"
+#include "worker/virtual/loopback_shards.h"
 #include "worker/collective/local_group.h"
 #include "worker/pipeline/job_plan.h"
 #include "worker/pipeline/step_pipeline.h"

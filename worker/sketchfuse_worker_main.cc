@@ -1,200 +1,39 @@
 // sketchfuse_worker: one worker of a SketchFuse job (worker/worker_run.h: it
 // joins the coordinator, trains its shard, aggregates each fused group
 // through the servers, the workers' collectives, or both with --scheme=auto,
-// and reports progress and a JSON summary). This main only parses flags.
+// and reports progress and a JSON summary), or with --virtual_workers=W a
+// whole job of W workers in this process (worker/virtual/virtual_workers.h).
+// This main only parses flags (worker/worker_flags.h) and starts the run.
 //
 //   sketchfuse_worker --coordinator=127.0.0.1:7070 --job=demo --worker_id=worker-0 \
 //       --world_size=4 --workload=mlp --scheme=sketch_ps
+//   sketchfuse_worker --virtual_workers=64 --workload=mlp --scheme=fixed_sketch_allreduce
 //
 // --write_job_config=FILE writes the job's configuration for the servers and
 // exits. Exit status: 0 done, 2 error, 3 the run diverged (here or elsewhere).
-#include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/memory_tuning.h"
 #include "torch/utils.h"
-#include "worker/collective/collective_factory.h"
 #include "worker/gpu/device_memory.h"
 #include "worker/pipeline/job_plan.h"
-#include "worker/rpc/transport_faults.h"
 #include "worker/schemes/scheme_registry.h"
-#include "worker/training/run_request.h"
+#include "worker/virtual/virtual_workers.h"
+#include "worker/worker_flags.h"
 #include "worker/worker_run.h"
 
-ABSL_FLAG(std::string, coordinator, "", "host:port of the job's coordinator (the shard started with --coordinator).");
-ABSL_FLAG(std::string, job, "sketchfuse", "Name of the job; every process of a job uses the same.");
-ABSL_FLAG(std::string, worker_id, "",
-          "This worker's stable name (letters, digits, '-', '_', '.'). Ranks follow the ids in natural order; a "
-          "restarted worker joins under the same id and gets its rank back.");
-ABSL_FLAG(int, world_size, 0, "Number of workers in the job (>= 1).");
-ABSL_FLAG(std::string, workload, "mlp",
-          "mlp or cnn: train that model on Fashion-MNIST (LibTorch). resnet50, vgg16, bert_base or gpt2_small: a "
-          "throughput run on that model's synthetic profile (real layer sizes, heavy-tailed gradients, a modelled "
-          "backward time; no accuracy).");
-ABSL_FLAG(int, synthetic_steps, 20, "Synthetic workloads: steps per epoch (>= 1).");
-ABSL_FLAG(double, backward_ns_per_element, 2.0,
-          "Synthetic workloads: modelled backward time per gradient element, ns (each layer adds 20 us).");
-ABSL_FLAG(std::string, device, "auto",
-          "Where every worker of the job keeps fused gradients and compresses them: cpu; gpu (device buffers and the "
-          "CUDA kernels; synthetic workloads with sketch_ps, sketch_allreduce or auto; needs a GPU); or auto: gpu "
-          "where a GPU is present and the run can use it, else cpu (workers must resolve it alike).");
-ABSL_FLAG(std::string, scheme, "sketch_ps",
-          "Aggregation scheme (see the list above): centralized sketch_ps, topk_ps, dense_ps; decentralized "
-          "dense_allreduce, dense_bf16_allreduce, sketch_allreduce, topk_allgather, gtopk, importance_allreduce, "
-          "spardl; or auto.");
-ABSL_FLAG(std::string, compressor, "",
-          "Compressor spec of the scheme's compressor, e.g. count_sketch:method=peel,density=0.00625,rows=4 "
-          "(sketch_ps' default: 10x at 4 workers; the table is sized for the job's workers, so its bytes grow with "
-          "them; width=, cols= or workers= fix it, and a shape too small for the job is warned about at join with "
-          "its expected recovery) or topk:density=0.01. Empty: the scheme's default.");
-ABSL_FLAG(bool, second_round, false,
-          "sketch_ps and sketch_allreduce: a second round (a push to the servers, or an allreduce) replaces the "
-          "decoded estimates by the workers' exact sums at the chosen coordinates (Sketched-SGD).");
-ABSL_FLAG(std::string, collective, "gloo",
-          "Backend of the decentralized schemes and of auto's fallback: gloo (CPU, TCP) or nccl (GPU builds).");
-ABSL_FLAG(std::string, collective_host, "127.0.0.1",
-          "Address this worker's collective endpoint listens on and its peers reach it at (gloo).");
-ABSL_FLAG(int, collective_device, 0, "CUDA device of this worker (nccl).");
-ABSL_FLAG(int, collective_timeout_s, 120, "Limit of the collectives' rendezvous and of each operation, seconds.");
-ABSL_FLAG(int, probe_every, 20, "auto: steps on the decentralized route between health probes of the servers.");
-ABSL_FLAG(std::string, fusion, "optimal",
-          "Fusion planner mode: optimal, omgs, mergecomp (its two-group search on the planning model), per_layer, "
-          "single, or a number N of equal groups.");
-ABSL_FLAG(int, epochs, 2, "Training epochs (>= 1).");
-ABSL_FLAG(int, batch_size, 64, "Examples per worker per step (>= 1).");
-ABSL_FLAG(double, learning_rate, 0.05, "SGD learning rate (> 0).");
-ABSL_FLAG(double, momentum, 0.9,
-          "SGD momentum (in [0, 1)): the optimizer's for the dense schemes; kept per group on the worker before "
-          "compression (momentum correction) for the compressed ones; in sketch space for count_sketch "
-          "method=fetchsgd.");
-ABSL_FLAG(bool, error_feedback, true, "Keep what compression drops in a residual added to the next step.");
-ABSL_FLAG(double, release_cap, 1.0,
-          "With momentum correction (topk_allgather, sketch_ps, sketch_allreduce, auto without --second_round; the "
-          "fixed_sketch schemes' second round): a worker releases at most this many times its group velocity's L2 "
-          "norm per step, times max(1, W/4) with W workers (and times 2 for the fixed_sketch schemes); the rest stays "
-          "in its residual. Stops the bursts that make high compression diverge. 0: no cap. >= 0.");
-ABSL_FLAG(uint64_t, seed, 1, "Seeds the model, the data order and the sketch hashes.");
-ABSL_FLAG(int, train_examples, 0, "Training examples used, split over the workers (0: all 60000).");
-ABSL_FLAG(int, test_examples, 0, "Test examples evaluated each epoch (0: all 10000).");
-ABSL_FLAG(std::string, data_dir, "/usr/share/datasets/fashion-mnist", "Fashion-MNIST's IDX files (Debian's).");
-ABSL_FLAG(std::string, checkpoint_dir, "",
-          "Directory for this worker's checkpoint (<dir>/<worker_id>.ckpt), resumed from if present. Empty: none.");
-ABSL_FLAG(int, checkpoint_every, 4,
-          "Steps between checkpoints (1 to the job's finished_rounds_kept: a resumed worker replays the steps lost).");
-ABSL_FLAG(int, report_every, 50, "A progress line every this many steps (0: only per epoch).");
-ABSL_FLAG(std::string, summary_json, "", "Write the JSON summary here too (always printed; also when diverged).");
-ABSL_FLAG(int, eval_every, 0,
-          "mlp and cnn: evaluate test accuracy on a fixed subset of the test set (its first --eval_examples "
-          "examples) every this many steps and after the last one: the accuracy curve of the summary (step, elapsed "
-          "seconds, accuracy, bytes sent so far). Not counted in step times; in the wall time. 0: no curve.");
-ABSL_FLAG(int, eval_examples, 2000, "Test examples of the accuracy curve (>= 1; the first ones of the test set).");
-ABSL_FLAG(std::string, trace_file, "",
-          "Write a per-step timeline here (Chrome trace JSON: open in ui.perfetto.dev or chrome://tracing): the "
-          "backward pass, and each group's compress, push or communicate, wait and decode.");
-ABSL_FLAG(int, trace_steps, 50, "Steps the timeline covers, from the first one this process runs (>= 1).");
-ABSL_FLAG(int, metrics_port, -1,
-          "Serve Prometheus metrics (GET /metrics) on --metrics_host at this port; 0: a free one (printed); -1: none.");
-ABSL_FLAG(std::string, metrics_host, "127.0.0.1", "Address the metrics endpoint listens on (0.0.0.0: all).");
-ABSL_FLAG(std::string, token_file, "", "File with the job's bearer token.");
-ABSL_FLAG(std::string, tls_ca, "", "CA certificates (PEM) to verify the servers; set: TLS.");
-ABSL_FLAG(std::string, tls_cert, "", "Client certificate (PEM) for mutual TLS.");
-ABSL_FLAG(std::string, tls_key, "", "Client private key (PEM) for mutual TLS.");
-ABSL_FLAG(int, join_timeout_s, 120, "How long to wait for the job to assemble, seconds.");
-ABSL_FLAG(int, push_timeout_s, 60, "Deadline of one push (a whole aggregation round), seconds.");
-ABSL_FLAG(int, push_attempts, 5,
-          "Attempts per push, the first included: a push is re-pushed after UNAVAILABLE (a shard down or restarting) "
-          "and after the shard failed its round at the round deadline (a straggler).");
-ABSL_FLAG(std::string, inject_faults, "",
-          "Tests only: faults the centralized route injects into its own pushes, each retried like a real one, e.g. "
-          "fail_before_send=0.05,drop_reply=0.05,delay=0.05:20ms,seed=1 (worker/rpc/transport_faults.h).");
-ABSL_FLAG(int64_t, inject_nan_gradient_at_step, -1,
-          "Tests only: mlp and cnn: in this step this worker's first gradient of the backward pass gets a NaN, as if "
-          "its backward pass had overflowed (the run then diverges; see the exit status). -1: never.");
-ABSL_FLAG(int, threads, 1, "LibTorch intra-op threads.");
-ABSL_FLAG(std::string, write_job_config, "", "Write the job configuration for this run to this file (JSON) and exit.");
-ABSL_FLAG(int, round_deadline_ms, 60000, "With --write_job_config: the servers' round deadline.");
-ABSL_FLAG(bool, print_route, false,
-          "Print the route of --scheme (centralized, decentralized or hybrid) and exit (for launchers).");
-
 namespace {
-
-// The exit status of a run that diverged, here or elsewhere (a crash is 2).
-constexpr int kExitDiverged = 3;
 
 int Fail(const absl::Status& status) {
   std::cerr << "sketchfuse_worker: error: " << status.message() << std::endl;
   return 2;
-}
-
-// The run the flags ask for (worker/training/run_request.h checks it).
-absl::StatusOr<sketchfuse::v1::RunConfig> RunFromFlags() {
-  sketchfuse::RunRequest request;
-  request.world_size = absl::GetFlag(FLAGS_world_size);
-  request.workload = absl::GetFlag(FLAGS_workload);
-  request.scheme = absl::GetFlag(FLAGS_scheme);
-  request.compressor = absl::GetFlag(FLAGS_compressor);
-  request.second_round = absl::GetFlag(FLAGS_second_round);
-  request.fusion = absl::GetFlag(FLAGS_fusion);
-  request.seed = absl::GetFlag(FLAGS_seed);
-  request.batch_size = absl::GetFlag(FLAGS_batch_size);
-  request.learning_rate = absl::GetFlag(FLAGS_learning_rate);
-  request.momentum = absl::GetFlag(FLAGS_momentum);
-  request.error_feedback = absl::GetFlag(FLAGS_error_feedback);
-  request.release_cap = absl::GetFlag(FLAGS_release_cap);
-  request.epochs = absl::GetFlag(FLAGS_epochs);
-  request.train_examples = absl::GetFlag(FLAGS_train_examples);
-  request.test_examples = absl::GetFlag(FLAGS_test_examples);
-  request.synthetic_steps = absl::GetFlag(FLAGS_synthetic_steps);
-  request.backward_ns_per_element = absl::GetFlag(FLAGS_backward_ns_per_element);
-  request.device = absl::GetFlag(FLAGS_device);
-  return sketchfuse::BuildRunConfig(request);
-}
-
-// The worker's settings from its flags, checked (each error names the flag).
-absl::StatusOr<sketchfuse::WorkerRunConfig> RunConfigFromFlags(const sketchfuse::v1::RunConfig& run) {
-  sketchfuse::WorkerRunConfig config;
-  config.run = run;
-  config.coordinator = absl::GetFlag(FLAGS_coordinator);
-  config.job = absl::GetFlag(FLAGS_job);
-  config.worker_id = absl::GetFlag(FLAGS_worker_id);
-  config.probe_every = absl::GetFlag(FLAGS_probe_every);
-  absl::StatusOr<sketchfuse::TransportFaults> faults =
-      sketchfuse::ParseTransportFaults(absl::GetFlag(FLAGS_inject_faults));
-  if (!faults.ok()) return absl::InvalidArgumentError(absl::StrCat("--inject_faults: ", faults.status().message()));
-  config.metrics_port = absl::GetFlag(FLAGS_metrics_port);
-  config.metrics_host = absl::GetFlag(FLAGS_metrics_host);
-  config.eval_every = absl::GetFlag(FLAGS_eval_every);
-  config.eval_examples = absl::GetFlag(FLAGS_eval_examples);
-  config.trace_steps = absl::GetFlag(FLAGS_trace_steps);
-  config.collective.backend = absl::GetFlag(FLAGS_collective);
-  config.collective.hostname = absl::GetFlag(FLAGS_collective_host);
-  config.collective.device = absl::GetFlag(FLAGS_collective_device);
-  config.collective.timeout = absl::Seconds(absl::GetFlag(FLAGS_collective_timeout_s));
-  absl::StatusOr<sketchfuse::RpcChannelOptions> channel = sketchfuse::LoadRpcChannelOptions(
-      absl::GetFlag(FLAGS_token_file), absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_cert),
-      absl::GetFlag(FLAGS_tls_key));
-  if (!channel.ok()) return channel.status();
-  config.channel = *channel;
-  config.join_timeout = absl::Seconds(absl::GetFlag(FLAGS_join_timeout_s));
-  config.retry.push_deadline = absl::Seconds(absl::GetFlag(FLAGS_push_timeout_s));
-  config.retry.max_attempts = absl::GetFlag(FLAGS_push_attempts);
-  config.retry.inject = *faults;
-  config.inject_nan_gradient_at_step = absl::GetFlag(FLAGS_inject_nan_gradient_at_step);
-  config.data_dir = absl::GetFlag(FLAGS_data_dir);
-  config.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
-  config.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
-  config.report_every = absl::GetFlag(FLAGS_report_every);
-  config.trace_path = absl::GetFlag(FLAGS_trace_file);
-  config.log = [](const std::string& line) { std::cout << "sketchfuse_worker: " << line << std::endl; };
-  config.warn = [](const std::string& line) { std::cerr << "sketchfuse_worker: " << line << std::endl; };
-  if (absl::Status s = sketchfuse::CheckWorkerRunConfig(config); !s.ok()) return s;
-  return config;
 }
 
 }  // namespace
@@ -202,6 +41,12 @@ absl::StatusOr<sketchfuse::WorkerRunConfig> RunConfigFromFlags(const sketchfuse:
 int main(int argc, char** argv) {
   sketchfuse::KeepFreedMemoryMapped();
   absl::SetProgramUsageMessage(sketchfuse::WorkerUsage());
+  // --help explains the flags of worker_flags.cc.
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::StrContains(file, "worker/worker_flags.cc") || absl::StrContains(file, "sketchfuse_worker_main");
+  };
+  absl::SetFlagsUsageConfig(usage);
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() > 1) {
     return Fail(absl::InvalidArgumentError(absl::StrCat("unexpected argument '", positional[1], "' (see --help)")));
@@ -215,7 +60,7 @@ int main(int argc, char** argv) {
     std::cout << sketchfuse::RouteName(scheme->route) << std::endl;
     return 0;
   }
-  absl::StatusOr<sketchfuse::v1::RunConfig> run = RunFromFlags();
+  absl::StatusOr<sketchfuse::v1::RunConfig> run = sketchfuse::RunFromFlags();
   if (!run.ok()) return Fail(run.status());
 
   if (const std::string path = absl::GetFlag(FLAGS_write_job_config); !path.empty()) {
@@ -223,28 +68,15 @@ int main(int argc, char** argv) {
                                                           *run, absl::GetFlag(FLAGS_round_deadline_ms), path);
     return written.ok() ? 0 : Fail(written);
   }
+  if (absl::GetFlag(FLAGS_virtual_workers) != 0) {
+    absl::StatusOr<sketchfuse::VirtualWorkersConfig> config = sketchfuse::VirtualWorkersConfigFromFlags(*run);
+    if (!config.ok()) return Fail(config.status());
+    return sketchfuse::RunVirtualWorkers(*std::move(config), absl::GetFlag(FLAGS_summary_json));
+  }
   if (run->device() == "gpu") {
     if (absl::Status s = sketchfuse::CheckGpuWorker(); !s.ok()) return Fail(s);
   }
-  absl::StatusOr<sketchfuse::WorkerRunConfig> config = RunConfigFromFlags(*run);
+  absl::StatusOr<sketchfuse::WorkerRunConfig> config = sketchfuse::WorkerRunConfigFromFlags(*run);
   if (!config.ok()) return Fail(config.status());
-  const std::string worker_id = config->worker_id;
-  absl::StatusOr<std::unique_ptr<sketchfuse::WorkerRun>> worker = sketchfuse::WorkerRun::Join(*std::move(config));
-  if (!worker.ok()) return Fail(worker.status());
-  const int64_t total = (*worker)->total_steps();
-  absl::StatusOr<sketchfuse::TrainingSummary> summary = (*worker)->Run([&](const sketchfuse::Progress& p) {
-    std::cout << sketchfuse::ProgressLine(worker_id, total, p) << std::endl;
-  });
-  if (!summary.ok()) return Fail(summary.status());
-  const std::string json = sketchfuse::SummaryJson((*worker)->header(), *summary);
-  if (summary->diverged.has_value()) {
-    // Announced by Run; exit at once (the last step's exchanges may wait on a worker that left).
-    std::cerr << "sketchfuse_worker: " << worker_id << " stopped: " << summary->diverged->Describe() << std::endl;
-    if (absl::Status s = sketchfuse::WriteSummary(json, absl::GetFlag(FLAGS_summary_json)); !s.ok()) Fail(s);
-    std::fflush(nullptr);
-    std::_Exit(kExitDiverged);
-  }
-  for (const std::string& note : (*worker)->Notes()) std::cout << "sketchfuse_worker: " << note << std::endl;
-  const absl::Status written = sketchfuse::WriteSummary(json, absl::GetFlag(FLAGS_summary_json));
-  return written.ok() ? 0 : Fail(written);
+  return sketchfuse::RunWorker(*std::move(config), absl::GetFlag(FLAGS_summary_json));
 }

@@ -78,10 +78,20 @@ for pair in sketch_ps:centralized dense_allreduce:decentralized dense_bf16_allre
 done
 
 if "$bin" --help >"$out_dir/help" 2>&1; then :; fi
+# --virtual_workers: the whole job in one process; a worker process's flags do not apply.
+virtual=(--virtual_workers=4 --train_examples=2000 --test_examples=100 --epochs=1 --data_dir="$out_dir/no-data")
+expect_refusal "--world_size=8 differs from --virtual_workers=4" "${virtual[@]}" --world_size=8
+expect_refusal "--coordinator does not apply to it" "${virtual[@]}" --coordinator=127.0.0.1:1
+expect_refusal "--checkpoint_dir does not apply to it" "${virtual[@]}" --checkpoint_dir="$out_dir/ck"
+expect_refusal "--trace_file does not apply to it" "${virtual[@]}" --trace_file="$out_dir/t.json"
+expect_refusal "--virtual_shards must be >= 1; got 0" "${virtual[@]}" --virtual_shards=0
+expect_refusal "--virtual_workers trains mlp or cnn" "${virtual[@]}" --workload=resnet50
+expect_refusal "--virtual_workers must be >= 0 (0: this process is one worker); got -2" "${virtual[@]}" --virtual_workers=-2
+expect_refusal "no-data" "${virtual[@]}"
 for flag in coordinator worker_id world_size workload scheme compressor fusion epochs batch_size \
             learning_rate checkpoint_dir token_file tls_ca tls_cert tls_key write_job_config \
             second_round collective collective_host collective_timeout_s probe_every trace_file trace_steps metrics_port \
-            device; do
+            device virtual_workers virtual_shards; do
   grep -q -- "-$flag" "$out_dir/help" || { echo "FAIL: --help does not explain --$flag"; failures=$((failures + 1)); }
 done
 [ "$failures" -eq 0 ] && echo "all refusals are clear" || echo "$failures failure(s)"

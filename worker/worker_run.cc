@@ -1,5 +1,7 @@
 #include "worker/worker_run.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <utility>
@@ -218,6 +220,31 @@ absl::StatusOr<TrainingSummary> WorkerRun::Run(const std::function<void(const Pr
     }
   }
   return summary;
+}
+
+int RunWorker(WorkerRunConfig config, const std::string& summary_path) {
+  auto fail = [](const absl::Status& status) {
+    std::cerr << "sketchfuse_worker: error: " << status.message() << std::endl;
+    return 2;
+  };
+  const std::string worker_id = config.worker_id;
+  absl::StatusOr<std::unique_ptr<WorkerRun>> worker = WorkerRun::Join(std::move(config));
+  if (!worker.ok()) return fail(worker.status());
+  const int64_t total = (*worker)->total_steps();
+  absl::StatusOr<TrainingSummary> summary =
+      (*worker)->Run([&](const Progress& p) { std::cout << ProgressLine(worker_id, total, p) << std::endl; });
+  if (!summary.ok()) return fail(summary.status());
+  const std::string json = SummaryJson((*worker)->header(), *summary);
+  if (summary->diverged.has_value()) {
+    // Announced by Run; exit at once.
+    std::cerr << "sketchfuse_worker: " << worker_id << " stopped: " << summary->diverged->Describe() << std::endl;
+    if (absl::Status s = WriteSummary(json, summary_path); !s.ok()) fail(s);
+    std::fflush(nullptr);
+    std::_Exit(kExitDiverged);
+  }
+  for (const std::string& note : (*worker)->Notes()) std::cout << "sketchfuse_worker: " << note << std::endl;
+  const absl::Status written = WriteSummary(json, summary_path);
+  return written.ok() ? 0 : fail(written);
 }
 
 SummaryHeader WorkerRun::header() const {

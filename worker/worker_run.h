@@ -87,6 +87,17 @@ std::string ProgressLine(const std::string& worker_id, int64_t total_steps, cons
 // PERMISSION_DENIED naming the path if it cannot be written.
 absl::Status WriteSummary(const std::string& json, const std::string& path);
 
+// The exit status of a run that diverged, here or on another worker (an
+// error is 2).
+inline constexpr int kExitDiverged = 3;
+
+// The daemon's run of one worker: Join, Run with a ProgressLine per report,
+// the run's notes, and the summary (WriteSummary, also to `summary_path`
+// when set). Returns the exit status: 0 done, 2 an error (printed). A run
+// that diverged exits the process at once with kExitDiverged after its
+// summary: the last step's exchanges may wait on a worker that left.
+int RunWorker(WorkerRunConfig config, const std::string& summary_path);
+
 class WorkerRun {
  public:
   // Joins the job and builds everything the run needs (CheckWorkerRunConfig

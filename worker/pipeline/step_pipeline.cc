@@ -215,17 +215,23 @@ void StepPipeline::CommunicationLoop() {
   }
 }
 
+bool StepPipeline::FinishedLocked() const {
+  if (!aborted_.ok()) return true;
+  if (!step_error_.ok()) return exchanges_in_flight_ == 0 && !HasGroupToExchangeLocked();
+  for (const auto& result : results_) {
+    if (!result.has_value()) return false;
+  }
+  return true;
+}
+
+bool StepPipeline::WaitUntilFinished(absl::Duration timeout) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  return changed_.wait_for(lock, absl::ToChronoMilliseconds(timeout), [this] { return FinishedLocked(); });
+}
+
 absl::StatusOr<std::vector<Update>> StepPipeline::FinishStep(absl::Duration timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  auto all_done = [this] {
-    if (!aborted_.ok()) return true;
-    if (!step_error_.ok()) return exchanges_in_flight_ == 0 && !HasGroupToExchangeLocked();
-    for (const auto& result : results_) {
-      if (!result.has_value()) return false;
-    }
-    return true;
-  };
-  if (!changed_.wait_for(lock, absl::ToChronoMilliseconds(timeout), all_done)) {
+  if (!changed_.wait_for(lock, absl::ToChronoMilliseconds(timeout), [this] { return FinishedLocked(); })) {
     std::vector<std::string> missing;
     for (size_t g = 0; g < results_.size(); ++g) {
       if (!results_[g].has_value()) {

@@ -106,6 +106,11 @@ class StepPipeline {
   // of a missing layer) if any. Updates are indexed by group.
   absl::StatusOr<std::vector<Update>> FinishStep(absl::Duration timeout = absl::Minutes(5));
 
+  // Waits up to `timeout` until FinishStep would return without waiting
+  // (every group's exchange is over, or the step failed, or the pipeline
+  // was aborted); false if it is still going.
+  bool WaitUntilFinished(absl::Duration timeout) const;
+
   // Tells the scheme the step's updates were applied.
   absl::Status Applied(const std::vector<Update>& updates);
 
@@ -138,6 +143,7 @@ class StepPipeline {
   void RecordLocked(PipelineEvent::Kind kind, int group);
   void AbortLocked(const absl::Status& why);
   bool HasGroupToExchangeLocked() const;
+  bool FinishedLocked() const;
   void CommunicationLoop();
 
   const FusionLayout layout_;
@@ -147,7 +153,7 @@ class StepPipeline {
   std::vector<std::vector<float>> parameter_buffers_;  // one per group, when the scheme needs them
 
   mutable std::mutex mu_;
-  std::condition_variable changed_;
+  mutable std::condition_variable changed_;
   uint64_t step_ = 0;
   absl::Time step_begin_;
   std::vector<bool> layer_seen_;

@@ -3,7 +3,7 @@
 // PsScheme and the hybrid depend on this interface only; the transport of a
 // real job is GrpcPsTransport (worker/rpc/grpc_ps_transport.h), and tests of
 // the schemes' failover run them on a loopback of in-process cores
-// (tests/loopback_shards.h).
+// (worker/virtual/loopback_shards.h).
 //
 // Contract of every implementation: each push's `done` runs exactly once
 // (on a thread of the transport, or before Push returns when the push fails

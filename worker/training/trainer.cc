@@ -32,6 +32,47 @@ int64_t TrainExamples(const v1::RunConfig& run, int64_t available) {
 
 }  // namespace
 
+absl::Status SetAveragedGradients(const std::vector<Update>& updates, const FusionLayout& layout, uint32_t world,
+                                  std::vector<torch::Tensor>& params, std::vector<float>* buffer) {
+  if (updates.size() != static_cast<size_t>(layout.num_groups())) {
+    return absl::InternalError(absl::StrCat(updates.size(), " updates for ", layout.num_groups(), " groups"));
+  }
+  const int num_params = static_cast<int>(params.size());
+  const float scale = 1.0f / static_cast<float>(world);
+  for (int g = 0; g < layout.num_groups(); ++g) {
+    const Update& update = updates[g];
+    buffer->assign(layout.group_size(g), 0.0f);
+    if (update.dense) {
+      if (update.values.size() != buffer->size()) {
+        return absl::InternalError(absl::StrCat("dense update of group ", g, " has ", update.values.size(),
+                                                " values for ", buffer->size(), " elements"));
+      }
+      for (size_t i = 0; i < update.values.size(); ++i) (*buffer)[i] = update.values[i] * scale;
+    } else {
+      for (size_t i = 0; i < update.indices.size(); ++i) {
+        if (update.indices[i] >= buffer->size()) {
+          return absl::InternalError(absl::StrCat("update of group ", g, " has index ", update.indices[i],
+                                                  " beyond its ", buffer->size(), " elements"));
+        }
+        (*buffer)[update.indices[i]] = update.values[i] * scale;
+      }
+    }
+    // Unfusion: each layer of the group takes its values of the update.
+    const GroupLayout& layers = layout.group(g);
+    for (int layer = layers.first_layer; layer < layers.first_layer + layers.num_layers; ++layer) {
+      torch::Tensor& p = params[num_params - 1 - layer];
+      absl::Span<const float> values = layout.LayerOf(layer, *buffer);
+      p.mutable_grad() = torch::from_blob(const_cast<float*>(values.data()), p.sizes(), torch::kFloat32).clone();
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ImageDataset> TrainShardOf(const v1::RunConfig& run, const ImageDataset& train, uint32_t rank,
+                                          uint32_t world) {
+  return ShardOf(Head(train, TrainExamples(run, train.size())), rank, world);
+}
+
 struct Trainer::State {
   TrainerConfig config;
   v1::RunConfig run;
@@ -77,8 +118,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerConfig config, A
   if (!train.ok()) return train.status();
   absl::StatusOr<ImageDataset> test = LoadFashionMnist(state->config.data_dir, Split::kTest);
   if (!test.ok()) return test.status();
-  const ImageDataset used = Head(*train, TrainExamples(run, train->size()));
-  absl::StatusOr<ImageDataset> shard = ShardOf(used, state->rank, state->world);
+  absl::StatusOr<ImageDataset> shard = TrainShardOf(run, *train, state->rank, state->world);
   if (!shard.ok()) return shard.status();
   state->train = *std::move(shard);
   state->test = run.test_examples() > 0 ? Head(*test, run.test_examples()) : *std::move(test);
@@ -162,37 +202,10 @@ absl::Status Trainer::TrainStep(int64_t step, const torch::Tensor& images, const
   }
   s.apply_begin = absl::Now();
 
-  // Average of the workers' aggregated gradients, written as each
-  // parameter's .grad for the optimizer.
   torch::NoGradGuard no_grad;
-  const int num_params = static_cast<int>(s.params.size());
-  const float scale = 1.0f / static_cast<float>(s.world);
-  for (int g = 0; g < pipeline_->num_groups(); ++g) {
-    const Update& update = (*updates)[g];
-    s.apply_buffer.assign(pipeline_->group_size(g), 0.0f);
-    if (update.dense) {
-      if (update.values.size() != s.apply_buffer.size()) {
-        return absl::InternalError(absl::StrCat("dense update of group ", g, " has ", update.values.size(),
-                                                " values for ", s.apply_buffer.size(), " elements"));
-      }
-      for (size_t i = 0; i < update.values.size(); ++i) s.apply_buffer[i] = update.values[i] * scale;
-    } else {
-      for (size_t i = 0; i < update.indices.size(); ++i) {
-        if (update.indices[i] >= s.apply_buffer.size()) {
-          return absl::InternalError(absl::StrCat("update of group ", g, " has index ", update.indices[i],
-                                                  " beyond its ", s.apply_buffer.size(), " elements"));
-        }
-        s.apply_buffer[update.indices[i]] = update.values[i] * scale;
-      }
-    }
-    // Unfusion: each layer of the group takes its values of the update.
-    const FusionLayout& layout = pipeline_->layout();
-    const GroupLayout& layers = layout.group(g);
-    for (int layer = layers.first_layer; layer < layers.first_layer + layers.num_layers; ++layer) {
-      torch::Tensor& p = s.params[num_params - 1 - layer];
-      absl::Span<const float> values = layout.LayerOf(layer, s.apply_buffer);
-      p.mutable_grad() = torch::from_blob(const_cast<float*>(values.data()), p.sizes(), torch::kFloat32).clone();
-    }
+  if (absl::Status set = SetAveragedGradients(*updates, pipeline_->layout(), s.world, s.params, &s.apply_buffer);
+      !set.ok()) {
+    return set;
   }
   s.optimizer->step();
   absl::Status applied = pipeline_->Applied(*updates);

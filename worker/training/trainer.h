@@ -43,6 +43,20 @@
 
 namespace sketchfuse {
 
+// Writes the average over `world` workers of a step's aggregated updates
+// (one per group of `layout`) as each parameter's .grad (`params` in forward
+// order; layers are numbered in backward order), through `buffer`
+// (scratch); the optimizer's step then applies them. INTERNAL for an update
+// that does not fit its group. The trainer and the virtual workers
+// (worker/virtual/virtual_workers.h) apply a step through this one function.
+absl::Status SetAveragedGradients(const std::vector<Update>& updates, const FusionLayout& layout, uint32_t world,
+                                  std::vector<torch::Tensor>& params, std::vector<float>* buffer);
+
+// Worker `rank`'s shard of the run's training examples (the first
+// run.train_examples() of `train`; all of them when 0).
+absl::StatusOr<ImageDataset> TrainShardOf(const v1::RunConfig& run, const ImageDataset& train, uint32_t rank,
+                                          uint32_t world);
+
 struct TrainerConfig {
   // What the coordinator handed out: rank, world size, the job and its run.
   v1::JoinReply joined;

@@ -1,4 +1,4 @@
-#include "tests/loopback_shards.h"
+#include "worker/virtual/loopback_shards.h"
 
 #include <condition_variable>
 #include <thread>

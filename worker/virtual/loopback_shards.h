@@ -11,8 +11,8 @@
 // (proto/push_codec.h). Each core's overdue rounds fail with
 // DEADLINE_EXCEEDED after the job's round deadline, as a server's are
 // (RoundReaper, every 50 ms).
-#ifndef SKETCHFUSE_TESTS_LOOPBACK_SHARDS_H_
-#define SKETCHFUSE_TESTS_LOOPBACK_SHARDS_H_
+#ifndef SKETCHFUSE_WORKER_VIRTUAL_LOOPBACK_SHARDS_H_
+#define SKETCHFUSE_WORKER_VIRTUAL_LOOPBACK_SHARDS_H_
 
 #include <cstdint>
 #include <memory>
@@ -62,4 +62,4 @@ class LoopbackShards {
 
 }  // namespace sketchfuse
 
-#endif  // SKETCHFUSE_TESTS_LOOPBACK_SHARDS_H_
+#endif  // SKETCHFUSE_WORKER_VIRTUAL_LOOPBACK_SHARDS_H_

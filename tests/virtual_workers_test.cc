@@ -1,0 +1,98 @@
+// --virtual_workers against the real thing: for every scheme, the same run
+// (the MLP, 4 workers, 2 shards, seed 7) as four sketchfuse_worker processes
+// with two sketchfuse_server shards on loopback, and as one
+// `sketchfuse_worker --virtual_workers=4` process. The virtual run must end
+// with the same model: the same test loss (6 decimals) and accuracy after
+// its epoch, and every worker's bytes as the processes count them (sent and
+// received per worker per step, each worker's bytes averaged). Also: a NaN
+// injected into virtual worker 3's gradient ends the run as a divergence
+// naming that worker, with the divergence exit status.
+// Usage (from Bazel): virtual_workers_test <sketchfuse_server> <sketchfuse_worker>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/process_util.h"
+#include "tests/training_cluster.h"
+
+namespace sketchfuse {
+namespace {
+
+constexpr int kWorkers = 4;
+
+std::vector<std::string> RunFlags(const std::string& scheme) {
+  return {"--job=virtual-eq",   absl::StrCat("--world_size=", kWorkers), "--workload=mlp", "--scheme=" + scheme,
+          "--train_examples=2000", "--test_examples=2000", "--epochs=1", "--batch_size=32", "--seed=7",
+          "--report_every=0"};
+}
+
+// A number in a summary (-1 when absent).
+double SummaryNumber(const std::string& out, const std::string& field) {
+  std::smatch m;
+  if (std::regex_search(out, m, std::regex("\"" + field + "\": ([0-9.eE+-]+)"))) return std::stod(m[1]);
+  return -1;
+}
+
+struct VirtualRun {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+VirtualRun RunVirtual(const std::string& name, const std::vector<std::string>& flags) {
+  const std::string dir = absl::StrCat(TestTempDir(), "/", name);
+  std::vector<std::string> argv = {daemon_binaries.worker, absl::StrCat("--virtual_workers=", kWorkers),
+                                   "--virtual_shards=2"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  VirtualRun run;
+  const pid_t pid = Spawn(argv, dir + ".out", dir + ".err");
+  run.exit_code = WaitFor(pid, std::chrono::seconds(300));
+  run.out = ReadFileOrEmpty(dir + ".out");
+  run.err = ReadFileOrEmpty(dir + ".err");
+  return run;
+}
+
+class VirtualWorkersTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(VirtualWorkersTest, EndsWithTheModelAndTheBytesOfFourProcesses) {
+  const std::string scheme = GetParam();
+  TrainingCluster cluster(daemon_binaries.server, daemon_binaries.worker,
+                          absl::StrCat(TestTempDir(), "/", scheme, "-processes"), RunFlags(scheme));
+  const std::vector<WorkerResult> processes = cluster.Train(kWorkers, 2);
+  ASSERT_EQ(processes.size(), static_cast<size_t>(kWorkers));
+  const VirtualRun virtual_run = RunVirtual(scheme + "-virtual", RunFlags(scheme));
+  ASSERT_EQ(virtual_run.exit_code, 0) << virtual_run.err;
+  const WorkerResult virtual_result = ParseSummary(virtual_run.out);
+  // The same model: test loss and accuracy after the epoch, to the digit.
+  EXPECT_EQ(virtual_result.last_epoch, processes[0].last_epoch);
+  EXPECT_EQ(virtual_result.accuracy, processes[0].accuracy);
+  EXPECT_EQ(virtual_result.steps, processes[0].steps);
+  // The bytes: the mean of the processes' (each counted as it was sent).
+  for (const char* field : {"bytes_sent_per_step", "bytes_received_per_step"}) {
+    double mean = 0;
+    for (int w = 0; w < kWorkers; ++w) mean += SummaryNumber(cluster.WorkerOut(w), field) / kWorkers;
+    // Integer bytes per step, averaged over the workers in both: within a byte.
+    EXPECT_NEAR(SummaryNumber(virtual_run.out, field), mean, 1.0) << field;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryScheme, VirtualWorkersTest,
+                         ::testing::Values("sketch_ps", "topk_ps", "dense_ps", "dense_allreduce",
+                                           "dense_bf16_allreduce", "sketch_allreduce", "fixed_sketch_allreduce",
+                                           "fixed_sketch_ps", "topk_allgather", "gtopk", "importance_allreduce",
+                                           "spardl", "auto", "fixed_sketch_auto"));
+
+TEST(VirtualWorkersDivergenceTest, ANanInOneWorkersGradientStopsTheJobNamingIt) {
+  std::vector<std::string> flags = RunFlags("sketch_allreduce");
+  flags.push_back("--inject_nan_gradient_at_step=3");
+  flags.push_back("--inject_nan_gradient_worker=3");
+  const VirtualRun run = RunVirtual("diverged", flags);
+  EXPECT_EQ(run.exit_code, 3) << run.err;
+  EXPECT_NE(run.out.find("\"diverged\": {\"step\": 3"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("\"worker\": \"virtual-3\""), std::string::npos) << run.out;
+  EXPECT_NE(run.err.find("virtual-3"), std::string::npos) << run.err;
+}
+
+}  // namespace
+}  // namespace sketchfuse
