@@ -28,7 +28,7 @@ expect_refusal "--batch_size must be >= 1" "${plan[@]}" --world_size=2 --batch_s
 expect_refusal "scheme sketch_ps needs the count_sketch compressor" "${plan[@]}" --world_size=2 --compressor=topk
 expect_refusal "unknown scheme 'gossip'" "${plan[@]}" --world_size=2 --scheme=gossip
 expect_refusal "unknown parameter 'depth'" "${plan[@]}" --world_size=2 --compressor=count_sketch:depth=3
-expect_refusal "unknown workload 'resnet'; the workloads are mlp, cnn, resnet50, vgg16, bert_base, gpt2_small" "${plan[@]}" --world_size=2 --workload=resnet
+expect_refusal "unknown workload 'resnet'; the workloads are mlp, cnn, mlp_large, cnn_wide, resnet50, vgg16, bert_base, gpt2_small" "${plan[@]}" --world_size=2 --workload=resnet
 expect_refusal "--synthetic_steps must be >= 1; got 0" "${plan[@]}" --world_size=2 --workload=resnet50 --synthetic_steps=0
 expect_refusal "the backward time per element must be >= 0; got -1" "${plan[@]}" --world_size=2 --workload=vgg16 --backward_ns_per_element=-1
 expect_refusal "is larger than a worker's" "${plan[@]}" --world_size=2 --batch_size=5000

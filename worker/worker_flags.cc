@@ -52,6 +52,11 @@ ABSL_FLAG(std::string, fusion, "optimal",
 ABSL_FLAG(int, epochs, 2, "Training epochs (>= 1).");
 ABSL_FLAG(int, batch_size, 64, "Examples per worker per step (>= 1).");
 ABSL_FLAG(double, learning_rate, 0.05, "SGD learning rate (> 0).");
+ABSL_FLAG(int, lr_base_workers, 0,
+          "Linear scaling of the learning rate: --learning_rate is the rate at this many workers; with W workers "
+          "the rate is --learning_rate * W / this, reached linearly over --lr_warmup_steps steps (Goyal et al.). "
+          "0: --learning_rate at any W.");
+ABSL_FLAG(int, lr_warmup_steps, 0, "With --lr_base_workers: steps over which the rate rises to its scaled value.");
 ABSL_FLAG(double, momentum, 0.9,
           "SGD momentum (in [0, 1)): the optimizer's for the dense schemes; kept per group on the worker before "
           "compression (momentum correction) for the compressed ones; in sketch space for count_sketch "
@@ -136,6 +141,8 @@ absl::StatusOr<v1::RunConfig> RunFromFlags() {
   request.seed = absl::GetFlag(FLAGS_seed);
   request.batch_size = absl::GetFlag(FLAGS_batch_size);
   request.learning_rate = absl::GetFlag(FLAGS_learning_rate);
+  request.lr_base_workers = absl::GetFlag(FLAGS_lr_base_workers);
+  request.lr_warmup_steps = absl::GetFlag(FLAGS_lr_warmup_steps);
   request.momentum = absl::GetFlag(FLAGS_momentum);
   request.error_feedback = absl::GetFlag(FLAGS_error_feedback);
   request.release_cap = absl::GetFlag(FLAGS_release_cap);

@@ -34,6 +34,8 @@ ABSL_DECLARE_FLAG(std::string, fusion);
 ABSL_DECLARE_FLAG(int, epochs);
 ABSL_DECLARE_FLAG(int, batch_size);
 ABSL_DECLARE_FLAG(double, learning_rate);
+ABSL_DECLARE_FLAG(int, lr_base_workers);
+ABSL_DECLARE_FLAG(int, lr_warmup_steps);
 ABSL_DECLARE_FLAG(double, momentum);
 ABSL_DECLARE_FLAG(bool, error_feedback);
 ABSL_DECLARE_FLAG(double, release_cap);

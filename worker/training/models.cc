@@ -44,7 +44,7 @@ torch::Tensor CnnClassifier::forward(torch::Tensor x) {
   return fc_->forward(x.flatten(1));
 }
 
-std::vector<std::string> KnownClassifiers() { return {"mlp", "cnn"}; }
+std::vector<std::string> KnownClassifiers() { return {"mlp", "cnn", "mlp_large", "cnn_wide"}; }
 
 absl::StatusOr<std::shared_ptr<ClassifierImpl>> MakeClassifier(const std::string& name,
                                                                uint64_t seed) {
@@ -54,6 +54,10 @@ absl::StatusOr<std::shared_ptr<ClassifierImpl>> MakeClassifier(const std::string
     model = std::make_shared<MlpClassifier>();
   } else if (name == "cnn") {
     model = std::make_shared<CnnClassifier>();
+  } else if (name == "mlp_large") {
+    model = std::make_shared<MlpClassifier>(1024, 1024);
+  } else if (name == "cnn_wide") {
+    model = std::make_shared<CnnClassifier>(64, 192);
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "unknown model \"", name, "\"; known models: ", absl::StrJoin(KnownClassifiers(), ", ")));

@@ -7,6 +7,7 @@
 // which is the "layer" order of the fusion planner and is fixed per model:
 //   "mlp": fc1.weight, fc1.bias, fc2.weight, fc2.bias, fc3.weight, fc3.bias
 //   "cnn": conv1.weight, conv1.bias, conv2.weight, conv2.bias, fc.weight, fc.bias
+// ("mlp_large" and "cnn_wide" are the same layers, wider).
 //
 // NOTE: not thread-safe (LibTorch modules are not); one model per thread.
 #ifndef SKETCHFUSE_WORKER_TRAINING_MODELS_H_
@@ -58,7 +59,10 @@ class CnnClassifier final : public ClassifierImpl {
   torch::nn::Linear fc_{nullptr};
 };
 
-// Names MakeClassifier accepts, in a fixed order: {"mlp", "cnn"}.
+// Names MakeClassifier accepts, in a fixed order: {"mlp", "cnn", "mlp_large",
+// "cnn_wide"}. The last two are the scale study's larger models, so that no
+// default is tuned to one small model: "mlp_large" is MlpClassifier(1024,
+// 1024) (1.86M parameters), "cnn_wide" CnnClassifier(64, 192) (0.40M).
 std::vector<std::string> KnownClassifiers();
 
 // Builds the model `name` (default sizes) with parameters initialized

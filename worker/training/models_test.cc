@@ -89,7 +89,7 @@ TEST(MakeClassifierTest, UnknownNameListsKnownModels) {
   EXPECT_THAT(std::string(model.status().message()), HasSubstr("cnn"));
   EXPECT_FALSE(MakeClassifier("MLP", 1).ok());
   EXPECT_FALSE(MakeClassifier("", 1).ok());
-  EXPECT_THAT(KnownClassifiers(), ElementsAre("mlp", "cnn"));
+  EXPECT_THAT(KnownClassifiers(), ElementsAre("mlp", "cnn", "mlp_large", "cnn_wide"));
 }
 
 TEST(ParameterSizesTest, MlpLayout) {
@@ -105,6 +105,21 @@ TEST(ParameterSizesTest, MlpLayout) {
   const auto named = model->named_parameters();
   EXPECT_EQ(named.keys(), (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight",
                                                     "fc2.bias", "fc3.weight", "fc3.bias"}));
+}
+
+TEST(ParameterSizesTest, TheScaleStudysLargerModels) {
+  std::shared_ptr<ClassifierImpl> large = Make("mlp_large", 1);
+  ASSERT_NE(large, nullptr);
+  EXPECT_THAT(ParameterSizes(*large), ElementsAre(784 * 1024, 1024, 1024 * 1024, 1024, 1024 * 10, 10));
+  EXPECT_GT(Sum(ParameterSizes(*large)), 1500000);
+  std::shared_ptr<ClassifierImpl> wide = Make("cnn_wide", 1);
+  ASSERT_NE(wide, nullptr);
+  EXPECT_THAT(ParameterSizes(*wide), ElementsAre(64 * 25, 64, 192 * 64 * 25, 192, 10 * 192 * 7 * 7, 10));
+  EXPECT_GT(Sum(ParameterSizes(*wide)), 400000);
+  // Both classify a batch.
+  const torch::Tensor x = torch::zeros({2, 1, 28, 28});
+  EXPECT_EQ(large->forward(x).sizes(), (std::vector<int64_t>{2, 10}));
+  EXPECT_EQ(wide->forward(x).sizes(), (std::vector<int64_t>{2, 10}));
 }
 
 TEST(ParameterSizesTest, MlpHiddenSizesAreConfigurable) {

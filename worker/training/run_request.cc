@@ -22,6 +22,14 @@ absl::StatusOr<v1::RunConfig> BuildRunConfig(const RunRequest& request, const Gp
   if (!(lr > 0) || !std::isfinite(lr)) {
     return absl::InvalidArgumentError(absl::StrCat("--learning_rate must be > 0; got ", lr));
   }
+  if (request.lr_base_workers < 0 || request.lr_warmup_steps < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--lr_base_workers and --lr_warmup_steps must be >= 0; got ",
+                                                   request.lr_base_workers, " and ", request.lr_warmup_steps));
+  }
+  if (request.lr_warmup_steps > 0 && request.lr_base_workers == 0) {
+    return absl::InvalidArgumentError(
+        "--lr_warmup_steps warms the rate up to its scaled value: it needs --lr_base_workers");
+  }
   if (!(momentum >= 0 && momentum < 1)) {
     return absl::InvalidArgumentError(absl::StrCat("--momentum must be in [0, 1); got ", momentum));
   }
@@ -43,6 +51,8 @@ absl::StatusOr<v1::RunConfig> BuildRunConfig(const RunRequest& request, const Gp
   run.set_seed(request.seed);
   run.set_batch_size(request.batch_size);
   run.set_learning_rate(lr);
+  run.set_lr_base_workers(static_cast<uint32_t>(request.lr_base_workers));
+  run.set_lr_warmup_steps(static_cast<uint32_t>(request.lr_warmup_steps));
   run.set_momentum(momentum);
   run.set_error_feedback(request.error_feedback);
   run.set_release_cap(request.release_cap);

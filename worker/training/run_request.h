@@ -27,6 +27,9 @@ struct RunRequest {
   uint64_t seed = 1;
   int batch_size = 64;
   double learning_rate = 0.05;
+  // The schedule (v1::RunConfig's fields of the same names): 0, 0 is none.
+  int lr_base_workers = 0;
+  int lr_warmup_steps = 0;
   double momentum = 0.9;
   bool error_feedback = true;
   double release_cap = 1.0;

@@ -60,6 +60,8 @@ TEST(RunRequestTest, EveryRefusalNamesItsFlag) {
       {[nan](RunRequest& r) { r.learning_rate = nan; }, "--learning_rate must be > 0"},
       {[inf](RunRequest& r) { r.learning_rate = inf; }, "--learning_rate must be > 0"},
       {[](RunRequest& r) { r.momentum = 1.0; }, "--momentum must be in [0, 1); got 1"},
+      {[](RunRequest& r) { r.lr_base_workers = -4; }, "--lr_base_workers and --lr_warmup_steps must be >= 0"},
+      {[](RunRequest& r) { r.lr_warmup_steps = 10; }, "--lr_warmup_steps warms the rate up to its scaled value"},
       {[](RunRequest& r) { r.train_examples = -1; }, "--train_examples and --test_examples must be >= 0"},
       {[inf](RunRequest& r) { r.release_cap = inf; }, "--release_cap must be a finite number >= 0"},
       {[](RunRequest& r) { r.release_cap = -0.5; }, "--release_cap must be a finite number >= 0; got -0.5"},

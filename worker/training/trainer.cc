@@ -68,6 +68,20 @@ absl::Status SetAveragedGradients(const std::vector<Update>& updates, const Fusi
   return absl::OkStatus();
 }
 
+double LearningRateAt(const v1::RunConfig& run, uint32_t world, int64_t step) {
+  const double base = run.learning_rate();
+  if (run.lr_base_workers() == 0) return base;
+  const double peak = base * static_cast<double>(world) / static_cast<double>(run.lr_base_workers());
+  if (step >= static_cast<int64_t>(run.lr_warmup_steps())) return peak;
+  return base + (peak - base) * static_cast<double>(step) / static_cast<double>(run.lr_warmup_steps());
+}
+
+void SetLearningRate(torch::optim::SGD& optimizer, double rate) {
+  for (torch::optim::OptimizerParamGroup& group : optimizer.param_groups()) {
+    static_cast<torch::optim::SGDOptions&>(group.options()).lr(rate);
+  }
+}
+
 absl::StatusOr<ImageDataset> TrainShardOf(const v1::RunConfig& run, const ImageDataset& train, uint32_t rank,
                                           uint32_t world) {
   return ShardOf(Head(train, TrainExamples(run, train.size())), rank, world);
@@ -207,6 +221,7 @@ absl::Status Trainer::TrainStep(int64_t step, const torch::Tensor& images, const
       !set.ok()) {
     return set;
   }
+  SetLearningRate(*s.optimizer, LearningRateAt(s.run, s.world, step));
   s.optimizer->step();
   absl::Status applied = pipeline_->Applied(*updates);
   s.apply_end = absl::Now();

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "torch/optim/sgd.h"
 #include "proto/coordinator.pb.h"
 #include "worker/schemes/aggregation_scheme.h"
 #include "worker/core/divergence.h"
@@ -56,6 +57,15 @@ absl::Status SetAveragedGradients(const std::vector<Update>& updates, const Fusi
 // run.train_examples() of `train`; all of them when 0).
 absl::StatusOr<ImageDataset> TrainShardOf(const v1::RunConfig& run, const ImageDataset& train, uint32_t rank,
                                           uint32_t world);
+
+// The learning rate of step `step` of `run` with `world` workers
+// (v1::RunConfig's lr_base_workers and lr_warmup_steps): learning_rate
+// without a base; else learning_rate * world / base, reached linearly from
+// learning_rate over the warm-up steps.
+double LearningRateAt(const v1::RunConfig& run, uint32_t world, int64_t step);
+
+// Sets every parameter group's rate of an SGD optimizer.
+void SetLearningRate(torch::optim::SGD& optimizer, double rate);
 
 struct TrainerConfig {
   // What the coordinator handed out: rank, world size, the job and its run.

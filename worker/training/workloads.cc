@@ -13,7 +13,7 @@ namespace sketchfuse {
 bool IsSyntheticWorkload(const std::string& workload) { return ModelProfileByName(workload).ok(); }
 
 std::vector<std::string> WorkloadNames() {
-  std::vector<std::string> names = {"mlp", "cnn"};
+  std::vector<std::string> names = KnownClassifiers();
   for (const std::string& profile : ModelProfileNames()) names.push_back(profile);
   return names;
 }

@@ -1,5 +1,5 @@
 // The workloads a worker runs: real training of a Fashion-MNIST classifier
-// with LibTorch ("mlp", "cnn"; worker/training/trainer.h), or a synthetic profile of a
+// with LibTorch ("mlp", "cnn", "mlp_large", "cnn_wide"; worker/training/trainer.h), or a synthetic profile of a
 // large model for throughput work ("resnet50", "vgg16", "bert_base",
 // "gpt2_small"; worker/training/synthetic_runner.h): the model's real layer sizes,
 // heavy-tailed gradients and a modelled backward time per layer.

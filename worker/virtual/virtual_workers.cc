@@ -316,6 +316,7 @@ absl::Status VirtualWorkers::Step(int64_t step, double* loss_out) {
         !set.ok()) {
       return set;
     }
+    SetLearningRate(*s.optimizer, LearningRateAt(s.config.run, world, step));
     s.optimizer->step();
   }
   for (uint32_t rank = 0; rank < world; ++rank) {
