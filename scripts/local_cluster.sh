@@ -357,8 +357,9 @@ with open(f"{out}/curves.csv", "w", newline="") as f:
 json.dump({"target": None if target is None else {"test_accuracy": target, "basis": basis},
            "runs": [{k: v for k, v in r.items() if k not in ("synthetic", "reached_target")} for r in runs],
            "curves": curves}, open(f"{out}/comparison.json", "w"), indent=2)
-# One timeline per run: every worker's trace events in one Chrome trace file.
-for scheme in schemes:
+# One timeline per run: every worker's trace events in one Chrome trace file
+# (virtual workers write none).
+for scheme in [] if virtual else schemes:
     events = []
     for w in range(workers):
         try:
@@ -414,7 +415,9 @@ if target is not None:
 elif curves or any(not r["synthetic"] for r in runs):
     print("(to target: no run that finished has an accuracy curve to set the target by; see --eval_every)")
 print(f"\nwritten: {out}/comparison.csv, {out}/comparison.json, {out}/curves.csv")
-print(f"timelines (open in ui.perfetto.dev or chrome://tracing): " + ", ".join(f"{out}/{s}/timeline.json" for s in schemes))
+if not virtual:
+    print(f"timelines (open in ui.perfetto.dev or chrome://tracing): " +
+          ", ".join(f"{out}/{s}/timeline.json" for s in schemes))
 PY
 if grep -q '"final_test_accuracy": -1\.' "$out/${scheme_list[0]}/summary0.json" 2>/dev/null; then
   echo "(no accuracy plot: $workload is a synthetic profile, timed, not trained)"

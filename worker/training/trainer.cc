@@ -68,6 +68,25 @@ absl::Status SetAveragedGradients(const std::vector<Update>& updates, const Fusi
   return absl::OkStatus();
 }
 
+Evaluation TimedEvaluate(ClassifierImpl& model, const ImageDataset& data, double* seconds) {
+  const absl::Time start = absl::Now();
+  const Evaluation eval = Evaluate(model, data, 1000);
+  *seconds += absl::ToDoubleSeconds(absl::Now() - start);
+  return eval;
+}
+
+CurvePoint CurvePointAfter(int64_t steps, const StepStats& stats, ClassifierImpl& model, const ImageDataset& data,
+                           double* eval_seconds) {
+  CurvePoint point;
+  point.step = steps;
+  point.elapsed_seconds = stats.ElapsedSeconds();
+  point.bytes_sent = stats.total_bytes_sent();
+  const Evaluation eval = TimedEvaluate(model, data, eval_seconds);
+  point.test_accuracy = eval.accuracy;
+  point.test_loss = eval.loss;
+  return point;
+}
+
 double LearningRateAt(const v1::RunConfig& run, uint32_t world, int64_t step) {
   const double base = run.learning_rate();
   if (run.lr_base_workers() == 0) return base;
@@ -281,16 +300,7 @@ absl::StatusOr<TrainingSummary> Trainer::Run(const std::function<void(const Prog
     // The curve: after every eval_every steps and after the last one.
     const int every = s.config.eval_every;
     if (every > 0 && ((step + 1) % every == 0 || step + 1 == total_steps)) {
-      CurvePoint point;
-      point.step = step + 1;
-      point.elapsed_seconds = stats.ElapsedSeconds();
-      point.bytes_sent = stats.total_bytes_sent();
-      const absl::Time eval_start = absl::Now();
-      const Evaluation eval = Evaluate(*s.model, s.eval, 1000);
-      eval_seconds += absl::ToDoubleSeconds(absl::Now() - eval_start);
-      point.test_accuracy = eval.accuracy;
-      point.test_loss = eval.loss;
-      summary.curve.push_back(point);
+      summary.curve.push_back(CurvePointAfter(step + 1, stats, *s.model, s.eval, &eval_seconds));
     }
 
     const bool checkpoint_due = !s.config.checkpoint_path.empty() && s.config.checkpoint_every > 0 &&
@@ -302,9 +312,7 @@ absl::StatusOr<TrainingSummary> Trainer::Run(const std::function<void(const Prog
       Progress p = stats.TakeWindow(step, static_cast<int>(epoch + 1), residual_norm());
       p.peel_recovered_share = PeelRecoveredShare(*s.scheme);
       p.end_of_epoch = true;
-      const absl::Time eval_start = absl::Now();
-      const Evaluation eval = Evaluate(*s.model, s.test, 1000);
-      eval_seconds += absl::ToDoubleSeconds(absl::Now() - eval_start);
+      const Evaluation eval = TimedEvaluate(*s.model, s.test, &eval_seconds);
       p.test_accuracy = eval.accuracy;
       p.test_loss = eval.loss;
       summary.epochs.push_back(p);

@@ -58,6 +58,15 @@ absl::Status SetAveragedGradients(const std::vector<Update>& updates, const Fusi
 absl::StatusOr<ImageDataset> TrainShardOf(const v1::RunConfig& run, const ImageDataset& train, uint32_t rank,
                                           uint32_t world);
 
+// Test accuracy and loss of `model` on `data` (batches of 1000); the seconds
+// it took are added to *seconds (evaluations are not in step times).
+Evaluation TimedEvaluate(ClassifierImpl& model, const ImageDataset& data, double* seconds);
+
+// The accuracy curve's point after `steps` steps: `model` evaluated on
+// `data` (TimedEvaluate), with the run's elapsed time and bytes sent so far.
+CurvePoint CurvePointAfter(int64_t steps, const StepStats& stats, ClassifierImpl& model, const ImageDataset& data,
+                           double* eval_seconds);
+
 // The learning rate of step `step` of `run` with `world` workers
 // (v1::RunConfig's lr_base_workers and lr_warmup_steps): learning_rate
 // without a base; else learning_rate * world / base, reached linearly from

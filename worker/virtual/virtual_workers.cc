@@ -383,16 +383,7 @@ absl::StatusOr<TrainingSummary> VirtualWorkers::Run(const std::function<void(con
     stats.Add(step, seconds, loss, traffic(), PhasesOf(s.pipelines[0]->timeline()));
     const int every = s.config.eval_every;
     if (every > 0 && ((step + 1) % every == 0 || step + 1 == total)) {
-      CurvePoint point;
-      point.step = step + 1;
-      point.elapsed_seconds = stats.ElapsedSeconds();
-      point.bytes_sent = stats.total_bytes_sent();
-      const absl::Time eval_start = absl::Now();
-      const Evaluation eval = Evaluate(*s.model, s.eval, 1000);
-      eval_seconds += absl::ToDoubleSeconds(absl::Now() - eval_start);
-      point.test_accuracy = eval.accuracy;
-      point.test_loss = eval.loss;
-      summary.curve.push_back(point);
+      summary.curve.push_back(CurvePointAfter(step + 1, stats, *s.model, s.eval, &eval_seconds));
     }
     const bool report = s.config.report_every > 0 && (step + 1) % s.config.report_every == 0;
     if (in_epoch + 1 == steps_per_epoch || report) {
@@ -400,9 +391,7 @@ absl::StatusOr<TrainingSummary> VirtualWorkers::Run(const std::function<void(con
       p.peel_recovered_share = peel_share();
       if (in_epoch + 1 == steps_per_epoch) {
         p.end_of_epoch = true;
-        const absl::Time eval_start = absl::Now();
-        const Evaluation eval = Evaluate(*s.model, s.test, 1000);
-        eval_seconds += absl::ToDoubleSeconds(absl::Now() - eval_start);
+        const Evaluation eval = TimedEvaluate(*s.model, s.test, &eval_seconds);
         p.test_accuracy = eval.accuracy;
         p.test_loss = eval.loss;
         summary.epochs.push_back(p);

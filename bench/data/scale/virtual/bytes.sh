@@ -19,7 +19,8 @@ for scheme in fixed_sketch_ps fixed_sketch_allreduce sketch_ps sketch_allreduce 
     python3 -c '
 import json, sys
 s = json.loads(sys.argv[1])
-print(f"{s[\"scheme\"]},{sys.argv[2]},{s[\"bytes_sent_per_step\"]:.0f},{s[\"bytes_received_per_step\"]:.0f},{s[\"compressor\"]},{s[\"wall_s\"]}")
+print(",".join([s["scheme"], sys.argv[2], "%.0f" % s["bytes_sent_per_step"], "%.0f" % s["bytes_received_per_step"],
+                s["compressor"], str(s["wall_s"])]))
 ' "$summary" "$w" | tee -a "$csv"
   done
 done
