@@ -1,5 +1,6 @@
 #include "worker/worker_flags.h"
 
+#include <iostream>
 #include <string>
 #include <utility>
 
@@ -196,11 +197,13 @@ absl::StatusOr<WorkerRunConfig> WorkerRunConfigFromFlags(const v1::RunConfig& ru
 }
 
 absl::StatusOr<VirtualWorkersConfig> VirtualWorkersConfigFromFlags(const v1::RunConfig& run) {
-  for (const auto& [flag, set] : {std::pair<const char*, bool>{"--coordinator", !absl::GetFlag(FLAGS_coordinator).empty()},
-                                  {"--checkpoint_dir", !absl::GetFlag(FLAGS_checkpoint_dir).empty()},
-                                  {"--trace_file", !absl::GetFlag(FLAGS_trace_file).empty()},
-                                  {"--metrics_port", absl::GetFlag(FLAGS_metrics_port) != -1},
-                                  {"--inject_faults", !absl::GetFlag(FLAGS_inject_faults).empty()}}) {
+  const std::pair<const char*, bool> process_flags[] = {
+      {"--coordinator", !absl::GetFlag(FLAGS_coordinator).empty()},
+      {"--checkpoint_dir", !absl::GetFlag(FLAGS_checkpoint_dir).empty()},
+      {"--trace_file", !absl::GetFlag(FLAGS_trace_file).empty()},
+      {"--metrics_port", absl::GetFlag(FLAGS_metrics_port) != -1},
+      {"--inject_faults", !absl::GetFlag(FLAGS_inject_faults).empty()}};
+  for (const auto& [flag, set] : process_flags) {
     if (set) {
       return absl::InvalidArgumentError(
           absl::StrCat("--virtual_workers runs the whole job in this process; ", flag, " does not apply to it"));

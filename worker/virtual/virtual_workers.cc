@@ -1,6 +1,8 @@
 #include "worker/virtual/virtual_workers.h"
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <iostream>
 #include <cstring>
 #include <limits>
@@ -251,36 +253,38 @@ absl::Status VirtualWorkers::Step(int64_t step, double* loss_out) {
   // on failed groups in a collective). A worker that fails by itself (its
   // gradient, or an exchange) stops the others at once.
   std::vector<absl::StatusOr<std::vector<Update>>> got(world, absl::UnknownError("not finished"));
-  std::atomic<uint32_t> finished{0};
-  std::atomic<int> first_failed{-1};  // the first worker whose step failed
+  std::mutex mu;
+  std::condition_variable changed;
+  uint32_t finished = 0;  // guarded by mu
+  int first_failed = -1;  // guarded by mu: the first worker whose step failed
   std::vector<std::thread> finishers;
   finishers.reserve(world);
   for (uint32_t rank = 0; rank < world; ++rank) {
     finishers.emplace_back([&, rank] {
       absl::StatusOr<std::vector<Update>> result = s.pipelines[rank]->FinishStep(s.config.collective_timeout);
-      if (!result.ok()) {
-        int none = -1;
-        first_failed.compare_exchange_strong(none, static_cast<int>(rank));
-      }
+      std::lock_guard<std::mutex> lock(mu);
+      if (!result.ok() && first_failed < 0) first_failed = static_cast<int>(rank);
       got[rank] = std::move(result);
-      finished.fetch_add(1);
+      ++finished;
+      changed.notify_all();
     });
   }
   absl::Status failure;
-  while (finished.load() < world && failure.ok()) {
-    absl::SleepFor(kFailurePoll);
-    for (uint32_t rank = 0; rank < world && failure.ok(); ++rank) {
-      if (absl::Status aborted = s.pipelines[rank]->aborted(); !aborted.ok()) failure = fail(rank, aborted);
-    }
-    if (const int rank = first_failed.load(); failure.ok() && rank >= 0) {
-      // got[rank] is written just after first_failed: wait for that worker.
-      finishers[rank].join();
-      failure = fail(static_cast<uint32_t>(rank), got[rank].status());
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    while (finished < world && failure.ok()) {
+      changed.wait_for(lock, absl::ToChronoMilliseconds(kFailurePoll),
+                       [&] { return finished == world || first_failed >= 0; });
+      if (finished == world) break;
+      for (uint32_t rank = 0; rank < world && failure.ok(); ++rank) {
+        if (absl::Status aborted = s.pipelines[rank]->aborted(); !aborted.ok()) failure = fail(rank, aborted);
+      }
+      if (failure.ok() && first_failed >= 0) {
+        failure = fail(static_cast<uint32_t>(first_failed), got[first_failed].status());
+      }
     }
   }
-  for (std::thread& finisher : finishers) {
-    if (finisher.joinable()) finisher.join();
-  }
+  for (std::thread& finisher : finishers) finisher.join();
   if (!failure.ok()) return failure;
   std::vector<std::vector<Update>> updates(world);
   for (uint32_t rank = 0; rank < world; ++rank) {

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# A first look at 64 and 256 workers (virtual workers, one process): the MLP
-# on all 60,000 training examples, per-worker batch 32, learning rate 0.05
-# (not scaled with W), seed 1, for E epochs so that each run takes about 117
-# steps (4 epochs at 64 workers, 16 at 256); each scheme at its default
-# compressor. Prints and appends one CSV line per run to accuracy.csv; each
+# Accuracy against the number of workers (virtual workers, one process): the
+# MLP, per-worker batch 32, learning rate 0.05 (not scaled with W), seed 1,
+# for E epochs (and worker flags after --, e.g. --train_examples) so that each
+# run takes about 116 steps (README.md beside this script has the commands);
+# each scheme at its default compressor. Prints and appends one CSV line per run to accuracy.csv; each
 # run's output is kept as W<workers>_<scheme>.out.
 #   bash bench/data/scale/virtual/accuracy.sh WORKERS EPOCHS SCHEME... [-- worker flags]
 set -euo pipefail
