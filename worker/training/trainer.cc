@@ -68,6 +68,20 @@ absl::Status SetAveragedGradients(const std::vector<Update>& updates, const Fusi
   return absl::OkStatus();
 }
 
+void FeedLayer(StepPipeline& sink, int layer, const torch::Tensor& param, const torch::Tensor& grad,
+               bool inject_nan) {
+  torch::Tensor g = grad.detach().contiguous();
+  if (inject_nan) {
+    g = g.clone();
+    g.view(-1)[0] = std::numeric_limits<float>::quiet_NaN();
+  }
+  if (sink.needs_parameters()) {
+    torch::Tensor w = param.detach().contiguous();
+    sink.AddLayerParameters(layer, absl::MakeConstSpan(w.data_ptr<float>(), w.numel())).IgnoreError();
+  }
+  sink.AddLayerGradient(layer, absl::MakeConstSpan(g.data_ptr<float>(), g.numel())).IgnoreError();
+}
+
 Evaluation TimedEvaluate(ClassifierImpl& model, const ImageDataset& data, double* seconds) {
   const absl::Time start = absl::Now();
   const Evaluation eval = Evaluate(model, data, 1000);
@@ -186,18 +200,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerConfig config, A
     const torch::Tensor* param = &trainer->state_->params[i];
     const State* state = trainer->state_.get();
     trainer->state_->params[i].register_hook([sink, layer, param, state](torch::Tensor grad) {
-      torch::Tensor g = grad.detach().contiguous();
-      if (layer == 0 && state->config.inject_nan_gradient_at_step >= 0 &&
-          state->current_step == state->config.inject_nan_gradient_at_step) {
-        g = g.clone();
-        g.view(-1)[0] = std::numeric_limits<float>::quiet_NaN();
-      }
-      // Errors fail the step; FinishStep reports them.
-      if (sink->needs_parameters()) {
-        torch::Tensor w = param->detach().contiguous();
-        sink->AddLayerParameters(layer, absl::MakeConstSpan(w.data_ptr<float>(), w.numel())).IgnoreError();
-      }
-      sink->AddLayerGradient(layer, absl::MakeConstSpan(g.data_ptr<float>(), g.numel())).IgnoreError();
+      FeedLayer(*sink, layer, *param, grad,
+                layer == 0 && state->config.inject_nan_gradient_at_step >= 0 &&
+                    state->current_step == state->config.inject_nan_gradient_at_step);
     });
   }
   if (!trainer->state_->config.trace_path.empty()) {

@@ -58,6 +58,15 @@ absl::Status SetAveragedGradients(const std::vector<Update>& updates, const Fusi
 absl::StatusOr<ImageDataset> TrainShardOf(const v1::RunConfig& run, const ImageDataset& train, uint32_t rank,
                                           uint32_t world);
 
+// What an autograd hook does with parameter `param`'s gradient `grad`
+// (layer `layer`, in backward order): hands the parameter's values (for
+// schemes that need them) and the gradient to `sink`; with `inject_nan`, the
+// gradient's first element is a NaN (tests of divergence). Errors fail the
+// step (FinishStep reports them). The trainer's and the virtual workers'
+// hooks.
+void FeedLayer(StepPipeline& sink, int layer, const torch::Tensor& param, const torch::Tensor& grad,
+               bool inject_nan);
+
 // Test accuracy and loss of `model` on `data` (batches of 1000); the seconds
 // it took are added to *seconds (evaluations are not in step times).
 Evaluation TimedEvaluate(ClassifierImpl& model, const ImageDataset& data, double* seconds);

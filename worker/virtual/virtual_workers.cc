@@ -195,19 +195,10 @@ absl::StatusOr<std::unique_ptr<VirtualWorkers>> VirtualWorkers::Create(VirtualWo
     const torch::Tensor* param = &s.params[i];
     s.params[i].register_hook([shared, layer, param](torch::Tensor grad) {
       const uint32_t worker = shared->current.load();
-      StepPipeline* sink = shared->pipelines[worker].get();
-      torch::Tensor g = grad.detach().contiguous();
-      if (layer == 0 && shared->config.inject_nan_gradient_at_step >= 0 &&
-          shared->current_step == shared->config.inject_nan_gradient_at_step &&
-          worker == shared->config.inject_nan_gradient_worker) {
-        g = g.clone();
-        g.view(-1)[0] = std::numeric_limits<float>::quiet_NaN();
-      }
-      if (sink->needs_parameters()) {
-        torch::Tensor w = param->detach().contiguous();
-        sink->AddLayerParameters(layer, absl::MakeConstSpan(w.data_ptr<float>(), w.numel())).IgnoreError();
-      }
-      sink->AddLayerGradient(layer, absl::MakeConstSpan(g.data_ptr<float>(), g.numel())).IgnoreError();
+      FeedLayer(*shared->pipelines[worker], layer, *param, grad,
+                layer == 0 && shared->config.inject_nan_gradient_at_step >= 0 &&
+                    shared->current_step == shared->config.inject_nan_gradient_at_step &&
+                    worker == shared->config.inject_nan_gradient_worker);
     });
   }
   return std::unique_ptr<VirtualWorkers>(new VirtualWorkers(std::move(state)));
