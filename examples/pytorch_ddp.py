@@ -183,6 +183,10 @@ def parse_args(argv=None):
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--learning_rate", type=float, default=0.05)
     parser.add_argument("--momentum", type=float, default=0.9)
+    parser.add_argument("--deterministic", action="store_true",
+                        help="cuDNN's deterministic convolutions: two runs of the same scheme, and DDP against the "
+                             "hook's dense_allreduce, then train the same model (default: cuDNN's fastest, whose "
+                             "sums vary in order from run to run)")
     parser.add_argument("--release_cap", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1, help="torch threads per process")
@@ -314,6 +318,8 @@ def main():
 
 def train(parser, args):
     torch.set_num_threads(args.threads)
+    if args.deterministic:
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
     device = torch.device("cpu")
     if args.device == "cuda":
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
@@ -392,7 +398,8 @@ def train(parser, args):
     stats = state.stats() if state is not None else None
     hook_seconds = ((stats["compress_s"] + stats["decode_s"]) / steps) if stats else None
     summary = {
-        "scheme": args.scheme, "compressor": args.compressor, "model": args.model, "device": str(device),
+        "scheme": args.scheme, "compressor": args.compressor, "learning_rate": args.learning_rate,
+        "deterministic": args.deterministic, "model": args.model, "device": str(device),
         "hook_device": args.hook_device,
         "backend": args.backend, "parameters": sum(p.numel() for p in model.parameters()), "rank": rank,
         "world_size": world, "batch_size": args.batch_size,

@@ -17,7 +17,8 @@
 #                                           .gpu_bundle/hook/ (about 50 MB; carry it alone)
 #   bash scripts/gpu_bundle.sh run-hook [--out DIR] [--device cuda|cpu] [--ranks N]
 #            [--model resnet18|resnet50] [--batch_size N]
-#            [--train_examples N] [--epochs N] [--schemes S,S,...]
+#            [--train_examples N] [--epochs N] [--learning_rate X] [--deterministic]
+#            [--schemes S,S,...]
 #                                           on the GPU machine: examples/pytorch_ddp.py
 #                                           trains torchvision's ResNet-18 (or -50) with DDP's own
 #                                           allreduce and with the hook's schemes, N ranks
@@ -42,7 +43,7 @@ gpu_tests=(//cuda:device_test //cuda:count_sketch_kernels_test //cuda:topk_kerne
            //cuda:vector_kernels_test //cuda:nccl_communicator_test //worker/collective:nccl_collective_test
            //worker/gpu:device_group_state_test //worker/gpu:device_synthetic_run_test)
 
-usage() { sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 build() {
   if [ ! -x "${CUDA_PATH:-/usr/local/cuda}/bin/nvcc" ]; then
@@ -59,6 +60,9 @@ build() {
     cp "bazel-bin/${path%%:*}/${path##*:}" "$bundle/bin/"
   done
   cp bazel-bin/bench/gpu_compression_bench bazel-bin/bench/gpu_worker_bench "$bundle/bin/"
+  chmod u+w "$bundle"/bin/*
+  # Debug information is a third of each program and the device call carries 64 MiB in all.
+  strip --strip-debug "$bundle"/bin/*
   cp bench/gpu_torch_reference.py bench/compare_gpu_vs_torch.py bench/plot_gpu_worker.py "$bundle/bench/"
   # Every shared library the programs load, except the C library's own parts
   # (the GPU machine has a newer glibc) and NCCL (found there at run time).
@@ -144,15 +148,20 @@ run() {
 }
 
 build_hook() {
-  bash scripts/bazel.sh build //worker/hook:libsketchfuse_c.so 2>&1 | grep -v -E 'linux-sandbox(-pid1)?\.cc'
+  bash scripts/bazel.sh build //worker/hook:libsketchfuse_c.so //server:sketchfuse_server 2>&1 \
+    | grep -v -E 'linux-sandbox(-pid1)?\.cc'
   local dir="$bundle/hook"
   rm -rf "$dir"
-  mkdir -p "$dir/lib" "$dir/data"
+  mkdir -p "$dir/lib" "$dir/bin" "$dir/data"
   cp bazel-bin/worker/hook/libsketchfuse_c.so "$dir/lib/"
+  # The centralized schemes' shard, which examples/pytorch_ddp.py --start_servers starts.
+  cp bazel-bin/server/sketchfuse_server "$dir/bin/"
+  chmod u+w "$dir/lib/libsketchfuse_c.so" "$dir/bin/sketchfuse_server"
+  strip --strip-debug "$dir/lib/libsketchfuse_c.so" "$dir/bin/sketchfuse_server"
   # Its libraries, but not those the machine's Python process already holds in
   # newer versions (the C and C++ runtimes, zlib, OpenSSL 3): LD_LIBRARY_PATH covers the
   # whole process there, PyTorch included.
-  ldd "$dir/lib/libsketchfuse_c.so" | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
+  ldd "$dir/lib/libsketchfuse_c.so" "$dir/bin/sketchfuse_server" | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
     case "$(basename "$lib")" in
       libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libstdc++.so*|libgcc_s.so*|libz.so*|libssl.so*|libcrypto.so*) ;;
       *) cp -L "$lib" "$dir/lib/" ;;
@@ -164,8 +173,9 @@ build_hook() {
 }
 
 run_hook() {
-  local out=out/gpu_hook device=cuda ranks=2 examples=24000 epochs=2 model=resnet18 batch=32
-  local schemes=ddp,dense_allreduce,sketch_allreduce,sketch_allreduce@cuda,topk_allgather
+  local out=out/gpu_hook device=cuda ranks=2 examples=24000 epochs=2 model=resnet18 batch=32 lr=0.05
+  local extra=()
+  local schemes=ddp,dense_allreduce,sketch_allreduce,sketch_allreduce@cuda,topk_allgather,sketch_ps
   while [ $# -gt 0 ]; do
     case "$1" in
       --out) out="$2"; shift 2 ;;
@@ -175,6 +185,8 @@ run_hook() {
       --batch_size) batch="$2"; shift 2 ;;
       --train_examples) examples="$2"; shift 2 ;;
       --epochs) epochs="$2"; shift 2 ;;
+      --learning_rate) lr="$2"; shift 2 ;;
+      --deterministic) extra+=(--deterministic); shift ;;
       --schemes) schemes="$2"; shift 2 ;;
       *) echo "gpu_bundle.sh run-hook: unknown option '$1'" >&2; usage ;;
     esac
@@ -187,15 +199,21 @@ run_hook() {
   mkdir -p "$out"
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv \
     2>&1 | tee "$out/gpu.txt" || true
-  local scheme failed=0 hook_device
+  local scheme failed=0 hook_device servers
   for scheme in ${schemes//,/ }; do
     echo "== $model $scheme"
     hook_device=cpu
     if [[ "$scheme" == *@cuda ]]; then hook_device=cuda; fi
+    servers=()
+    case "${scheme%@cuda}" in
+      # The centralized and hybrid schemes push to a shard the example starts on loopback.
+      sketch_ps|topk_ps|dense_ps|auto|fixed_sketch_ps|fixed_sketch_hybrid)
+        servers=(--start_servers=1 --server_binary="$root/$dir/bin/sketchfuse_server") ;;
+    esac
     if ! PYTHONUNBUFFERED=1 LD_LIBRARY_PATH="$root/$dir/lib" SKETCHFUSE_LIB="$root/$dir/lib/libsketchfuse_c.so" \
          "${PYTHON:-python3}" examples/pytorch_ddp.py --nproc_per_node="$ranks" --model="$model" --device="$device" \
          --scheme="${scheme%@cuda}" --hook_device="$hook_device" --train_examples="$examples" --epochs="$epochs" \
-         --batch_size="$batch" --seed=1 --data_dir="$dir/data" \
+         --batch_size="$batch" --learning_rate="$lr" --seed=1 --data_dir="$dir/data" "${servers[@]}" "${extra[@]}" \
          --json="$out/${model}_${scheme}_{rank}.json" >"$out/${model}_${scheme}.log" 2>&1; then
       failed=1
       echo "   FAILED; the end of its log:"

@@ -224,6 +224,9 @@ def _resnet18(rank, world, device, steps=3, sketch_on_gpu=False):
     from the same initial weights."""
     sys.path.insert(0, os.path.join(ROOT, "examples"))
     import pytorch_ddp  # noqa: E402 - the example's model, as a user runs it
+    # cuDNN's default convolution algorithms add in an order that varies from run to run, so two runs of
+    # DDP itself drift apart by 1e-2 within two steps (seen on an H200): compare with deterministic ones.
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
     out = {}
     for scheme in ("ddp", "dense_allreduce", "sketch_allreduce"):
         torch.manual_seed(0)
