@@ -2,7 +2,7 @@
 """End-to-end step time of every scheme on shaped links.
 
 Each run starts real processes in a network fabric of its own
-(bench/netfabric.py: one namespace per host, a bridge, every port shaped with
+(scripts/netfabric.py: one namespace per host, a bridge, every port shaped with
 tc tbf): the aggregation server shards, each on a host of its own (shard 0
 also serves the coordinator; a decentralized scheme has only that one, for the
 rendezvous), and W workers, one per host, on a synthetic model profile
@@ -32,6 +32,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
 from netfabric import Fabric, FabricError, missing_tools  # noqa: E402
 import scale_model  # noqa: E402
 from scale_model import fit_line  # noqa: E402

@@ -23,7 +23,16 @@
 #                            [--schemes=dense_allreduce,sketch_ps,sketch_allreduce]
 #                            [--workload=mlp] [--epochs=2] [--train_examples=24000]
 #                            [--batch_size=32] [--out=out/cluster] [--restart_shards]
-#                            [--virtual] [-- more worker flags]
+#                            [--link=none|auto|RATE] [--virtual] [-- more worker flags]
+#
+# --link=RATE (e.g. 100mbit, 300mbit, 1gbit, 10gbit) puts every process on a
+# host of its own in a shaped network (scripts/netfabric.py: one network
+# namespace per host, a bridge, every host's port shaped to RATE in both
+# directions), so every byte between processes crosses a link of that rate.
+# It needs root and ip and tc (Debian's iproute2). --link=auto does that at
+# the default rate (200mbit, README "Which link the main job runs on") where
+# the machine allows it, and runs on loopback, saying why, elsewhere;
+# --link=none (the default here; scripts/main_job.sh passes auto) is loopback.
 #
 # --virtual runs each scheme's W workers in one process instead
 # (sketchfuse_worker --virtual_workers=W: each worker its own data and
@@ -44,6 +53,11 @@ server="${SKETCHFUSE_SERVER:-$root/bazel-bin/server/sketchfuse_server}"
 worker="${SKETCHFUSE_WORKER:-$root/bazel-bin/worker/sketchfuse_worker}"
 restart_shards=0
 virtual=0
+link=none
+# The main job's link: dense_allreduce's communication then takes the share of
+# a step it takes for ResNet-50 on GPUs at 10 to 25 Gbit/s (README, "Which
+# link the main job runs on").
+readonly default_link=200mbit
 
 workers=4 shards=2 schemes=dense_allreduce,sketch_ps,sketch_allreduce workload=mlp epochs=2 train_examples=24000 batch_size=32
 out="$root/out/cluster"
@@ -60,6 +74,7 @@ while [ $# -gt 0 ]; do
     --out=*) out="${1#*=}" ;;
     --restart_shards) restart_shards=1 ;;
     --virtual) virtual=1 ;;
+    --link=*) link="${1#*=}" ;;
     --) shift; extra=("$@"); break ;;
     -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 0 ;;
     *) echo "local_cluster: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -72,6 +87,12 @@ for name in workers shards epochs train_examples batch_size; do
     echo "local_cluster: --$name must be a positive integer; got '$value'" >&2; exit 2
   fi
 done
+if ! [[ "$link" =~ ^(none|auto|[0-9]+(\.[0-9]+)?(kbit|mbit|gbit))$ ]]; then
+  echo "local_cluster: --link must be none, auto or a rate such as 100mbit, 1gbit or 10gbit; got '$link'" >&2; exit 2
+fi
+if [ "$virtual" -eq 1 ] && [ "$link" != none ] && [ "$link" != auto ]; then
+  echo "local_cluster: --link=$link needs a process per worker; --virtual runs them in one process" >&2; exit 2
+fi
 # The accuracy curve's cadence: about 15 points per run, at least 5 steps
 # apart (the workers' flags after -- override it).
 eval_every=$(( epochs * (train_examples / workers / batch_size) / 15 ))
@@ -89,8 +110,24 @@ cleanup() {
   for pid in "${pids[@]:-}"; do [ -n "$pid" ] && wait "$pid" 2>/dev/null || true; done
   pids=(); names=(); commands=()
 }
-trap 'echo "local_cluster: interrupted; stopping every process" >&2; cleanup; exit 130' INT TERM
-trap cleanup EXIT
+# The shaped fabric (--link): host i's namespace and address. Shard s is host
+# s, worker w host shards + w. Empty arrays: loopback.
+fabric_tag="" fabric_ns=() fabric_addr=()
+fabric_down() {
+  [ -n "$fabric_tag" ] && python3 "$root/scripts/netfabric.py" down "$fabric_tag" || true
+  fabric_tag=""
+}
+trap 'echo "local_cluster: interrupted; stopping every process" >&2; cleanup; fabric_down; exit 130' INT TERM
+trap 'cleanup; fabric_down' EXIT
+
+# host_prefix I: the command prefix that runs a process on host I (none on loopback).
+host_prefix() {
+  if [ "${#fabric_ns[@]}" -gt 0 ]; then echo "ip netns exec ${fabric_ns[$1]}"; fi
+}
+# host_address I: host I's address (127.0.0.1 on loopback).
+host_address() {
+  if [ "${#fabric_ns[@]}" -gt 0 ]; then echo "${fabric_addr[$1]}"; else echo 127.0.0.1; fi
+}
 
 # Starts a process in the background: start NAME LOG ARGS...
 start() {
@@ -115,7 +152,7 @@ shard_died() {
       sleep 1
       eval "${commands[$i]} --port=$port" >>"$log" 2>&1 &
       pids[$i]=$!
-      echo "local_cluster: $name restarted on 127.0.0.1:$port (pid ${pids[$i]})" >&2
+      echo "local_cluster: $name restarted on $(host_address "$index"):$port (pid ${pids[$i]})" >&2
     fi
     return 0
   fi
@@ -193,6 +230,27 @@ progress_bar() {
 }
 
 mkdir -p "$out"
+link_text="loopback"
+if [ "$link" = auto ] && [ "$virtual" -eq 1 ]; then
+  link=none
+  echo "local_cluster: on no link: --virtual runs the workers in one process"
+fi
+if [ "$link" != none ]; then
+  if ! why="$(python3 "$root/scripts/netfabric.py" check)"; then
+    [ "$link" = auto ] || { echo "local_cluster: --link=$link: no shaped network can be made here: $why" >&2; exit 2; }
+    echo "local_cluster: on loopback, not on a shaped link: $why (--link=auto)"
+    link=none
+  fi
+fi
+if [ "$link" != none ]; then
+  [ "$link" = auto ] && link="$default_link"
+  fabric_tag="lc$(( $$ % 100000 ))"
+  mapfile -t hosts < <(python3 "$root/scripts/netfabric.py" up "$fabric_tag" $((shards + workers)) "$link") \
+    || { echo "local_cluster: the shaped network for --link=$link could not be made" >&2; exit 1; }
+  for h in "${hosts[@]}"; do fabric_ns+=("${h%% *}"); fabric_addr+=("${h##* }"); done
+  link_text="$link per host (each process a host of its own in a shaped network)"
+fi
+echo "link: $link_text"
 # The worker whose progress lines the bars follow.
 lead=worker-0
 [ "$virtual" -eq 1 ] && lead="virtual-x$workers"
@@ -224,21 +282,23 @@ for scheme in "${scheme_list[@]}"; do
     worker_pids+=("${pids[-1]}")
   else
     echo "== $scheme ($route): $run_shards shard(s), $workers workers ($(tail -n 1 "$dir/plan.log" | sed 's/.*wrote job [^(]*(//; s/).*//'))"
-    start "server shard 0" "$dir/server0.log" "$server" --job_config="$dir/job.json" --shard_index=0 \
-      --num_shards="$run_shards" --coordinator --port_file="$dir/port0" --token_file="$dir/token" \
+    start "server shard 0" "$dir/server0.log" $(host_prefix 0) "$server" --job_config="$dir/job.json" --shard_index=0 \
+      --num_shards="$run_shards" --coordinator --host="$(host_address 0)" --port_file="$dir/port0" --token_file="$dir/token" \
       --shard_token_file="$dir/shard_token" --state_dir="$dir/state"
     for _ in $(seq 300); do [ -s "$dir/port0" ] && break; check_alive; sleep 0.1; done
     [ -s "$dir/port0" ] || { echo "local_cluster: shard 0 did not start; its log: $dir/server0.log" >&2; exit 1; }
     worker_pids=()
-    coordinator="127.0.0.1:$(cat "$dir/port0")"
+    coordinator="$(host_address 0):$(cat "$dir/port0")"
     for s in $(seq 1 $((run_shards - 1))); do
-      start "server shard $s" "$dir/server$s.log" "$server" --job_config="$dir/job.json" --shard_index="$s" \
-        --num_shards="$run_shards" --coordinator_address="$coordinator" --port_file="$dir/port$s" --token_file="$dir/token" \
+      start "server shard $s" "$dir/server$s.log" $(host_prefix "$s") "$server" --job_config="$dir/job.json" --shard_index="$s" \
+        --num_shards="$run_shards" --coordinator_address="$coordinator" --host="$(host_address "$s")" \
+        --port_file="$dir/port$s" --token_file="$dir/token" \
         --shard_token_file="$dir/shard_token" --state_dir="$dir/state"
     done
     diverged="" diverged_since=""
     for w in $(seq 0 $((workers - 1))); do
-      start "worker-$w" "$dir/worker$w.log" "$worker" --coordinator="$coordinator" --worker_id="worker-$w" \
+      start "worker-$w" "$dir/worker$w.log" $(host_prefix $((shards + w))) "$worker" --coordinator="$coordinator" \
+        --worker_id="worker-$w" --collective_host="$(host_address $((shards + w)))" \
         --token_file="$dir/token" --summary_json="$dir/summary$w.json" --report_every=25 \
         --trace_file="$dir/trace$w.json" --eval_every="$eval_every" --eval_examples=2000 "${run_flags[@]}"
       worker_pids+=("${pids[-1]}")
@@ -273,9 +333,9 @@ for scheme in "${scheme_list[@]}"; do
   cleanup
 done
 
-python3 - "$out" "$workers" "$virtual" "${scheme_list[@]}" <<'PY'
+python3 - "$out" "$workers" "$virtual" "$link" "${scheme_list[@]}" <<'PY'
 import csv, json, os, sys
-out, workers, virtual, schemes = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4:]
+out, workers, virtual, link, schemes = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4], sys.argv[5:]
 
 def summaries(scheme):
     """Every worker's summary of a run that wrote one, worker-0's first."""
@@ -354,7 +414,8 @@ with open(f"{out}/comparison.csv", "w", newline="") as f:
 with open(f"{out}/curves.csv", "w", newline="") as f:
     w = csv.DictWriter(f, fieldnames=["scheme", "step", "elapsed_s", "test_accuracy", "bytes_sent_per_worker"])
     w.writeheader(); w.writerows(curves)
-json.dump({"target": None if target is None else {"test_accuracy": target, "basis": basis},
+json.dump({"link": None if link == "none" else link, "workers": workers,
+           "target": None if target is None else {"test_accuracy": target, "basis": basis},
            "runs": [{k: v for k, v in r.items() if k not in ("synthetic", "reached_target")} for r in runs],
            "curves": curves}, open(f"{out}/comparison.json", "w"), indent=2)
 # One timeline per run: every worker's trace events in one Chrome trace file
@@ -371,7 +432,8 @@ for scheme in [] if virtual else schemes:
 def number(value, fmt, width):
     return f"{'-':>{width}}" if value is None else f"{value:>{width}{fmt}}"
 
-print(f"\n{'scheme':<20} {'accuracy':>9} {'to target':>10} {'step ms':>8} {'sent KiB/step':>14} "
+print(f"\non {'loopback' if link == 'none' else 'a ' + link + ' link per host'}:")
+print(f"{'scheme':<22} {'accuracy':>9} {'to target':>10} {'step ms':>8} {'sent KiB/step':>14} "
       f"{'recv KiB/step':>14} {'ratio':>7} {'wall s':>7}")
 for r in runs:
     if r["diverged"] is not None:
@@ -390,7 +452,7 @@ for r in runs:
     received = r["bytes_received_per_worker_per_step"]
     received_kib = None if received is None else received / 1024
     ratio = "      -" if r["compression_ratio"] is None else f"{r['compression_ratio']:>6.1f}x"
-    line = (f"{r['scheme']:<20} {accuracy} {to_target} {number(r['mean_step_ms'], '.1f', 8)} "
+    line = (f"{r['scheme']:<22} {accuracy} {to_target} {number(r['mean_step_ms'], '.1f', 8)} "
             f"{number(bytes_kib, '.1f', 14)} {number(received_kib, '.1f', 14)} {ratio} {number(r['wall_s'], '.1f', 7)}")
     if r["diverged"] is not None:
         d = r["diverged"]

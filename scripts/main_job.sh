@@ -12,4 +12,4 @@ cd "$root"
 bash scripts/setup.sh
 bash scripts/bazel.sh build //server:sketchfuse_server //worker:sketchfuse_worker 2>&1 \
   | grep -v -E 'linux-sandbox(-pid1)?\.cc'
-exec bash scripts/local_cluster.sh "$@"
+exec bash scripts/local_cluster.sh --link=auto "$@"

@@ -1,4 +1,4 @@
-"""A shaped network of the benchmark's own: one namespace per host, each joined
+"""A shaped network of our own: one namespace per host, each joined
 by a veth pair to a bridge in a switch namespace, every port shaped with tc tbf
 in both directions (each host gets a full-duplex link of `rate` to the switch,
 as on a switched cluster). Addresses are 10.214.0.<i+1>/24 inside the fabric's
@@ -7,10 +7,19 @@ fabrics can exist at once. Needs root (CAP_NET_ADMIN) and `ip` and `tc`.
 
     with Fabric(hosts=5, rate="1gbit") as fabric:
         fabric.popen(2, ["prog", "--host", fabric.address(2)])
+
+The benchmarks (bench/shaped_cluster.py) use the class; the launcher
+(scripts/local_cluster.sh --link=RATE) the command line:
+
+    python3 scripts/netfabric.py up TAG HOSTS RATE    # prints "NAMESPACE ADDRESS" per host
+    python3 scripts/netfabric.py down TAG             # removes the fabric TAG made
+    python3 scripts/netfabric.py check                # exit 1 and why, where none can be made
 """
 import os
+import re
 import shutil
 import subprocess
+import sys
 
 
 class FabricError(RuntimeError):
@@ -34,10 +43,16 @@ def missing_tools():
     return ""
 
 
+# A tc rate: a number and a unit (kbit, mbit, gbit), as --link takes it.
+RATE = re.compile(r"^[0-9]+(\.[0-9]+)?(kbit|mbit|gbit)$")
+
+
 class Fabric:
     def __init__(self, hosts, rate="1gbit", tag=None):
         if hosts < 1 or hosts > 250:
             raise ValueError(f"a fabric has 1 to 250 hosts; asked for {hosts}")
+        if rate and not RATE.match(rate):
+            raise ValueError(f"a link rate is a number and kbit, mbit or gbit (e.g. 100mbit, 1gbit); got {rate!r}")
         self.hosts = hosts
         self.rate = rate
         tag = tag or f"{os.getpid() % 100000}"
@@ -105,3 +120,52 @@ class Fabric:
         for ns in reversed(self._made):
             subprocess.run(["ip", "netns", "delete", ns], capture_output=True)
         self._made = []
+
+
+def remove_fabric(tag):
+    """Removes the namespaces of the fabric `tag` made (by its prefix); returns how many."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    prefix = f"sfb{tag}-"
+    names = [line.split()[0] for line in listed.splitlines() if line.split() and line.split()[0].startswith(prefix)]
+    for ns in names:
+        subprocess.run(["ip", "netns", "delete", ns], capture_output=True)
+    return len(names)
+
+
+def main(argv):
+    usage = "usage: netfabric.py up TAG HOSTS RATE | down TAG | check"
+    if not argv:
+        print(usage, file=sys.stderr)
+        return 2
+    if argv[0] == "check" and len(argv) == 1:
+        why = missing_tools()
+        if why:
+            print(why)
+            return 1
+        return 0
+    if argv[0] == "down" and len(argv) == 2:
+        remove_fabric(argv[1])
+        return 0
+    if argv[0] == "up" and len(argv) == 4:
+        tag, hosts, rate = argv[1], argv[2], argv[3]
+        if not re.match(r"^[A-Za-z0-9]{1,8}$", tag):
+            print(f"netfabric: a tag is 1 to 8 letters and digits; got {tag!r}", file=sys.stderr)
+            return 2
+        if not hosts.isdigit():
+            print(f"netfabric: HOSTS must be a number; got {hosts!r}", file=sys.stderr)
+            return 2
+        try:
+            fabric = Fabric(int(hosts), rate, tag)
+            fabric.__enter__()
+        except (ValueError, FabricError) as e:
+            print(f"netfabric: {e}", file=sys.stderr)
+            return 1
+        for i in range(fabric.hosts):
+            print(fabric.namespace(i), fabric.address(i))
+        return 0
+    print(usage, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
