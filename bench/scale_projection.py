@@ -203,7 +203,7 @@ def project(plan, g, alpha_s, profile="resnet50"):
 
 def measured_setting_on_gpus(plan, g, raw):
     """The shaped-link target's setting (ResNet-50 with `plan`, 4 workers, the measured 1 Gb/s link, 2 shards for
-    the PS routes) with H100 workers instead of the VM's shared cores: step per scheme."""
+    the PS routes) with GPU workers (the costs --gpu names) instead of the VM's shared cores: step per scheme."""
     sizes, ends, ns = plan
     out = []
     for scheme in sm.SCHEMES:
@@ -258,7 +258,7 @@ def plots(out, validation, projection):
                     "set ylabel 'simulated step (ms)'; set title 'alpha-beta model against the shaped-link runs'; "
                     f"plot '{out}/validation.dat' using 1:2 with points pt 7 title 'runs', x title 'exact'; "
                     "unset logscale; set logscale x 2; set xlabel 'workers'; set ylabel 'scaling efficiency (%)'; "
-                    "set title 'ResNet-50 on H100 workers, 25 Gb/s, fused (projected)'; set key bottom left; "
+                    "set title 'ResNet-50 on GPU workers, 25 Gb/s, fused (projected)'; set key bottom left; "
                     f"set yrange [0:105]; plot {', '.join(cmds)}; unset multiplot"], check=False)
     print(f"plot: {out}/scale.png")
 
@@ -306,7 +306,7 @@ def main():
         e = [abs(r["error"]) for r in rs]
         print(f"  {scheme:<22} fitted alpha {rs[0]['fitted_alpha_us']:7.0f} us, beta {rs[0]['fitted_beta_over_raw']:5.2f}x "
               f"raw; median |error| {100 * statistics.median(e):5.1f}%, max {100 * max(e):5.1f}% ({len(e)} runs)")
-    print(f"projection: H100 costs (sketch compress {1e6 * g['sketch_compress'][0]:.1f} us/group + "
+    print(f"projection: GPU costs (sketch compress {1e6 * g['sketch_compress'][0]:.1f} us/group + "
           f"{1e12 * g['sketch_compress'][1]:.1f} ps/element, decode {1e6 * g['sketch_decode'][0]:.1f} us/group + "
           f"{1e12 * g['sketch_decode'][1]:.1f} ps/element), links alpha {args.alpha_us:g} us")
     print(f"{'Gb/s':>5} {'W':>4} " + " ".join(f"{s[:14]:>14}" for s in sm.SCHEMES) + "   (efficiency, fused)")
@@ -317,7 +317,7 @@ def main():
             print(f"{gbps:>5} {w:>4} " + " ".join(f"{100 * eff[s]:>13.1f}%" for s in sm.SCHEMES))
     dense = next((r["step_s"] for r in gpu_setting if r["scheme"] == "dense_allreduce"), 0)
     if gpu_setting:
-        print("the shaped-link setting (ResNet-50, 4 workers, the measured link) with H100 workers, simulated:")
+        print("the shaped-link setting (ResNet-50, 4 workers, the measured link) with GPU workers, simulated:")
         for r in gpu_setting:
             print(f"  {r['scheme']:<22} step {1e3 * r['step_s']:8.1f} ms   {dense / r['step_s']:5.2f}x dense_allreduce")
     cross = crossovers(projection)

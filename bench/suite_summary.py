@@ -180,7 +180,7 @@ def scale(out):
     within = sum(e <= 0.15 for e in errors)
     proj = p["projection"]
     for gbps in (10, 25, 100):
-        lines += ["", f"Projected scaling efficiency, ResNet-50 on H100 workers, {gbps} Gb/s, alpha "
+        lines += ["", f"Projected scaling efficiency, ResNet-50 on GPU workers (H200 costs), {gbps} Gb/s, alpha "
                       f"{p['alpha_us']:g} us (fused / per layer):", "",
                   "| W | " + " | ".join(SCHEMES) + " |",
                   "| ---: |" + " ---: |" * len(SCHEMES)]
@@ -200,7 +200,7 @@ def scale(out):
     if setting:
         dense = next(r["step_s"] for r in setting if r["scheme"] == "dense_allreduce")
         lines += ["", "The shaped-link target's setting (ResNet-50, 4 workers, the measured 1 Gb/s link, S = 2) with "
-                      "H100 workers, simulated:", "", "| scheme | compressor | step ms | vs dense_allreduce |",
+                      "GPU workers (H200 costs), simulated:", "", "| scheme | compressor | step ms | vs dense_allreduce |",
                   "| --- | --- | ---: | ---: |"]
         for r in setting:
             lines.append(f"| {r['scheme']} | {r['compressor']} | {1e3 * r['step_s']:.1f} | "
