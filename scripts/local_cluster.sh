@@ -245,9 +245,13 @@ fi
 if [ "$link" != none ]; then
   [ "$link" = auto ] && link="$default_link"
   fabric_tag="lc$(( $$ % 100000 ))"
-  mapfile -t hosts < <(python3 "$root/scripts/netfabric.py" up "$fabric_tag" $((shards + workers)) "$link") \
-    || { echo "local_cluster: the shaped network for --link=$link could not be made" >&2; exit 1; }
+  fabric_hosts="$(python3 "$root/scripts/netfabric.py" up "$fabric_tag" $((shards + workers)) "$link")" \
+    || { echo "local_cluster: the shaped network for --link=$link could not be made (above: why)" >&2; exit 1; }
+  mapfile -t hosts <<<"$fabric_hosts"
   for h in "${hosts[@]}"; do fabric_ns+=("${h%% *}"); fabric_addr+=("${h##* }"); done
+  if [ "${#fabric_ns[@]}" -ne $((shards + workers)) ]; then
+    echo "local_cluster: the shaped network has ${#fabric_ns[@]} hosts; expected $((shards + workers))" >&2; exit 1
+  fi
   link_text="$link per host (each process a host of its own in a shaped network)"
 fi
 echo "link: $link_text"

@@ -156,8 +156,12 @@ def main(argv):
             return 2
         try:
             fabric = Fabric(int(hosts), rate, tag)
+        except ValueError as e:  # a bad argument
+            print(f"netfabric: {e}", file=sys.stderr)
+            return 2
+        try:
             fabric.__enter__()
-        except (ValueError, FabricError) as e:
+        except FabricError as e:  # the machine cannot make it
             print(f"netfabric: {e}", file=sys.stderr)
             return 1
         for i in range(fabric.hosts):

@@ -26,6 +26,24 @@ refused "--link must be none, auto or a rate such as 100mbit" --link=100
 refused "--link must be none, auto or a rate such as 100mbit" "--link=1gbit;reboot"
 refused "--link=1gbit needs a process per worker; --virtual runs them in one process" --virtual --link=1gbit
 
+# netfabric.py's command line refuses bad arguments (exit 2) before it makes anything.
+fabric_refused() {
+  local expected="$1"; shift
+  local status=0
+  python3 "$netfabric" "$@" >"$tmp/fabric.log" 2>&1 || status=$?
+  [ "$status" -eq 2 ] || { cat "$tmp/fabric.log" >&2; fail "netfabric.py $*: exit $status, expected 2"; }
+  grep -qF -- "$expected" "$tmp/fabric.log" || { cat "$tmp/fabric.log" >&2; fail "netfabric.py $*: no '$expected'"; }
+  echo "netfabric.py refused as expected: $*"
+}
+fabric_refused "a tag is 1 to 8 letters and digits" up "bad tag" 2 1gbit
+fabric_refused "a tag is 1 to 8 letters and digits" up toolongtag9 2 1gbit
+fabric_refused "HOSTS must be a number" up t1 two 1gbit
+fabric_refused "a fabric has 1 to 250 hosts" up t1 0 1gbit
+fabric_refused "a fabric has 1 to 250 hosts" up t1 251 1gbit
+fabric_refused "a link rate is a number and kbit, mbit or gbit" up t1 2 fast
+fabric_refused "usage: netfabric.py" remove t1
+ip netns list 2>/dev/null | grep -q "^sfbt1-" && fail "a refused netfabric.py up made namespaces"
+
 # The launcher's own netfabric.py sits beside it (scripts/).
 [ "$(dirname "$launcher")/netfabric.py" -ef "$netfabric" ] || fail "netfabric.py is not beside local_cluster.sh"
 
