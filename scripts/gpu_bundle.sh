@@ -207,7 +207,7 @@ run_hook() {
     servers=()
     case "${scheme%@cuda}" in
       # The centralized and hybrid schemes push to a shard the example starts on loopback.
-      sketch_ps|topk_ps|dense_ps|auto|fixed_sketch_ps|fixed_sketch_hybrid)
+      sketch_ps|topk_ps|dense_ps|auto|fixed_sketch_ps|fixed_sketch_auto)
         servers=(--start_servers=1 --server_binary="$root/$dir/bin/sketchfuse_server") ;;
     esac
     if ! PYTHONUNBUFFERED=1 LD_LIBRARY_PATH="$root/$dir/lib" SKETCHFUSE_LIB="$root/$dir/lib/libsketchfuse_c.so" \

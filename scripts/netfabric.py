@@ -47,6 +47,11 @@ def missing_tools():
 RATE = re.compile(r"^[0-9]+(\.[0-9]+)?(kbit|mbit|gbit)$")
 
 
+def _prefix(tag):
+    """The names of fabric `tag`'s namespaces begin with this."""
+    return f"sfb{tag}"
+
+
 class Fabric:
     def __init__(self, hosts, rate="1gbit", tag=None):
         if hosts < 1 or hosts > 250:
@@ -55,8 +60,7 @@ class Fabric:
             raise ValueError(f"a link rate is a number and kbit, mbit or gbit (e.g. 100mbit, 1gbit); got {rate!r}")
         self.hosts = hosts
         self.rate = rate
-        tag = tag or f"{os.getpid() % 100000}"
-        self._prefix = f"sfb{tag}"
+        self._prefix = _prefix(tag or f"{os.getpid() % 100000}")
         self.switch = f"{self._prefix}-sw"
         self._made = []
 
@@ -72,13 +76,17 @@ class Fabric:
     def popen(self, i, argv, **kwargs):
         return subprocess.Popen(self.exec_prefix(i) + list(argv), **kwargs)
 
-    def __enter__(self):
+    def open(self):
+        """Makes the fabric (FabricError where it cannot; what was made is removed again)."""
         try:
             self._create()
         except BaseException:
             self.close()
             raise
         return self
+
+    def __enter__(self):
+        return self.open()
 
     def __exit__(self, *exc):
         self.close()
@@ -125,7 +133,7 @@ class Fabric:
 def remove_fabric(tag):
     """Removes the namespaces of the fabric `tag` made (by its prefix); returns how many."""
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    prefix = f"sfb{tag}-"
+    prefix = f"{_prefix(tag)}-"
     names = [line.split()[0] for line in listed.splitlines() if line.split() and line.split()[0].startswith(prefix)]
     for ns in names:
         subprocess.run(["ip", "netns", "delete", ns], capture_output=True)
@@ -160,7 +168,7 @@ def main(argv):
             print(f"netfabric: {e}", file=sys.stderr)
             return 2
         try:
-            fabric.__enter__()
+            fabric.open()
         except FabricError as e:  # the machine cannot make it
             print(f"netfabric: {e}", file=sys.stderr)
             return 1
