@@ -24,12 +24,12 @@ absl::StatusOr<v1::JobConfig> ReadJobConfig(const std::string& path) {
           absl::StrCat("job config '", path, "' is not valid JSON for JobConfig: ",
                        std::string(parsed.message())));
     }
-    return config;
-  }
-  if (!google::protobuf::TextFormat::ParseFromString(text.str(), &config)) {
+  } else if (!google::protobuf::TextFormat::ParseFromString(text.str(), &config)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "job config '", path, "' is not valid text-format JobConfig (use .json for JSON)"));
   }
+  // A file written before partitions (or by hand) cuts no group.
+  if (config.has_run() && !config.run().has_partition_elements()) config.mutable_run()->set_partition_elements(0);
   return config;
 }
 

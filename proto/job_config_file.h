@@ -17,8 +17,10 @@
 
 namespace sketchfuse {
 
-// Reads and parses the file. NOT_FOUND if it cannot be read, INVALID_ARGUMENT
-// naming the file and the parse error otherwise.
+// Reads and parses the file. A run without partition_elements gets 0 (its
+// groups are not cut), so every reader of one file holds the same job.
+// NOT_FOUND if it cannot be read, INVALID_ARGUMENT naming the file and the
+// parse error otherwise.
 absl::StatusOr<v1::JobConfig> ReadJobConfig(const std::string& path);
 
 // Writes `job` as JSON to `path`, atomically (a temporary file renamed into

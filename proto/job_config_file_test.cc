@@ -27,6 +27,7 @@ v1::JobConfig SomeJob() {
   g->set_layer_end(2);
   job.mutable_run()->add_layer_sizes(600);
   job.mutable_run()->add_layer_sizes(400);
+  job.mutable_run()->set_partition_elements(0);
   return job;
 }
 
@@ -41,6 +42,26 @@ TEST(JobConfigFileTest, WhatIsWrittenIsReadBack) {
   std::getline(in, first);
   EXPECT_EQ(first, "{");  // JSON
   EXPECT_FALSE(std::ifstream(path + ".tmp").good()) << "the temporary file was renamed into place";
+}
+
+// A run without partition_elements (a file from before partitions, or
+// written by hand) reads as one that cuts no group; a bound survives.
+TEST(JobConfigFileTest, PartitionBoundIsAlwaysStated) {
+  const std::string path = TempPath("partitions.json");
+  v1::JobConfig job = SomeJob();
+  job.mutable_run()->clear_partition_elements();
+  ASSERT_TRUE(WriteJobConfig(job, path).ok());
+  absl::StatusOr<v1::JobConfig> read = ReadJobConfig(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_TRUE(read->run().has_partition_elements());
+  EXPECT_EQ(read->run().partition_elements(), 0u);
+  job.mutable_run()->set_partition_elements(300);
+  job.mutable_groups(0)->set_offset(7);
+  ASSERT_TRUE(WriteJobConfig(job, path).ok());
+  read = ReadJobConfig(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->run().partition_elements(), 300u);
+  EXPECT_EQ(read->groups(0).offset(), 7u);
 }
 
 TEST(JobConfigFileTest, TextFormatIsReadByExtension) {

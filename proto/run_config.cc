@@ -85,4 +85,19 @@ std::string DiffRunConfigs(const v1::RunConfig& job, const v1::RunConfig& worker
   return absl::StrJoin(lines, "; ");
 }
 
+std::string JobFingerprint(const v1::JobConfig& job) {
+  v1::JobConfig content = job;
+  content.clear_round_deadline_ms();
+  content.clear_finished_rounds_kept();
+  return absl::StrFormat("%016x", MessageFingerprint(content));
+}
+
+std::string DescribeGroups(const v1::JobConfig& job) {
+  int fused = 0;
+  for (const v1::GroupConfig& group : job.groups()) fused += group.offset() == 0 ? 1 : 0;
+  if (fused == job.groups_size()) return absl::StrCat(job.groups_size(), job.groups_size() == 1 ? " group" : " groups");
+  return absl::StrCat(job.groups_size(), " partitions of ", fused, fused == 1 ? " fused group" : " fused groups",
+                      " (partition_elements ", job.run().partition_elements(), ")");
+}
+
 }  // namespace sketchfuse

@@ -26,6 +26,16 @@ std::string RunFingerprint(const v1::RunConfig& run);
 // two are equal.
 std::string DiffRunConfigs(const v1::RunConfig& job, const v1::RunConfig& worker);
 
+// MessageFingerprint of what a job config says about the aggregation (its
+// groups and partitions, world size, run, hash seed; not the round deadline
+// or the finished rounds kept, which a restarted shard may change) as 16 hex
+// digits. Shards and the coordinator compare it.
+std::string JobFingerprint(const v1::JobConfig& job);
+
+// The job's groups in words: "3 groups", or with partitions "8 partitions
+// of 2 fused groups (partition_elements 27347)".
+std::string DescribeGroups(const v1::JobConfig& job);
+
 }  // namespace sketchfuse
 
 #endif  // SKETCHFUSE_PROTO_RUN_CONFIG_H_

@@ -274,7 +274,7 @@ for scheme in "${scheme_list[@]}"; do
   [ "$route" = decentralized ] && run_shards=1
   run_flags=(--job="local-$scheme" --world_size="$workers" --workload="$workload" --scheme="$scheme"
              --epochs="$epochs" --train_examples="$train_examples" --batch_size="$batch_size" "${extra[@]}")
-  "$worker" --write_job_config="$dir/job.json" "${run_flags[@]}" >"$dir/plan.log" 2>&1 \
+  "$worker" --write_job_config="$dir/job.json" --num_shards="$run_shards" "${run_flags[@]}" >"$dir/plan.log" 2>&1 \
     || { echo "local_cluster: planning $scheme failed; its log: $dir/plan.log" >&2; tail -n 3 "$dir/plan.log" >&2; exit 1; }
   if [ "$virtual" -eq 1 ]; then
     echo "== $scheme ($route): $workers virtual workers in one process, $run_shards in-process shard(s)"
@@ -338,7 +338,7 @@ for scheme in "${scheme_list[@]}"; do
 done
 
 python3 - "$out" "$workers" "$virtual" "$link" "${scheme_list[@]}" <<'PY'
-import csv, json, os, sys
+import csv, json, os, re, sys
 out, workers, virtual, link, schemes = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4], sys.argv[5:]
 
 def summaries(scheme):
@@ -350,6 +350,26 @@ def summaries(scheme):
             with open(path) as f:
                 found.append(json.load(f))
     return found
+
+def shard_loads(scheme, steps):
+    """Each shard's groups (partitions), and its bytes in and out and decode
+    time per step, from the line its log ends with when it stops."""
+    loads = []
+    for s in range(64):
+        path = f"{out}/{scheme}/server{s}.log"
+        if not os.path.exists(path):
+            break
+        text = open(path, errors="replace").read()
+        owned = re.search(r"groups ([0-9,]*); listening", text)
+        stopped = re.findall(r"stopped after \d+ rounds [^;]*; (\d+) pushes, bytes in (\d+), bytes out (\d+), "
+                             r"decode ([0-9.e+-]+) s", text)
+        if not stopped or not steps:
+            continue
+        pushes, bytes_in, bytes_out, decode = stopped[-1]
+        loads.append({"shard": s, "groups": owned.group(1) if owned else "", "pushes": int(pushes),
+                      "bytes_in_per_step": int(bytes_in) / steps, "bytes_out_per_step": int(bytes_out) / steps,
+                      "decode_ms_per_step": 1e3 * float(decode) / steps})
+    return loads
 
 runs, curves = [], []
 for scheme in schemes:
@@ -369,6 +389,7 @@ for scheme in schemes:
                  "bytes_received_per_worker_per_step": s.get("bytes_received_per_step"),
                  "compression_ratio": s["compression_ratio"], "wall_s": s["wall_s"], "steps": s["steps"],
                  "peel_recovered_share": s.get("peel_recovered_share"),
+                 "shards": [] if virtual else shard_loads(scheme, s["steps"]),
                  "warnings": s.get("warnings", []),
                  "diverged": None if diverged is None else
                      {k: diverged[k] for k in ("step", "group", "worker", "what", "message")},
@@ -470,6 +491,14 @@ print("(sent, recv: per worker per step, as the collectives' algorithms move the
       "replies are serialized; ratio: the dense gradient's bytes over the bytes a worker sends; a ring allreduce "
       "sends 2(W-1)/W of its data)")
 for r in runs:
+    if len(r["shards"]) > 1:
+        total_in = sum(x["bytes_in_per_step"] for x in r["shards"]) or 1
+        total_decode = sum(x["decode_ms_per_step"] for x in r["shards"]) or 1
+        print(f"({r['scheme']}: per step, " + "; ".join(
+            f"shard {x['shard']} (groups {x['groups']}) in {x['bytes_in_per_step'] / 1024:.1f} KiB "
+            f"({100 * x['bytes_in_per_step'] / total_in:.0f}%), out {x['bytes_out_per_step'] / 1024:.1f} KiB, "
+            f"decode {x['decode_ms_per_step']:.2f} ms ({100 * x['decode_ms_per_step'] / total_decode:.0f}%)"
+            for x in r["shards"]) + ")")
     share = r["peel_recovered_share"]
     if share is not None:
         print(f"({r['scheme']}: the peel decodes gave back {100 * share:.1f}% of the energy worker 0 inserted)")

@@ -436,6 +436,7 @@ void AggregationCore::Complete(Group& group, const RoundId& id) {
         progress.last_finished = id.step;
       }
       ++stats_.rounds_completed;
+      stats_.decode_seconds += absl::ToDoubleSeconds(decoded - decode_start);
       auto& finished = finished_[FinishedKey{id.group, id.second_round}];
       finished.emplace_back(id.step, *result);
       while (finished.size() > std::max<size_t>(1, config_.finished_rounds_kept)) {

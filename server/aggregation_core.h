@@ -228,6 +228,8 @@ class AggregationCore {
     // Rounds outside the window that their worker's next push beyond it
     // superseded (also counted in rounds_failed).
     uint64_t superseded_beyond_window = 0;
+    // Merging and decoding the completed rounds (RoundReport::decode_time).
+    double decode_seconds = 0;
   };
   Stats stats() const;
 

@@ -12,8 +12,12 @@ grpc::ServerUnaryReactor* AggregatorService::Push(grpc::CallbackServerContext* c
   ServerMetrics* metrics = metrics_;
   const uint64_t bytes_in = request->Length();
   // Every answer goes through here, so each push is counted once.
-  auto finish = [reactor, reply, metrics, bytes_in](const absl::Status& status) {
-    if (metrics != nullptr) metrics->OnPush(status, bytes_in, status.ok() ? reply->Length() : 0);
+  auto finish = [this, reactor, reply, metrics, bytes_in](const absl::Status& status) {
+    const uint64_t bytes_out = status.ok() ? reply->Length() : 0;
+    pushes_.fetch_add(1, std::memory_order_relaxed);
+    bytes_in_.fetch_add(bytes_in, std::memory_order_relaxed);
+    bytes_out_.fetch_add(bytes_out, std::memory_order_relaxed);
+    if (metrics != nullptr) metrics->OnPush(status, bytes_in, bytes_out);
     reactor->Finish(ToGrpcStatus(status));
   };
   absl::Status auth = auth_.Authorize(*context, CallRole::kWorker, "Push");

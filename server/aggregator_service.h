@@ -39,10 +39,23 @@ class AggregatorService final : public v1::Aggregator::WithRawCallbackMethod_Pus
   grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
                                  grpc::ByteBuffer* reply) override;
 
+  // The bytes of the pushes answered so far: requests received, replies
+  // sent (0 for a refused push), as the metrics count them.
+  struct Traffic {
+    uint64_t pushes = 0;
+    uint64_t bytes_in = 0;
+    uint64_t bytes_out = 0;
+  };
+  Traffic traffic() const {
+    return {pushes_.load(std::memory_order_relaxed), bytes_in_.load(std::memory_order_relaxed),
+            bytes_out_.load(std::memory_order_relaxed)};
+  }
+
  private:
   AggregationCore* core_;
   const CallAuth auth_;
   ServerMetrics* const metrics_;
+  std::atomic<uint64_t> pushes_{0}, bytes_in_{0}, bytes_out_{0};
 };
 
 // Calls core->ExpireRounds(absl::Now()) every `period` on its own thread, so

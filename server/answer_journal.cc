@@ -47,11 +47,8 @@ bool ParseName(const std::string& name, uint32_t* group, bool* second_round, uin
 }  // namespace
 
 std::string ShardIdentity(const v1::JobConfig& job, int shard_index, int num_shards) {
-  v1::JobConfig content = job;
-  content.clear_round_deadline_ms();
-  content.clear_finished_rounds_kept();
-  return absl::StrFormat("job '%s', config %016x, shard %d of %d", job.job(), MessageFingerprint(content),
-                         shard_index, num_shards);
+  return absl::StrFormat("job '%s', config %s, shard %d of %d", job.job(), JobFingerprint(job), shard_index,
+                         num_shards);
 }
 
 absl::StatusOr<std::unique_ptr<AnswerJournal>> AnswerJournal::Open(std::string dir, std::string identity,

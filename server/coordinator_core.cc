@@ -86,6 +86,7 @@ CoordinatorCore::CoordinatorCore(v1::JobConfig job, CoordinatorOptions options,
       options_(options),
       shard_of_group_(std::move(shard_of_group)),
       fingerprint_(RunFingerprint(job_.run())),
+      job_fingerprint_(JobFingerprint(job_)),
       shard_addresses_(options.num_shards) {}
 
 absl::Status CoordinatorCore::CheckJob(const std::string& job) const {
@@ -170,10 +171,15 @@ absl::StatusOr<v1::JoinReply> CoordinatorCore::Join(const v1::JoinRequest& reque
         "fingerprint ", QuoteField(request.fingerprint()), " does not match the run sent with it (",
         RunFingerprint(request.run()), "): a corrupted request or a different SketchFuse build"));
   }
-  if (request.fingerprint() != fingerprint_) {
+  // A worker that leaves the partition bound to the job takes the job's.
+  v1::RunConfig run = request.run();
+  if (!run.has_partition_elements() && job_.run().has_partition_elements()) {
+    run.set_partition_elements(job_.run().partition_elements());
+  }
+  if (RunFingerprint(run) != fingerprint_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "worker '", request.worker_id(), "' runs a different configuration than job '", job_.job(),
-        "': ", DiffRunConfigs(job_.run(), request.run())));
+        "': ", DiffRunConfigs(job_.run(), run)));
   }
   const std::string& id = request.worker_id();
   std::unique_lock<std::mutex> lock(mu_);
@@ -231,6 +237,12 @@ absl::Status CoordinatorCore::RegisterShard(const v1::RegisterShardRequest& requ
                                                   absl::StrCat("shard ", request.shard(), " at ", address));
       !family.ok()) {
     return family;
+  }
+  if (!request.job_fingerprint().empty() && request.job_fingerprint() != job_fingerprint_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "shard ", request.shard(), " at ", QuoteField(address), " serves another job config (config ",
+        QuoteField(request.job_fingerprint()), ", ", QuoteField(request.partitioning()), ") than the coordinator's (config ",
+        job_fingerprint_, ", ", DescribeGroups(job_), "): give every shard the coordinator's job file and shard count"));
   }
   std::lock_guard<std::mutex> lock(mu_);
   shard_addresses_[request.shard()] = address;

@@ -66,7 +66,8 @@ class CoordinatorCore {
   //     not match the run sent with it;
   //   FAILED_PRECONDITION: a worker build with another sketch hash family
   //     (CheckSketchHashFamily), a run that differs from the job's (the
-  //     message lists each differing field), or the job already has all its
+  //     message lists each differing field; a run without
+  //     partition_elements takes the job's), or the job already has all its
   //     workers;
   //   DEADLINE_EXCEEDED / CANCELLED: the job was not complete in time (the
   //     message says who is still missing). The worker stays joined;
@@ -77,7 +78,11 @@ class CoordinatorCore {
   // Records the address of a shard. A shard that restarts registers again and
   // replaces its address. INVALID_ARGUMENT for another job, a shard count
   // other than the coordinator's, an index out of range or an empty address;
-  // FAILED_PRECONDITION for a shard build with another sketch hash family.
+  // FAILED_PRECONDITION for a shard build with another sketch hash family,
+  // or a shard whose job config is not the coordinator's (job_fingerprint,
+  // JobFingerprint: other groups or partitions; the message names both
+  // partitionings). A request without job_fingerprint (a tool that
+  // registers by hand) is not checked; the shard server always sends it.
   absl::Status RegisterShard(const v1::RegisterShardRequest& request);
 
   // Marks the worker alive at `now` and reports the dead ones. NOT_FOUND for
@@ -118,6 +123,7 @@ class CoordinatorCore {
   const CoordinatorOptions options_;
   const std::vector<uint32_t> shard_of_group_;
   const std::string fingerprint_;
+  const std::string job_fingerprint_;  // JobFingerprint(job_), which shards state
 
   std::mutex mu_;
   std::condition_variable changed_;

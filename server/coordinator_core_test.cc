@@ -122,6 +122,58 @@ TEST(CoordinatorCoreTest, RefusesADifferentConfigurationListingTheFields) {
   EXPECT_NE(message.find("first difference at [1]: 10 vs 11"), std::string::npos) << message;
 }
 
+// A job cut into partitions: a worker that leaves the bound to the job
+// joins and takes the job's; one that states another is refused naming the
+// field; a shard whose job config is another (other partitions) is refused
+// naming both partitionings, and one with the coordinator's is taken.
+TEST(CoordinatorCoreTest, WorkersAndShardsMustHoldTheJobsPartitions) {
+  v1::JobConfig job = TestJob(1);
+  job.mutable_run()->set_partition_elements(600);  // 1010 -> 505 + 505; 505 stays whole
+  job.mutable_groups(1)->set_group(2);
+  v1::GroupConfig* second = job.mutable_groups()->Add();
+  *second = job.groups(0);
+  job.mutable_groups(0)->set_dim(505);
+  second->set_group(1);
+  second->set_dim(505);
+  second->set_offset(505);
+  job.mutable_groups()->SwapElements(1, 2);
+  CoordinatorOptions options;
+  options.num_shards = 2;
+  absl::StatusOr<std::unique_ptr<CoordinatorCore>> made = CoordinatorCore::Create(job, options);
+  ASSERT_TRUE(made.ok()) << made.status();
+  CoordinatorCore& core = **made;
+
+  v1::RegisterShardRequest other = ShardOf(1, 2);
+  v1::JobConfig unpartitioned = TestJob(1);
+  unpartitioned.mutable_run()->set_partition_elements(0);
+  other.set_job_fingerprint(JobFingerprint(unpartitioned));
+  other.set_partitioning(DescribeGroups(unpartitioned));
+  absl::Status refused = core.RegisterShard(other);
+  ASSERT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_NE(refused.message().find("'2 groups'"), absl::string_view::npos) << refused;
+  EXPECT_NE(refused.message().find("3 partitions of 2 fused groups (partition_elements 600)"), absl::string_view::npos)
+      << refused;
+  for (uint32_t s : {0u, 1u}) {
+    v1::RegisterShardRequest shard = ShardOf(s, 2);
+    shard.set_job_fingerprint(JobFingerprint(job));
+    ASSERT_TRUE(core.RegisterShard(shard).ok());
+  }
+
+  v1::JobConfig stated = job;
+  stated.mutable_run()->set_partition_elements(300);
+  absl::Status status = core.Join(JoinOf(stated, "w-0"), Soon(), nullptr).status();
+  ASSERT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_NE(status.message().find("partition_elements: job has 600, worker has 300"), absl::string_view::npos) << status;
+
+  v1::JobConfig unstated = job;
+  unstated.mutable_run()->clear_partition_elements();
+  absl::StatusOr<v1::JoinReply> reply = core.Join(JoinOf(unstated, "w-0"), Soon(), nullptr);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->job().run().partition_elements(), 600u);
+  EXPECT_EQ(reply->job().groups_size(), 3);
+  EXPECT_EQ(reply->shard_of_group_size(), 3);
+}
+
 TEST(CoordinatorCoreTest, RefusesMalformedJoins) {
   std::unique_ptr<CoordinatorCore> core = MakeCore(2);
   const v1::JobConfig job = TestJob(2);

@@ -1,8 +1,8 @@
 // A job's configuration as the servers use it: its groups' layers checked,
 // and the groups one shard of S serves. (The file is read by
-// proto/job_config_file.h.) Groups are spread over shards by size with the
-// fusion planner's AssignGroupsToShards, so every process derives the same
-// map.
+// proto/job_config_file.h.) Groups (partitions, where the job cuts its fused
+// groups) are spread over shards by size with the fusion planner's
+// AssignGroupsToShards, so every process derives the same map.
 #ifndef SKETCHFUSE_SERVER_JOB_CONFIG_H_
 #define SKETCHFUSE_SERVER_JOB_CONFIG_H_
 
@@ -16,9 +16,12 @@
 
 namespace sketchfuse {
 
-// OK when the job has no run section, or when its groups' layer ranges tile
-// [0, run.layer_sizes) in order, each non-empty, and each group's dim is the
-// sum of its layers' sizes. INVALID_ARGUMENT naming the first bad group.
+// OK when the job has no run section, or when its fused groups' layer ranges
+// tile [0, run.layer_sizes) in order, each non-empty, and each fused group is
+// either one group whose dim is the sum of its layers' sizes or consecutive
+// partitions (GroupConfig.offset) that tile those elements, exactly as
+// run.partition_elements cuts them (common/partitioning.h: CutGroups).
+// INVALID_ARGUMENT naming the first bad group or partition.
 absl::Status ValidateGroupLayers(const v1::JobConfig& config);
 
 // Shard index of each group (in the order of config.groups()).

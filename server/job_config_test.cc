@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <functional>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -56,6 +58,66 @@ TEST(JobConfigTest, BadFilesAndConfigsAreRefusedByName) {
   s = ShardOfGroups(config, 2).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(), "group 0 has dim 9223372036854775808, past 2^63 - 1");
+}
+
+
+// A job of two fused groups (layers of 60 + 40 and of 30 elements) cut by
+// partition_elements 40 into partitions of 34, 33, 33 and 30 elements.
+v1::JobConfig PartitionedJob() {
+  v1::JobConfig job;
+  job.set_job("p");
+  job.set_world_size(2);
+  v1::RunConfig* run = job.mutable_run();
+  for (uint64_t size : {60, 40, 30}) run->add_layer_sizes(size);
+  run->set_partition_elements(40);
+  const struct { uint32_t begin, end; uint64_t offset, dim; } parts[] = {
+      {0, 2, 0, 34}, {0, 2, 34, 33}, {0, 2, 67, 33}, {2, 3, 0, 30}};
+  uint32_t g = 0;
+  for (const auto& part : parts) {
+    v1::GroupConfig* group = job.add_groups();
+    group->set_group(g++);
+    group->set_layer_begin(part.begin);
+    group->set_layer_end(part.end);
+    group->set_offset(part.offset);
+    group->set_dim(part.dim);
+    group->set_compressor("dense");
+  }
+  return job;
+}
+
+TEST(JobConfigTest, PartitionsAreAcceptedAndSpreadOverShards) {
+  const v1::JobConfig job = PartitionedJob();
+  ASSERT_TRUE(ValidateGroupLayers(job).ok()) << ValidateGroupLayers(job);
+  // LPT: 34 -> 0, 33 -> 1, 33 -> 1 (33 < 34), 30 -> 0.
+  EXPECT_EQ(*ShardOfGroups(job, 2), (std::vector<int>{0, 1, 1, 0}));
+  AggregationConfig s0 = *ShardConfig(job, 0, 2);
+  ASSERT_EQ(s0.groups.size(), 2u);
+  EXPECT_EQ(s0.groups[0].dim, 34u);
+}
+
+// Partitions that do not tile their fused group, or that another bound
+// would make, are refused naming the partition.
+TEST(JobConfigTest, PartitionsThatAreNotTheBoundsAreRefusedByName) {
+  struct Case {
+    std::function<void(v1::JobConfig&)> change;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {[](v1::JobConfig& j) { j.mutable_groups(1)->set_offset(35); }, "group 1 is a partition at offset 35"},
+      {[](v1::JobConfig& j) { j.mutable_groups(2)->set_dim(32); }, "cover 99 of their 100 elements"},
+      {[](v1::JobConfig& j) { j.mutable_groups(3)->set_offset(5); }, "group 3 is a partition at offset 5"},
+      {[](v1::JobConfig& j) { j.mutable_run()->set_partition_elements(50); },
+       "group 0 (offset 0, 34 elements) is not a partition that partition_elements 50 makes"},
+      {[](v1::JobConfig& j) { j.mutable_run()->set_partition_elements(0); }, "partition_elements 0 makes"},
+      {[](v1::JobConfig& j) { j.mutable_groups(0)->set_dim(101); }, "group 0 has dim 101 but its layers hold 100"},
+  };
+  for (const Case& c : cases) {
+    v1::JobConfig job = PartitionedJob();
+    c.change(job);
+    const absl::Status s = ValidateGroupLayers(job);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.says;
+    EXPECT_NE(s.message().find(c.says), std::string::npos) << s;
+  }
 }
 
 }  // namespace

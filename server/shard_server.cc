@@ -10,6 +10,7 @@
 #include "common/sketch_hash.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "proto/run_config.h"
 #include "server/job_config.h"
 
 namespace sketchfuse {
@@ -126,6 +127,8 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(ShardServerConfi
   registration.set_num_shards(config.num_shards);
   registration.set_address(server->advertised_);
   registration.set_sketch_hash_family(kSketchHashFamily);
+  registration.set_job_fingerprint(JobFingerprint(config.job));
+  registration.set_partitioning(DescribeGroups(config.job));
   if (server->coordinator_ != nullptr) {
     if (absl::Status registered = server->coordinator_->RegisterShard(registration); !registered.ok()) {
       server->Shutdown(absl::ZeroDuration());

@@ -92,6 +92,7 @@ class ShardServer {
   // Answers taken up from the state directory at start.
   size_t restored_answers() const { return restored_answers_; }
   AggregationCore::Stats stats() const { return core_->stats(); }
+  AggregatorService::Traffic traffic() const { return service_->traffic(); }
   // The job's coordinator when this shard serves it; else null.
   CoordinatorCore* coordinator() const { return coordinator_.get(); }
 

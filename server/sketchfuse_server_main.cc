@@ -34,12 +34,10 @@ ABSL_FLAG(std::string, job_config, "",
           "Required. The job's aggregation configuration: a v1.JobConfig file in JSON (.json) "
           "or protobuf text format (job, world size, groups with their compressors).");
 ABSL_FLAG(int, shard_index, 0, "This shard's index in [0, num_shards).");
-ABSL_FLAG(int, num_shards, 1,
-          "Number of aggregation shards of the job; groups are spread over them by size.");
+ABSL_FLAG(int, num_shards, 1, "The job's aggregation shards; groups (partitions) are spread over them by size.");
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on (0.0.0.0 for all interfaces).");
 ABSL_FLAG(int, port, 0, "Port to listen on; 0 picks a free one (see --port_file).");
-ABSL_FLAG(std::string, port_file, "",
-          "If set, the chosen port is written to this file once the server listens.");
+ABSL_FLAG(std::string, port_file, "", "If set, the chosen port is written to this file once the server listens.");
 ABSL_FLAG(std::string, token_file, "",
           "File holding the bearer token every RPC must carry ('authorization: Bearer <token>'). "
           "Empty: no token required.");
@@ -243,7 +241,9 @@ int main(int argc, char** argv) {
   std::cout << "sketchfuse_server: signal " << signal_number << ", shutting down" << std::endl;
   const int failed = (*server)->Shutdown(absl::Seconds(5));
   const sketchfuse::AggregationCore::Stats stats = (*server)->stats();
+  const sketchfuse::AggregatorService::Traffic traffic = (*server)->traffic();
   std::cout << "sketchfuse_server: stopped after " << stats.rounds_completed << " rounds (" << failed
-            << " open rounds failed at shutdown)" << std::endl;
+            << " open rounds failed at shutdown); " << traffic.pushes << " pushes, bytes in " << traffic.bytes_in
+            << ", bytes out " << traffic.bytes_out << ", decode " << stats.decode_seconds << " s" << std::endl;
   return exit_code;
 }

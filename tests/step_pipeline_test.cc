@@ -9,6 +9,7 @@
 #include <mutex>
 #include <numeric>
 
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "server/aggregator_service.h"
 #include "server/job_config.h"
@@ -252,8 +253,8 @@ class HeldScheme : public AggregationScheme {
 
 TEST(StepPipelineDivergenceTest, ANonFiniteGroupIsNeverExchangedAndStopsThePipeline) {
   HeldScheme scheme(/*hold=*/false);
-  // Three groups of one layer each: layers 0, 1, 2.
-  std::unique_ptr<StepPipeline> pipeline = *StepPipeline::Create({4, 3, 5}, {{0, 1}, {1, 1}, {2, 1}}, &scheme);
+  // Three groups of one layer each: layers 0, 1, 2 (elements 0-3, 4-6, 7-11).
+  std::unique_ptr<StepPipeline> pipeline = *StepPipeline::Create({4, 3, 5}, {{0, 4}, {4, 3}, {7, 5}}, &scheme);
   pipeline->BeginStep(6);
   std::vector<float> good(4, 1.0f), bad(3, 2.0f), last(5, 0.5f);
   bad[2] = std::numeric_limits<float>::infinity();
@@ -283,7 +284,7 @@ TEST(StepPipelineDivergenceTest, ANonFiniteGroupIsNeverExchangedAndStopsThePipel
 
 TEST(StepPipelineDivergenceTest, AbortEndsTheStepWithoutWaitingForExchangesInFlight) {
   HeldScheme scheme(/*hold=*/true);
-  std::unique_ptr<StepPipeline> pipeline = *StepPipeline::Create({4, 3}, {{0, 1}, {1, 1}}, &scheme);
+  std::unique_ptr<StepPipeline> pipeline = *StepPipeline::Create({4, 3}, {{0, 4}, {4, 3}}, &scheme);
   pipeline->BeginStep(0);
   std::vector<float> a(4, 1.0f), b(3, 1.0f);
   ASSERT_TRUE(pipeline->AddLayerGradient(0, a).ok());
@@ -319,11 +320,39 @@ TEST(StepPipelineCreateTest, RefusesLayoutsThatDoNotTileTheLayers) {
     std::vector<GroupState> SaveState() const override { return {}; }
     absl::Status RestoreState(const std::vector<GroupState>&) override { return absl::OkStatus(); }
   } none;
-  EXPECT_FALSE(StepPipeline::Create({10, 10}, {{0, 1}}, &none).ok());
-  EXPECT_FALSE(StepPipeline::Create({10, 10}, {{1, 1}, {0, 1}}, &none).ok());
-  EXPECT_FALSE(StepPipeline::Create({10, 0}, {{0, 2}}, &none).ok());
-  EXPECT_FALSE(StepPipeline::Create({10}, {{0, 1}}, nullptr).ok());
-  EXPECT_TRUE(StepPipeline::Create({10, 10}, {{0, 1}, {1, 1}}, &none).ok());
+  // Groups are ranges of the flat gradient: {begin, size}.
+  EXPECT_FALSE(StepPipeline::Create({10, 10}, {{0, 10}}, &none).ok());
+  EXPECT_FALSE(StepPipeline::Create({10, 10}, {{10, 10}, {0, 10}}, &none).ok());
+  EXPECT_FALSE(StepPipeline::Create({10, 0}, {{0, 10}}, &none).ok());
+  EXPECT_FALSE(StepPipeline::Create({10}, {{0, 10}}, nullptr).ok());
+  EXPECT_TRUE(StepPipeline::Create({10, 10}, {{0, 10}, {10, 10}}, &none).ok());
+  EXPECT_TRUE(StepPipeline::Create({10, 10}, {{0, 7}, {7, 6}, {13, 7}}, &none).ok());
+}
+
+// Partitions cut layers: a group is handed over once every layer with a
+// piece in it is in, and each group's buffer holds exactly its range of the
+// layers' values (the scheme answers with the gradient itself).
+TEST(StepPipelinePartitionTest, ALayerCutByPartitionsFillsEachAndReadiesThemInOrder) {
+  HeldScheme scheme(/*hold=*/false);
+  // Layers of 4 and 6 elements; partitions [0, 3), [3, 7), [7, 10).
+  std::unique_ptr<StepPipeline> pipeline = *StepPipeline::Create({4, 6}, {{0, 3}, {3, 4}, {7, 3}}, &scheme);
+  pipeline->BeginStep(1);
+  const std::vector<float> first = {1, 2, 3, 4}, second = {5, 6, 7, 8, 9, 10};
+  ASSERT_TRUE(pipeline->AddLayerGradient(0, first).ok());
+  // Partition 0 lies in layer 0 alone: it goes out before layer 1 is in;
+  // partition 1 waits for layer 1.
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (scheme.exchanged().empty() && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_EQ(scheme.exchanged(), std::vector<int>({0}));
+  ASSERT_TRUE(pipeline->AddLayerGradient(1, second).ok());
+  pipeline->MarkBackwardEnd();
+  absl::StatusOr<std::vector<Update>> updates = pipeline->FinishStep(absl::Seconds(30));
+  ASSERT_TRUE(updates.ok()) << updates.status();
+  ASSERT_EQ(updates->size(), 3u);
+  EXPECT_EQ((*updates)[0].values, std::vector<float>({1, 2, 3}));
+  EXPECT_EQ((*updates)[1].values, std::vector<float>({4, 5, 6, 7}));
+  EXPECT_EQ((*updates)[2].values, std::vector<float>({8, 9, 10}));
+  EXPECT_EQ(scheme.exchanged(), std::vector<int>({0, 1, 2}));
 }
 
 }  // namespace

@@ -59,7 +59,10 @@ TrainingCluster::~TrainingCluster() {
 
 std::string TrainingCluster::StartServers(int shards, const std::vector<int>& ports) {
   if (!std::filesystem::exists(dir_ + "/job.json")) {
-    std::vector<std::string> plan = {worker_binary_, "--write_job_config=" + dir_ + "/job.json"};
+    // The job is partitioned for the shards it runs on (the run's flags may
+    // set the partitions themselves).
+    std::vector<std::string> plan = {worker_binary_, "--write_job_config=" + dir_ + "/job.json",
+                                     absl::StrCat("--num_shards=", shards)};
     plan.insert(plan.end(), run_flags_.begin(), run_flags_.end());
     const pid_t planner = Spawn(plan, dir_ + "/plan.out", dir_ + "/plan.err");
     EXPECT_EQ(WaitFor(planner, std::chrono::seconds(60)), 0) << ReadFileOrEmpty(dir_ + "/plan.err");

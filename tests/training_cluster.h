@@ -53,7 +53,8 @@ class TrainingCluster {
   // The address servers listen on and advertise (default 127.0.0.1).
   void SetHost(std::string host) { host_ = std::move(host); }
 
-  // Writes the job config and starts `shards` servers, on `ports` if given
+  // Writes the job config (partitioned for `shards` shards, see
+  // worker/pipeline/job_plan.h) and starts `shards` servers, on `ports` if given
   // (else free ones); returns the coordinator's address ("" on failure, with
   // a test failure recorded).
   std::string StartServers(int shards, const std::vector<int>& ports = {});

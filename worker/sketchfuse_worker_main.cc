@@ -64,8 +64,11 @@ int main(int argc, char** argv) {
   if (!run.ok()) return Fail(run.status());
 
   if (const std::string path = absl::GetFlag(FLAGS_write_job_config); !path.empty()) {
+    const int num_shards = absl::GetFlag(FLAGS_num_shards);
+    if (num_shards < 1) return Fail(absl::InvalidArgumentError(absl::StrCat("--num_shards must be >= 1; got ", num_shards)));
     absl::Status written = sketchfuse::WriteJobConfigFile(absl::GetFlag(FLAGS_job), absl::GetFlag(FLAGS_world_size),
-                                                          *run, absl::GetFlag(FLAGS_round_deadline_ms), path);
+                                                          *run, absl::GetFlag(FLAGS_round_deadline_ms),
+                                                          static_cast<uint32_t>(num_shards), path);
     return written.ok() ? 0 : Fail(written);
   }
   if (absl::GetFlag(FLAGS_virtual_workers) != 0) {

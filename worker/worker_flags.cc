@@ -5,7 +5,9 @@
 #include <utility>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/error_text.h"
 #include "absl/time/time.h"
 #include "proto/rpc_channel.h"
 #include "worker/rpc/transport_faults.h"
@@ -50,6 +52,14 @@ ABSL_FLAG(int, probe_every, 20, "auto: steps on the decentralized route between 
 ABSL_FLAG(std::string, fusion, "optimal",
           "Fusion planner mode: optimal, omgs, mergecomp (its two-group search on the planning model), per_layer, "
           "single, or a number N of equal groups.");
+ABSL_FLAG(std::string, partition_elements, "",
+          "Cut each fused group into partitions of at most this many elements (equal parts), each compressed, "
+          "pushed, merged and decoded as a unit of its own, so the shards share a model of few groups "
+          "(common/partitioning.h). 0: no cut. Empty: the job's, which --write_job_config sets by default for "
+          "--num_shards shards (two partitions per shard, none for one shard or a decentralized scheme).");
+ABSL_FLAG(int, num_shards, 1,
+          "With --write_job_config: the aggregation shards the job runs on; the default partitions follow it "
+          "(>= 1).");
 ABSL_FLAG(int, epochs, 2, "Training epochs (>= 1).");
 ABSL_FLAG(int, batch_size, 64, "Examples per worker per step (>= 1).");
 ABSL_FLAG(double, learning_rate, 0.05, "SGD learning rate (> 0).");
@@ -139,6 +149,15 @@ absl::StatusOr<v1::RunConfig> RunFromFlags() {
   request.compressor = absl::GetFlag(FLAGS_compressor);
   request.second_round = absl::GetFlag(FLAGS_second_round);
   request.fusion = absl::GetFlag(FLAGS_fusion);
+  if (const std::string bound = absl::GetFlag(FLAGS_partition_elements); !bound.empty()) {
+    uint64_t elements = 0;
+    if (!absl::SimpleAtoi(bound, &elements) || bound[0] == '-' || bound[0] == '+') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--partition_elements must be empty (the job's), 0 (no cut) or a number of elements; got ",
+                       QuoteField(bound)));
+    }
+    request.partition_elements = elements;
+  }
   request.seed = absl::GetFlag(FLAGS_seed);
   request.batch_size = absl::GetFlag(FLAGS_batch_size);
   request.learning_rate = absl::GetFlag(FLAGS_learning_rate);

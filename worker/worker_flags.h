@@ -31,6 +31,8 @@ ABSL_DECLARE_FLAG(int, collective_device);
 ABSL_DECLARE_FLAG(int, collective_timeout_s);
 ABSL_DECLARE_FLAG(int, probe_every);
 ABSL_DECLARE_FLAG(std::string, fusion);
+ABSL_DECLARE_FLAG(std::string, partition_elements);
+ABSL_DECLARE_FLAG(int, num_shards);
 ABSL_DECLARE_FLAG(int, epochs);
 ABSL_DECLARE_FLAG(int, batch_size);
 ABSL_DECLARE_FLAG(double, learning_rate);

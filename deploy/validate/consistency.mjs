@@ -66,6 +66,10 @@ if (config && servers && workers) {
     problems.push("the job-config init container or the worker container has no /bin/sh -c script");
   } else {
     const init = flagsOf(initScript[1]), worker = flagsOf(workerScript[1]);
+    // The job's partitions follow the shard count (worker/pipeline/job_plan.h).
+    if (init.get("num_shards") !== "NUM_SHARDS") {
+      problems.push(`${initScript[0]}: must pass --num_shards="$NUM_SHARDS" (the job's partitions follow the shard count)`);
+    }
     for (const flag of RUN_FLAGS) {
       if (!init.has(flag)) problems.push(`${initScript[0]}: run flag --${flag} is not passed`);
       if (!worker.has(flag)) problems.push(`${workerScript[0]}: run flag --${flag} is not passed`);

@@ -760,9 +760,10 @@ def write_job_config(model, path, scheme, compressor=None, world_size=None, job=
     """Writes the job configuration the servers of a centralized hook job read
     (``sketchfuse_server --job_config=path``): the worker's fusion plan over the
     model's trainable parameters in backward order, with the scheme's
-    compressor and the options (seed, momentum, ... as HookState's). Every
-    rank's HookState must then be made with the same settings, or the
-    coordinator refuses the join naming what differs."""
+    compressor and the options (seed, momentum, ... as HookState's;
+    ``num_shards=S`` partitions the groups for S shards, as the worker's
+    ``--num_shards``). Every rank's HookState must then be made with the same
+    settings, or the coordinator refuses the join naming what differs."""
     sizes = [p.numel() for p in reversed(list(model.parameters())) if p.requires_grad]
     if not sizes:
         raise ValueError("the model has no trainable parameters")

@@ -31,6 +31,13 @@ class GradientView {
     return view;
   }
 
+  // `size` values from `offset` (within size(); the caller checks), in the
+  // same memory.
+  GradientView Sub(size_t offset, size_t size) const {
+    if (device_ != nullptr) return OnDevice(device_ + offset, size);
+    return GradientView(host_.subspan(offset, size));
+  }
+
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   bool on_device() const { return device_ != nullptr; }

@@ -128,6 +128,10 @@ absl::StatusOr<HookSettings> ParseHookSettings(const std::string& text) {
       if (!absl::SimpleAtoi(value, field) || *field < 1 || *field > 86400) {
         return BadValue(key, value, "an integer in [1, 86400]");
       }
+    } else if (key == "num_shards") {
+      if (!absl::SimpleAtoi(value, &settings.num_shards) || settings.num_shards < 1 || settings.num_shards > 4096) {
+        return BadValue(key, value, "an integer in [1, 4096]");
+      }
     } else if (key == "device") {
       if (value != "cpu" && value != "cuda") return BadValue(key, value, "cpu or cuda");
       settings.device = std::string(value);
@@ -145,7 +149,7 @@ absl::StatusOr<HookSettings> ParseHookSettings(const std::string& text) {
           "unknown setting '", key.substr(0, 80),
           "' (known: scheme, compressor, rank, world_size, seed, momentum, error_feedback, release_cap, "
           "second_round, check_finite, device, gpu, coordinator, job, worker_id, token_file, tls_ca, tls_cert, tls_key, "
-          "join_timeout_s, push_timeout_s, push_attempts, probe_every)"));
+          "join_timeout_s, push_timeout_s, push_attempts, probe_every, num_shards)"));
     }
   }
   if (!has_scheme) return absl::InvalidArgumentError("setting 'scheme' is missing");
@@ -192,6 +196,7 @@ std::string HookSettingsText(const HookSettings& s) {
       s.scheme, s.compressor, s.rank, s.world_size, s.seed, s.momentum, s.error_feedback, s.release_cap,
       s.second_round, s.check_finite);
   absl::StrAppend(&text, "device=", s.device, "\n");
+  if (s.num_shards != 1) absl::StrAppend(&text, "num_shards=", s.num_shards, "\n");
   if (s.on_gpu()) absl::StrAppend(&text, "gpu=", s.gpu, "\n");
   if (s.joins_coordinator()) {
     absl::StrAppendFormat(&text,
@@ -218,8 +223,9 @@ absl::StatusOr<v1::JobConfig> HookJobConfig(const HookSettings& settings, const 
           absl::StrCat("parameter ", i, " (backward order) has ", layer_sizes[i], " elements; 1 to 2^32 - 1"));
     }
   }
-  absl::StatusOr<v1::JobConfig> job = MakeJobConfig(settings.job, static_cast<uint32_t>(settings.world_size),
-                                                    HookJobRun(settings, layer_sizes));
+  absl::StatusOr<v1::JobConfig> job =
+      MakeJobConfig(settings.job, static_cast<uint32_t>(settings.world_size), HookJobRun(settings, layer_sizes),
+                    /*round_deadline_ms=*/60000, static_cast<uint32_t>(settings.num_shards));
   if (!job.ok()) return job.status();
   job->set_finished_rounds_kept(16);
   return job;
@@ -270,8 +276,10 @@ absl::StatusOr<std::unique_ptr<HookSession>> HookSession::Join(HookSettings sett
   if (!channel.ok()) return channel.status();
   session.coordinator_ =
       std::make_unique<CoordinatorClient>(settings.coordinator, settings.job, settings.worker_id, *channel);
-  absl::StatusOr<v1::JoinReply> joined =
-      session.coordinator_->Join(planned->run(), absl::Seconds(settings.join_timeout_s));
+  // The partitions are the job's (its shards'), whatever this rank planned.
+  v1::RunConfig run = planned->run();
+  run.clear_partition_elements();
+  absl::StatusOr<v1::JoinReply> joined = session.coordinator_->Join(run, absl::Seconds(settings.join_timeout_s));
   if (!joined.ok()) {
     return absl::Status(joined.status().code(), absl::StrCat("joining job '", settings.job, "' at ",
                                                              settings.coordinator, ": ", joined.status().message()));

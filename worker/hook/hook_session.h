@@ -62,6 +62,10 @@ struct HookSettings {
   int push_timeout_s = 60;
   int push_attempts = 5;
   int probe_every = 20;
+  // The shards a job config written from these settings (HookJobConfig,
+  // sf_write_job_config) is partitioned for; a joined session takes the
+  // job's partitions whatever it says.
+  int num_shards = 1;
 
   bool joins_coordinator() const { return !coordinator.empty(); }
   bool on_gpu() const { return device == "cuda"; }

@@ -1,5 +1,6 @@
 #include "worker/pipeline/fusion_layout.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -7,37 +8,46 @@
 namespace sketchfuse {
 
 absl::StatusOr<FusionLayout> FusionLayout::Create(std::vector<int64_t> layer_sizes, std::vector<GroupLayout> groups) {
-  int next = 0;
-  for (size_t g = 0; g < groups.size(); ++g) {
-    if (groups[g].first_layer != next || groups[g].num_layers < 1) {
-      return absl::InvalidArgumentError(absl::StrCat("group ", g, " starts at layer ", groups[g].first_layer,
-                                                     " with ", groups[g].num_layers,
-                                                     " layers; expected a non-empty range from layer ", next));
-    }
-    if (groups[g].num_layers > static_cast<int>(layer_sizes.size()) - next) {
-      return absl::InvalidArgumentError(absl::StrCat("group ", g, " ends at layer ",
-                                                     int64_t{next} + groups[g].num_layers, "; the model has ",
-                                                     layer_sizes.size()));
-    }
-    next += groups[g].num_layers;
-  }
-  if (next != static_cast<int>(layer_sizes.size())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the groups cover ", next, " layers; the model has ", layer_sizes.size()));
-  }
   FusionLayout layout;
-  layout.layer_offsets_.resize(layer_sizes.size());
-  layout.group_of_layer_.resize(layer_sizes.size());
-  for (size_t g = 0; g < groups.size(); ++g) {
-    int64_t offset = 0;
-    for (int l = groups[g].first_layer; l < groups[g].first_layer + groups[g].num_layers; ++l) {
-      if (layer_sizes[l] <= 0) return absl::InvalidArgumentError(absl::StrCat("layer ", l, " is empty"));
-      layout.layer_offsets_[l] = offset;
-      layout.group_of_layer_[l] = static_cast<int>(g);
-      offset += layer_sizes[l];
-    }
-    layout.group_sizes_.push_back(offset);
+  for (size_t l = 0; l < layer_sizes.size(); ++l) {
+    if (layer_sizes[l] <= 0) return absl::InvalidArgumentError(absl::StrCat("layer ", l, " is empty"));
+    layout.layer_begins_.push_back(layout.total_size_);
+    layout.total_size_ += layer_sizes[l];
   }
+  int64_t next = 0;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (groups[g].begin != next || groups[g].size < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("group ", g, " holds elements [", groups[g].begin, ", ",
+                                                     groups[g].begin + groups[g].size,
+                                                     "); expected a non-empty range from element ", next));
+    }
+    if (groups[g].size > layout.total_size_ - next) {
+      return absl::InvalidArgumentError(absl::StrCat("group ", g, " ends at element ", next + groups[g].size,
+                                                     "; the model has ", layout.total_size_));
+    }
+    next += groups[g].size;
+  }
+  if (next != layout.total_size_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the groups cover ", next, " elements; the model has ", layout.total_size_));
+  }
+  // Walk layers and groups together, cutting each layer at group boundaries.
+  layout.pieces_.resize(layer_sizes.size());
+  layout.layers_in_group_.assign(groups.size(), 0);
+  size_t g = 0;
+  for (size_t l = 0; l < layer_sizes.size(); ++l) {
+    int64_t at = layout.layer_begins_[l];
+    const int64_t end = at + layer_sizes[l];
+    while (at < end) {
+      while (groups[g].begin + groups[g].size <= at) ++g;
+      const int64_t piece_end = std::min(end, groups[g].begin + groups[g].size);
+      layout.pieces_[l].push_back(
+          {static_cast<int>(g), at - groups[g].begin, at - layout.layer_begins_[l], piece_end - at});
+      ++layout.layers_in_group_[g];
+      at = piece_end;
+    }
+  }
+  for (const GroupLayout& group : groups) layout.group_sizes_.push_back(group.size);
   layout.layer_sizes_ = std::move(layer_sizes);
   layout.groups_ = std::move(groups);
   return layout;

@@ -8,6 +8,7 @@
 #include "common/compressor_registry.h"
 #include "common/cost_model.h"
 #include "common/fusion_planner.h"
+#include "common/partitioning.h"
 #include "proto/job_config_file.h"
 #include "proto/run_config.h"
 #include "worker/schemes/scheme_registry.h"
@@ -29,9 +30,11 @@ GroupCostModel LoopbackCostModel() {
 }  // namespace
 
 absl::StatusOr<v1::JobConfig> MakeJobConfig(const std::string& job_name, uint32_t world_size,
-                                            const v1::RunConfig& run, uint32_t round_deadline_ms) {
+                                            const v1::RunConfig& run, uint32_t round_deadline_ms,
+                                            uint32_t num_shards) {
   if (job_name.empty()) return absl::InvalidArgumentError("the job name is empty");
   if (world_size == 0) return absl::InvalidArgumentError("the world size is 0");
+  if (num_shards == 0) return absl::InvalidArgumentError("the shard count is 0");
   if (run.layer_sizes().empty()) return absl::InvalidArgumentError("the run has no layers");
   if (absl::Status s = CheckSchemeCompressor(run.scheme(), run.compressor()); !s.ok()) return s;
   std::vector<LayerTiming> layers;
@@ -57,13 +60,31 @@ absl::StatusOr<v1::JobConfig> MakeJobConfig(const std::string& job_name, uint32_
   job.set_round_deadline_ms(round_deadline_ms);
   job.set_hash_seed(run.seed());
   *job.mutable_run() = run;
-  for (size_t g = 0; g < plan->groups.size(); ++g) {
-    const FusionGroup& fused = plan->groups[g];
+
+  // Partitions: the run's bound, or the default for the shards (the
+  // decentralized schemes' collectives gain nothing from a cut).
+  std::vector<int64_t> fused_sizes;
+  for (const FusionGroup& fused : plan->groups) fused_sizes.push_back(fused.num_elements);
+  if (!run.has_partition_elements()) {
+    const bool uses_shards = SchemeRoute(run.scheme()) != Route::kDecentralized;
+    job.mutable_run()->set_partition_elements(
+        uses_shards ? static_cast<uint64_t>(DefaultPartitionElements(fused_sizes, static_cast<int>(num_shards))) : 0);
+  }
+  const uint64_t bound = job.run().partition_elements();
+  if (bound > static_cast<uint64_t>(INT64_MAX)) {
+    return absl::InvalidArgumentError(absl::StrCat("partition_elements ", bound, " is past 2^63 - 1"));
+  }
+  absl::StatusOr<std::vector<Partition>> partitions = CutGroups(fused_sizes, static_cast<int64_t>(bound));
+  if (!partitions.ok()) return partitions.status();
+  for (size_t g = 0; g < partitions->size(); ++g) {
+    const Partition& part = (*partitions)[g];
+    const FusionGroup& fused = plan->groups[part.fused_group];
     v1::GroupConfig* group = job.add_groups();
     group->set_group(static_cast<uint32_t>(g));
-    group->set_dim(static_cast<uint64_t>(fused.num_elements));
+    group->set_dim(static_cast<uint64_t>(part.num_elements));
     group->set_layer_begin(fused.first_layer);
     group->set_layer_end(fused.first_layer + fused.num_layers);
+    group->set_offset(static_cast<uint64_t>(part.offset));
     group->set_compressor(group_compressor);
     absl::StatusOr<std::unique_ptr<Compressor>> check =
         CompressorRegistry::Default().Create(group_compressor);
@@ -90,13 +111,13 @@ std::vector<std::string> JobFitWarnings(const v1::JobConfig& job) {
 }
 
 absl::Status WriteJobConfigFile(const std::string& job_name, uint32_t world_size, const v1::RunConfig& run,
-                                uint32_t round_deadline_ms, const std::string& path) {
-  absl::StatusOr<v1::JobConfig> job = MakeJobConfig(job_name, world_size, run, round_deadline_ms);
+                                uint32_t round_deadline_ms, uint32_t num_shards, const std::string& path) {
+  absl::StatusOr<v1::JobConfig> job = MakeJobConfig(job_name, world_size, run, round_deadline_ms, num_shards);
   if (!job.ok()) return job.status();
   job->set_finished_rounds_kept(16);
   if (absl::Status s = WriteJobConfig(*job, path); !s.ok()) return s;
-  std::cout << "sketchfuse_worker: wrote job '" << job->job() << "' (" << job->groups_size() << " groups over "
-            << run.layer_sizes_size() << " layers, run " << RunFingerprint(run) << ") to " << path << std::endl;
+  std::cout << "sketchfuse_worker: wrote job '" << job->job() << "' (" << DescribeGroups(*job) << " over "
+            << run.layer_sizes_size() << " layers, run " << RunFingerprint(job->run()) << ") to " << path << std::endl;
   for (const std::string& warning : JobFitWarnings(*job)) {
     std::cerr << "sketchfuse_worker: warning: " << warning << std::endl;
   }
@@ -104,9 +125,14 @@ absl::Status WriteJobConfigFile(const std::string& job_name, uint32_t world_size
 }
 
 std::vector<GroupLayout> GroupLayouts(const v1::JobConfig& job) {
+  std::vector<int64_t> layer_begin(job.run().layer_sizes_size() + 1, 0);
+  for (int l = 0; l < job.run().layer_sizes_size(); ++l) {
+    layer_begin[l + 1] = layer_begin[l] + static_cast<int64_t>(job.run().layer_sizes(l));
+  }
   std::vector<GroupLayout> layouts;
   for (const v1::GroupConfig& g : job.groups()) {
-    layouts.push_back({static_cast<int>(g.layer_begin()), static_cast<int>(g.layer_end() - g.layer_begin())});
+    const int64_t fused_begin = g.layer_begin() < layer_begin.size() ? layer_begin[g.layer_begin()] : 0;
+    layouts.push_back({fused_begin + static_cast<int64_t>(g.offset()), static_cast<int64_t>(g.dim())});
   }
   return layouts;
 }

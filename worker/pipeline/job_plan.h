@@ -15,12 +15,18 @@
 namespace sketchfuse {
 
 // The job for `run` (whose layer_sizes, scheme, compressor and fusion mode
-// must be set) with `world_size` workers. Count-Sketch groups get seed =
-// run.seed; topk_ps groups get the server's re-selection at the groups' k.
-// INVALID_ARGUMENT for an unknown fusion mode, scheme or compressor, or a
-// compressor that does not fit the scheme.
+// must be set) with `world_size` workers and `num_shards` aggregation
+// shards. The fusion plan's groups are cut into partitions
+// (common/partitioning.h) of at most run.partition_elements elements, or,
+// where the run leaves it unset, of the default bound for `num_shards`
+// (none for one shard or a decentralized scheme); the job's run states the
+// bound it used, and each partition is one GroupConfig. Count-Sketch groups
+// get seed = run.seed; topk_ps groups get the server's re-selection at the
+// groups' k. INVALID_ARGUMENT for an unknown fusion mode, scheme or
+// compressor, a compressor that does not fit the scheme, or no shards.
 absl::StatusOr<v1::JobConfig> MakeJobConfig(const std::string& job_name, uint32_t world_size,
-                                            const v1::RunConfig& run, uint32_t round_deadline_ms = 60000);
+                                            const v1::RunConfig& run, uint32_t round_deadline_ms = 60000,
+                                            uint32_t num_shards = 1);
 
 // One line per group whose compressor will serve the job's world size
 // poorly (Compressor::FitWarning: a peeled sketch too small for the
@@ -34,9 +40,10 @@ std::vector<std::string> JobFitWarnings(const v1::JobConfig& job);
 // job on standard output and its JobFitWarnings on standard error: what a
 // launcher runs once before it starts the servers.
 absl::Status WriteJobConfigFile(const std::string& job_name, uint32_t world_size, const v1::RunConfig& run,
-                                uint32_t round_deadline_ms, const std::string& path);
+                                uint32_t round_deadline_ms, uint32_t num_shards, const std::string& path);
 
-// The pipeline layout of a job's groups.
+// The pipeline layout of a job's groups (partitions): each one's range of
+// the flat gradient, from its fused layers' first element and its offset.
 std::vector<GroupLayout> GroupLayouts(const v1::JobConfig& job);
 
 }  // namespace sketchfuse

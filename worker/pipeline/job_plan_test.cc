@@ -3,6 +3,8 @@
 #include <string>
 
 #include "common/compressor_registry.h"
+#include "proto/run_config.h"
+#include "worker/schemes/scheme_registry.h"
 #include "gtest/gtest.h"
 
 namespace sketchfuse {
@@ -59,6 +61,80 @@ TEST(JobPlanTest, FetchSgdCarriesTheRunsMomentum) {
       MakeJobConfig("j", 4, MlpRun("sketch_ps", "count_sketch:method=fetchsgd,density=0.01,rows=1,width=5"));
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->groups(0).compressor(), "count_sketch:method=fetchsgd,density=0.01,rows=1,width=5,seed=9,momentum=0.9");
+}
+
+
+// The job is cut into partitions for its shards: none for one shard, two
+// equal ones per shard for a one-group model (the MLP's 235,146 elements on
+// two shards: four partitions, two on each), every one within the fused
+// group's layers at its offset, and the pipeline's layout follows them.
+TEST(JobPlanTest, PartitionsFollowTheShards) {
+  const v1::RunConfig run = MlpRun("sketch_ps", "count_sketch:method=peel,density=0.00625,rows=4");
+  absl::StatusOr<v1::JobConfig> one = MakeJobConfig("j", 4, run, 60000, 1);
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_EQ(one->groups_size(), 1);
+  EXPECT_EQ(one->run().partition_elements(), 0u);
+  EXPECT_TRUE(one->run().has_partition_elements());
+
+  absl::StatusOr<v1::JobConfig> two = MakeJobConfig("j", 4, run, 60000, 2);
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(two->run().partition_elements(), 58787u);  // ceil(235146 / 4)
+  ASSERT_EQ(two->groups_size(), 4);
+  uint64_t offset = 0;
+  for (int g = 0; g < 4; ++g) {
+    const v1::GroupConfig& part = two->groups(g);
+    EXPECT_EQ(part.group(), static_cast<uint32_t>(g));
+    EXPECT_EQ(part.layer_begin(), 0u);
+    EXPECT_EQ(part.layer_end(), 6u);
+    EXPECT_EQ(part.offset(), offset);
+    EXPECT_EQ(part.dim(), g < 2 ? 58787u : 58786u);
+    offset += part.dim();
+  }
+  EXPECT_EQ(offset, 235146u);
+  const std::vector<GroupLayout> layouts = GroupLayouts(*two);
+  ASSERT_EQ(layouts.size(), 4u);
+  EXPECT_EQ(layouts[2].begin, 2 * 58787);
+  EXPECT_EQ(layouts[2].size, 58786);
+  EXPECT_EQ(DescribeGroups(*two), "4 partitions of 1 fused group (partition_elements 58787)");
+  // Each partition's sketch is shaped for the partition.
+  const auto layout = (*CompressorRegistry::Default().Create(two->groups(0).compressor()))->SketchLayoutFor(58787);
+  EXPECT_TRUE(layout.has_value());
+}
+
+// A bound the run states is kept whatever the shards (0: no cut), and a
+// decentralized scheme is not cut by default: its collectives gain nothing.
+TEST(JobPlanTest, AnExplicitBoundIsKeptAndCollectivesAreNotCut) {
+  v1::RunConfig run = MlpRun("sketch_ps", "count_sketch:method=peel,density=0.00625,rows=4");
+  run.set_partition_elements(100000);
+  absl::StatusOr<v1::JobConfig> job = MakeJobConfig("j", 4, run, 60000, 1);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->groups_size(), 3);  // ceil(235146 / 100000)
+  run.set_partition_elements(0);
+  job = MakeJobConfig("j", 4, run, 60000, 4);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->groups_size(), 1);
+  job = MakeJobConfig("j", 4, MlpRun("sketch_allreduce", "count_sketch:method=peel,density=0.00625,rows=4"), 60000, 4);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->groups_size(), 1);
+  EXPECT_EQ(job->run().partition_elements(), 0u);
+  EXPECT_EQ(MakeJobConfig("j", 4, run, 60000, 0).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Fused groups of many layers are cut inside layers, and the job stays one
+// that the servers accept; the topk_ps re-selection is each partition's k.
+TEST(JobPlanTest, PartitionsOfSeveralGroupsAreValidJobs) {
+  v1::RunConfig run = MlpRun("topk_ps", "topk:density=0.01");
+  run.set_fusion("2");
+  absl::StatusOr<v1::JobConfig> job = MakeJobConfig("j", 4, run, 60000, 3);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_GT(job->groups_size(), 2);
+  uint64_t total = 0;
+  for (const v1::GroupConfig& g : job->groups()) {
+    total += g.dim();
+    EXPECT_LE(g.dim(), job->run().partition_elements());
+    EXPECT_EQ(g.reselect_top_k(), *SpecSelectionSize(g.compressor(), g.dim()));
+  }
+  EXPECT_EQ(total, 235146u);
 }
 
 }  // namespace

@@ -76,7 +76,7 @@ void StepPipeline::BeginStep(uint64_t step) {
   step_begin_ = absl::Now();
   layer_seen_.assign(layout_.num_layers(), false);
   for (int g = 0; g < layout_.num_groups(); ++g) {
-    layers_missing_[g] = layout_.group(g).num_layers;
+    layers_missing_[g] = layout_.layers_in_group(g);
     ready_[g] = false;
     results_[g].reset();
   }
@@ -95,8 +95,10 @@ absl::Status StepPipeline::AddLayerParameters(int layer, absl::Span<const float>
         absl::StrCat("layer ", layer, " has ", layout_.layer_size(layer), " elements; got ", params.size(), " parameters"));
   }
   std::lock_guard<std::mutex> lock(mu_);
-  const int g = layout_.group_of_layer(layer);
-  std::memcpy(parameter_buffers_[g].data() + layout_.layer_offset(layer), params.data(), params.size() * sizeof(float));
+  for (const LayerPiece& piece : layout_.pieces(layer)) {
+    std::memcpy(parameter_buffers_[piece.group].data() + piece.group_offset, params.data() + piece.layer_offset,
+                static_cast<size_t>(piece.size) * sizeof(float));
+  }
   return absl::OkStatus();
 }
 
@@ -119,27 +121,32 @@ absl::Status StepPipeline::AddLayerGradient(int layer, GradientView grad) {
     changed_.notify_all();
     return error;
   }
-  const int g = layout_.group_of_layer(layer);
-  // Different layers write disjoint ranges; the group is not handed over
-  // before its last layer is in, so the copy may run under the lock cheaply.
-  if (absl::Status written = buffers_->Write(g, layout_.layer_offset(layer), grad); !written.ok()) {
-    error = absl::Status(written.code(), absl::StrCat("layer ", layer, ": ", written.message()));
-    if (step_error_.ok()) step_error_ = error;
-    changed_.notify_all();
-    return error;
-  }
-  layer_seen_[layer] = true;
-  if (layers_missing_[g] == 1) {
-    if (absl::Status sealed = buffers_->Seal(g); !sealed.ok()) {
-      if (step_error_.ok()) step_error_ = sealed;
+  // Different layers write disjoint ranges; a group is not handed over
+  // before its last layer is in, so the copies may run under the lock cheaply.
+  for (const LayerPiece& piece : layout_.pieces(layer)) {
+    const GradientView values = grad.Sub(static_cast<size_t>(piece.layer_offset), static_cast<size_t>(piece.size));
+    if (absl::Status written = buffers_->Write(piece.group, piece.group_offset, values); !written.ok()) {
+      error = absl::Status(written.code(), absl::StrCat("layer ", layer, ": ", written.message()));
+      if (step_error_.ok()) step_error_ = error;
       changed_.notify_all();
-      return sealed;
+      return error;
     }
   }
-  if (--layers_missing_[g] == 0) {
-    RecordLocked(PipelineEvent::Kind::kGroupReady, g);
-    ready_[g] = true;
-    changed_.notify_all();
+  layer_seen_[layer] = true;
+  for (const LayerPiece& piece : layout_.pieces(layer)) {
+    const int g = piece.group;
+    if (layers_missing_[g] == 1) {
+      if (absl::Status sealed = buffers_->Seal(g); !sealed.ok()) {
+        if (step_error_.ok()) step_error_ = sealed;
+        changed_.notify_all();
+        return sealed;
+      }
+    }
+    if (--layers_missing_[g] == 0) {
+      RecordLocked(PipelineEvent::Kind::kGroupReady, g);
+      ready_[g] = true;
+      changed_.notify_all();
+    }
   }
   return absl::OkStatus();
 }

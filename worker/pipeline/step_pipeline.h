@@ -9,7 +9,9 @@
 // reconciled the step (AggregationScheme::Reconcile).
 //
 // Layers are numbered in backward order (layer 0 is the first whose gradient
-// is ready), and the groups of the plan are contiguous layer ranges.
+// is ready), and the groups are contiguous ranges of the flat gradient
+// (worker/pipeline/fusion_layout.h): fused layers, or the partitions a job
+// cuts them into; a group is ready when every layer with a piece in it is.
 //
 // Divergence: a group's fused gradient is checked for NaN and infinity just
 // before the scheme gets it (host buffers; device buffers are not read on the
@@ -68,7 +70,7 @@ struct StepTraffic {
 
 class StepPipeline {
  public:
-  // INVALID_ARGUMENT unless the groups tile the layers in order and every
+  // INVALID_ARGUMENT unless the groups tile the flat gradient in order and every
   // layer size is positive (FusionLayout::Create). `make_buffers` makes the fusion buffers for the
   // group sizes (default: host memory; a GPU worker's are on the device).
   // `check_gradients` false skips the check for NaN and infinity, for

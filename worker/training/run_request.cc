@@ -48,6 +48,7 @@ absl::StatusOr<v1::RunConfig> BuildRunConfig(const RunRequest& request, const Gp
   run.set_compressor(request.compressor.empty() ? scheme->default_compressor_spec : request.compressor);
   run.set_second_round(SecondRoundFor(scheme->name, request.second_round));
   run.set_fusion(request.fusion);
+  if (request.partition_elements.has_value()) run.set_partition_elements(*request.partition_elements);
   run.set_seed(request.seed);
   run.set_batch_size(request.batch_size);
   run.set_learning_rate(lr);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -24,6 +25,9 @@ struct RunRequest {
   std::string compressor;
   bool second_round = false;
   std::string fusion = "optimal";
+  // The most elements of a partition of a fused group (RunConfig's field);
+  // unset: the job's (the default for its shards, see job_plan.h).
+  std::optional<uint64_t> partition_elements;
   uint64_t seed = 1;
   int batch_size = 64;
   double learning_rate = 0.05;

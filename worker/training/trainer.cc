@@ -38,32 +38,37 @@ absl::Status SetAveragedGradients(const std::vector<Update>& updates, const Fusi
     return absl::InternalError(absl::StrCat(updates.size(), " updates for ", layout.num_groups(), " groups"));
   }
   const int num_params = static_cast<int>(params.size());
+  if (num_params != layout.num_layers()) {
+    return absl::InternalError(absl::StrCat(num_params, " parameters for ", layout.num_layers(), " layers"));
+  }
   const float scale = 1.0f / static_cast<float>(world);
+  // Every group's update into the flat gradient, then each layer out of it.
+  buffer->assign(static_cast<size_t>(layout.total_size()), 0.0f);
   for (int g = 0; g < layout.num_groups(); ++g) {
     const Update& update = updates[g];
-    buffer->assign(layout.group_size(g), 0.0f);
+    float* group = buffer->data() + layout.group(g).begin;
+    const size_t group_size = static_cast<size_t>(layout.group_size(g));
     if (update.dense) {
-      if (update.values.size() != buffer->size()) {
+      if (update.values.size() != group_size) {
         return absl::InternalError(absl::StrCat("dense update of group ", g, " has ", update.values.size(),
-                                                " values for ", buffer->size(), " elements"));
+                                                " values for ", group_size, " elements"));
       }
-      for (size_t i = 0; i < update.values.size(); ++i) (*buffer)[i] = update.values[i] * scale;
+      for (size_t i = 0; i < update.values.size(); ++i) group[i] = update.values[i] * scale;
     } else {
       for (size_t i = 0; i < update.indices.size(); ++i) {
-        if (update.indices[i] >= buffer->size()) {
+        if (update.indices[i] >= group_size) {
           return absl::InternalError(absl::StrCat("update of group ", g, " has index ", update.indices[i],
-                                                  " beyond its ", buffer->size(), " elements"));
+                                                  " beyond its ", group_size, " elements"));
         }
-        (*buffer)[update.indices[i]] = update.values[i] * scale;
+        group[update.indices[i]] = update.values[i] * scale;
       }
     }
-    // Unfusion: each layer of the group takes its values of the update.
-    const GroupLayout& layers = layout.group(g);
-    for (int layer = layers.first_layer; layer < layers.first_layer + layers.num_layers; ++layer) {
-      torch::Tensor& p = params[num_params - 1 - layer];
-      absl::Span<const float> values = layout.LayerOf(layer, *buffer);
-      p.mutable_grad() = torch::from_blob(const_cast<float*>(values.data()), p.sizes(), torch::kFloat32).clone();
-    }
+  }
+  // Unfusion: each layer takes its values of the flat update.
+  for (int layer = 0; layer < num_params; ++layer) {
+    torch::Tensor& p = params[num_params - 1 - layer];
+    absl::Span<const float> values = layout.LayerOf(layer, *buffer);
+    p.mutable_grad() = torch::from_blob(const_cast<float*>(values.data()), p.sizes(), torch::kFloat32).clone();
   }
   return absl::OkStatus();
 }

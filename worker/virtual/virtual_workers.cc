@@ -117,7 +117,8 @@ absl::StatusOr<std::unique_ptr<VirtualWorkers>> VirtualWorkers::Create(VirtualWo
                                                    " workers: ", DiffRunConfigs(run, derived)));
   }
 
-  absl::StatusOr<v1::JobConfig> job = MakeJobConfig(s.config.job, world, run, s.config.round_deadline_ms);
+  absl::StatusOr<v1::JobConfig> job = MakeJobConfig(s.config.job, world, run, s.config.round_deadline_ms,
+                                                     static_cast<uint32_t>(s.config.shards));
   if (!job.ok()) return job.status();
   s.job = *std::move(job);
   s.fit_warnings = JobFitWarnings(s.job);
