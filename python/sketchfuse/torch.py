@@ -36,7 +36,8 @@ __all__ = ["HookState", "hook", "DivergedError", "suggest_bucket_cap_mb", "write
 
 _SETTING_OPTIONS = ("seed", "momentum", "error_feedback", "release_cap", "second_round", "check_finite", "device",
                     "job",
-                    "tls_cert", "tls_key", "join_timeout_s", "push_timeout_s", "push_attempts", "probe_every")
+                    "tls_cert", "tls_key", "join_timeout_s", "push_timeout_s", "push_attempts", "probe_every",
+                    "partition_elements")
 # The counters stats() adds up.
 # The parts of a group's state, in the C ABI's order (sf_session_save_state).
 _STATE_PARTS = ("residual", "velocity", "method_state")
@@ -169,7 +170,9 @@ class HookState:
       sketch crosses to the host for the collectives; with "cpu" CUDA buckets
       are staged through host memory); for the centralized schemes
       job ("sketchfuse"), tls_cert, tls_key, join_timeout_s (120),
-      push_timeout_s (60), push_attempts (5), probe_every (20); and optimizer
+      push_timeout_s (60), push_attempts (5), probe_every (20),
+      partition_elements (unset: the job's partitions; a rank that states
+      another bound than the job's is refused at join); and optimizer
       (checked, not kept).
 
     A centralized hook aggregates the job's groups (the worker's fusion plan
@@ -762,7 +765,7 @@ def write_job_config(model, path, scheme, compressor=None, world_size=None, job=
     model's trainable parameters in backward order, with the scheme's
     compressor and the options (seed, momentum, ... as HookState's;
     ``num_shards=S`` partitions the groups for S shards, as the worker's
-    ``--num_shards``). Every rank's HookState must then be made with the same
+    ``--num_shards``, and ``partition_elements=N`` sets the bound itself). Every rank's HookState must then be made with the same
     settings, or the coordinator refuses the join naming what differs."""
     sizes = [p.numel() for p in reversed(list(model.parameters())) if p.requires_grad]
     if not sizes:

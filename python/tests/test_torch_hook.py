@@ -6,6 +6,7 @@ scripts/build_python.sh:
     SKETCHFUSE_HOOK_REFERENCE=bazel-bin/worker/hook/hook_reference \\
         PYTHONPATH=python /usr/bin/python3 -m unittest python/tests/test_torch_hook.py
 """
+import json
 import os
 import signal
 import struct
@@ -310,6 +311,18 @@ def _routes(rank, world, sketch_ps_address, dense_ps_address):
     return {k: (v[0], v[2]) for k, v in out.items()}
 
 
+def _partitions(rank, world, address):
+    refused = ""
+    try:
+        _train(rank, "dense_ps", None, 1, 25, coordinator=address, job="dense", partition_elements=500,
+               join_timeout_s=10)
+    except Exception as e:  # noqa: BLE001 - DDP wraps the hook's error
+        refused = str(e)
+    dense_ps = _train(rank, "dense_ps", None, 6, 25, coordinator=address, job="dense")[0]
+    dense_allreduce = _train(rank, "dense_allreduce", None, 6, 25)[0]
+    return {"dense_ps": dense_ps, "dense_allreduce": dense_allreduce, "refused": refused}
+
+
 def _resume_centralized(rank, world, whole_address, split_address):
     whole, _, _ = _train(rank, "sketch_ps", SKETCH, 8, 0.004, coordinator=whole_address, job="ps")
     _, saved, _ = _train(rank, "sketch_ps", SKETCH, 4, 0.004, save=True, coordinator=split_address, job="ps")
@@ -448,6 +461,24 @@ class CentralizedRoute(unittest.TestCase):
             stats = result["sketch_ps"][1]
             self.assertEqual(stats["steps"], 6)
             self.assertGreater(stats["compression_ratio"], 1.2)  # a sketch of 0.8 times the gradient
+
+    def test_partitions_train_as_whole_groups(self):
+        # The job cuts SmallNet's 3,589 elements into 4 partitions: a dense sum per partition is the dense
+        # sum, so dense_ps over partitions ends where dense_allreduce does; a rank that states another bound
+        # than the job's is refused at join, naming the field.
+        with tempfile.TemporaryDirectory() as tmp:
+            torch.manual_seed(0)
+            config = os.path.join(tmp, "dense.json")
+            sft.write_job_config(SmallNet(), config, "dense_ps", world_size=2, job="dense", seed=5,
+                                 partition_elements=1000)
+            with open(config) as f:
+                self.assertEqual(len(json.load(f)["groups"]), 4)
+            results = _spawn_with_servers(_partitions, 2, tmp, {"dense": "dense.json"})
+        for r, result in enumerate(results):
+            self.assertNotIn("exception", result, result.get("exception"))
+            for a, b in zip(result["dense_ps"], result["dense_allreduce"]):
+                torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=f"rank {r}: dense_ps over partitions")
+            self.assertIn("partition_elements: job has 1000, worker has 500", result["refused"])
 
     def test_auto_trains_on_when_its_server_is_killed(self):
         # auto pushes to the shard, falls back to the process group (sketch_allreduce's algorithm) when the

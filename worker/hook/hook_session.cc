@@ -128,6 +128,12 @@ absl::StatusOr<HookSettings> ParseHookSettings(const std::string& text) {
       if (!absl::SimpleAtoi(value, field) || *field < 1 || *field > 86400) {
         return BadValue(key, value, "an integer in [1, 86400]");
       }
+    } else if (key == "partition_elements") {
+      uint64_t bound = 0;
+      if (!absl::SimpleAtoi(value, &bound) || value.empty() || value[0] == '-' || value[0] == '+') {
+        return BadValue(key, value, "a number of elements (0: no cut)");
+      }
+      settings.partition_elements = bound;
     } else if (key == "num_shards") {
       if (!absl::SimpleAtoi(value, &settings.num_shards) || settings.num_shards < 1 || settings.num_shards > 4096) {
         return BadValue(key, value, "an integer in [1, 4096]");
@@ -149,7 +155,7 @@ absl::StatusOr<HookSettings> ParseHookSettings(const std::string& text) {
           "unknown setting '", key.substr(0, 80),
           "' (known: scheme, compressor, rank, world_size, seed, momentum, error_feedback, release_cap, "
           "second_round, check_finite, device, gpu, coordinator, job, worker_id, token_file, tls_ca, tls_cert, tls_key, "
-          "join_timeout_s, push_timeout_s, push_attempts, probe_every, num_shards)"));
+          "join_timeout_s, push_timeout_s, push_attempts, probe_every, num_shards, partition_elements)"));
     }
   }
   if (!has_scheme) return absl::InvalidArgumentError("setting 'scheme' is missing");
@@ -165,6 +171,11 @@ absl::StatusOr<HookSettings> ParseHookSettings(const std::string& text) {
                                                    "' aggregates on the servers; give the job's coordinator "
                                                    "(host:port), or run a decentralized scheme (",
                                                    HookSchemes(), ")"));
+  }
+  if (scheme->route == Route::kDecentralized && settings.partition_elements.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat("setting 'partition_elements': '", settings.scheme,
+                                                   "' runs over the process group; partitions spread a job over "
+                                                   "its servers"));
   }
   if (scheme->route == Route::kDecentralized && !settings.coordinator.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("setting 'coordinator': '", settings.scheme,
@@ -197,6 +208,7 @@ std::string HookSettingsText(const HookSettings& s) {
       s.second_round, s.check_finite);
   absl::StrAppend(&text, "device=", s.device, "\n");
   if (s.num_shards != 1) absl::StrAppend(&text, "num_shards=", s.num_shards, "\n");
+  if (s.partition_elements.has_value()) absl::StrAppend(&text, "partition_elements=", *s.partition_elements, "\n");
   if (s.on_gpu()) absl::StrAppend(&text, "gpu=", s.gpu, "\n");
   if (s.joins_coordinator()) {
     absl::StrAppendFormat(&text,
@@ -243,6 +255,7 @@ v1::RunConfig HookRun(const HookSettings& settings) {
   run.set_release_cap(settings.release_cap);
   run.set_second_round(SecondRoundFor(settings.scheme, settings.second_round));
   run.set_device(settings.on_gpu() ? "gpu" : "cpu");
+  if (settings.partition_elements.has_value()) run.set_partition_elements(*settings.partition_elements);
   return run;
 }
 
@@ -276,9 +289,10 @@ absl::StatusOr<std::unique_ptr<HookSession>> HookSession::Join(HookSettings sett
   if (!channel.ok()) return channel.status();
   session.coordinator_ =
       std::make_unique<CoordinatorClient>(settings.coordinator, settings.job, settings.worker_id, *channel);
-  // The partitions are the job's (its shards'), whatever this rank planned.
+  // The partitions are the job's (its shards') unless the settings state a
+  // bound, which must then be the job's.
   v1::RunConfig run = planned->run();
-  run.clear_partition_elements();
+  if (!settings.partition_elements.has_value()) run.clear_partition_elements();
   absl::StatusOr<v1::JoinReply> joined = session.coordinator_->Join(run, absl::Seconds(settings.join_timeout_s));
   if (!joined.ok()) {
     return absl::Status(joined.status().code(), absl::StrCat("joining job '", settings.job, "' at ",

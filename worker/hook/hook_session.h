@@ -66,6 +66,9 @@ struct HookSettings {
   // sf_write_job_config) is partitioned for; a joined session takes the
   // job's partitions whatever it says.
   int num_shards = 1;
+  // The run's partition bound (RunConfig.partition_elements); unset: the
+  // job's. A joined session that states one must hold the job's.
+  std::optional<uint64_t> partition_elements;
 
   bool joins_coordinator() const { return !coordinator.empty(); }
   bool on_gpu() const { return device == "cuda"; }
