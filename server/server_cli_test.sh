@@ -68,6 +68,34 @@ expect_refusal "cannot serve metrics on 127.0.0.1:$(cat "$dir/taken")" --job_con
   --metrics_port="$(cat "$dir/taken")"
 kill "$holder" 2>/dev/null
 
+# Partitions: a job whose partitions are not the ones its bound makes is
+# refused; a shard whose job file is not the coordinator's (other
+# partitions) is refused at registration, naming both, and exits.
+partitions() {  # partitions BOUND DIM... : a one-layer job of 100 elements cut into parts of DIM
+  local bound="$1" offset=0 groups="" g=0; shift
+  for dim in "$@"; do
+    groups+="${groups:+, }{\"group\": $g, \"dim\": $dim, \"offset\": $offset, \"compressor\": \"dense\", \"layerEnd\": 1}"
+    offset=$((offset + dim)); g=$((g + 1))
+  done
+  echo "{\"job\": \"j\", \"worldSize\": 2, \"run\": {\"workload\": \"mlp\", \"layerSizes\": [\"100\"],
+    \"partitionElements\": \"$bound\"}, \"groups\": [$groups]}"
+}
+partitions 50 50 50 >"$dir/halves.json"
+partitions 0 100 >"$dir/whole.json"
+partitions 40 50 50 >"$dir/not_the_bounds.json"
+expect_refusal "group 0 (offset 0, 50 elements) is not a partition that partition_elements 40 makes" \
+  --job_config="$dir/not_the_bounds.json"
+"$bin" --job_config="$dir/halves.json" --num_shards=2 --coordinator --port=0 --port_file="$dir/coordinator_port" \
+  >"$dir/coordinator.log" 2>&1 &
+coordinator=$!
+for _ in $(seq 100); do [ -s "$dir/coordinator_port" ] && break; sleep 0.1; done
+expect_refusal "serves another job config (config '" --job_config="$dir/whole.json" --shard_index=1 --num_shards=2 \
+  --coordinator_address="127.0.0.1:$(cat "$dir/coordinator_port")"
+grep -qF "'1 group') than the coordinator's (config" "$dir/stderr" \
+  && grep -qF "2 partitions of 1 fused group (partition_elements 50))" "$dir/stderr" \
+  || { echo "FAIL: the refusal does not name both partitionings:"; cat "$dir/stderr"; failures=$((failures + 1)); }
+kill "$coordinator" 2>/dev/null; wait "$coordinator" 2>/dev/null
+
 if "$bin" --help >"$dir/help" 2>&1; then :; fi
 for flag in job_config shard_index num_shards port token_file tls_cert tls_key tls_client_ca coordinator \
             coordinator_address coordinator_ca advertise_address liveness_timeout_ms max_message_mb metrics_port \
