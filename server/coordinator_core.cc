@@ -241,8 +241,9 @@ absl::Status CoordinatorCore::RegisterShard(const v1::RegisterShardRequest& requ
   if (!request.job_fingerprint().empty() && request.job_fingerprint() != job_fingerprint_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "shard ", request.shard(), " at ", QuoteField(address), " serves another job config (config ",
-        QuoteField(request.job_fingerprint()), ", ", QuoteField(request.partitioning()), ") than the coordinator's (config ",
-        job_fingerprint_, ", ", DescribeGroups(job_), "): give every shard the coordinator's job file and shard count"));
+        QuoteField(request.job_fingerprint()), ", ", QuoteField(request.partitioning()),
+        ") than the coordinator's (config ", job_fingerprint_, ", ", DescribeGroups(job_),
+        "): give every shard the coordinator's job file and shard count"));
   }
   std::lock_guard<std::mutex> lock(mu_);
   shard_addresses_[request.shard()] = address;

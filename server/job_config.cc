@@ -79,7 +79,8 @@ absl::Status ValidateGroupLayers(const v1::JobConfig& config) {
       return absl::InvalidArgumentError(absl::StrCat(
           "job config: group ", g.group(), " (offset ", g.offset(), ", ", g.dim(),
           " elements) is not a partition that partition_elements ", bound, " makes (",
-          expected->size(), " partitions of ", fused_sizes.size(), fused_sizes.size() == 1 ? " fused group)" : " fused groups)"));
+          expected->size(), " partitions of ", fused_sizes.size(),
+          fused_sizes.size() == 1 ? " fused group)" : " fused groups)"));
     }
   }
   if (expected->size() != static_cast<size_t>(config.groups_size())) {
