@@ -26,6 +26,13 @@ expect_refusal "--learning_rate must be > 0" "${plan[@]}" --world_size=2 --learn
 expect_refusal "--momentum must be in [0, 1)" "${plan[@]}" --world_size=2 --momentum=1
 expect_refusal "--batch_size must be >= 1" "${plan[@]}" --world_size=2 --batch_size=0
 expect_refusal "scheme sketch_ps needs the count_sketch compressor" "${plan[@]}" --world_size=2 --compressor=topk
+expect_refusal "--partition_elements must be empty (the job's), 0 (no cut) or a number of elements; got 'many'" \
+  "${plan[@]}" --world_size=2 --partition_elements=many
+expect_refusal "--partition_elements must be empty (the job's), 0 (no cut) or a number of elements; got '-5'" \
+  "${plan[@]}" --world_size=2 --partition_elements=-5
+expect_refusal "partition_elements 10 cuts the model into 23515 partitions; at most 4096" "${plan[@]}" --world_size=2 \
+  --partition_elements=10
+expect_refusal "--num_shards must be >= 1; got 0" "${plan[@]}" --world_size=2 --num_shards=0
 expect_refusal "unknown scheme 'gossip'" "${plan[@]}" --world_size=2 --scheme=gossip
 expect_refusal "unknown parameter 'depth'" "${plan[@]}" --world_size=2 --compressor=count_sketch:depth=3
 expect_refusal "unknown workload 'resnet'; the workloads are mlp, cnn, mlp_large, cnn_wide, resnet50, vgg16, bert_base, gpt2_small" "${plan[@]}" --world_size=2 --workload=resnet

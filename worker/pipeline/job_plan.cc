@@ -74,6 +74,15 @@ absl::StatusOr<v1::JobConfig> MakeJobConfig(const std::string& job_name, uint32_
   if (bound > static_cast<uint64_t>(INT64_MAX)) {
     return absl::InvalidArgumentError(absl::StrCat("partition_elements ", bound, " is past 2^63 - 1"));
   }
+  if (bound > 0) {
+    uint64_t count = 0;
+    for (int64_t n : fused_sizes) count += (static_cast<uint64_t>(n) + bound - 1) / bound;
+    if (count > kMaxPartitions) {
+      return absl::InvalidArgumentError(absl::StrCat("partition_elements ", bound, " cuts the model into ", count,
+                                                     " partitions; at most ", kMaxPartitions, " (each is a round of "
+                                                     "its own every step)"));
+    }
+  }
   absl::StatusOr<std::vector<Partition>> partitions = CutGroups(fused_sizes, static_cast<int64_t>(bound));
   if (!partitions.ok()) return partitions.status();
   for (size_t g = 0; g < partitions->size(); ++g) {

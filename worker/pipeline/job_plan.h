@@ -14,6 +14,9 @@
 
 namespace sketchfuse {
 
+// The most partitions a job is cut into.
+inline constexpr uint64_t kMaxPartitions = 4096;
+
 // The job for `run` (whose layer_sizes, scheme, compressor and fusion mode
 // must be set) with `world_size` workers and `num_shards` aggregation
 // shards. The fusion plan's groups are cut into partitions
@@ -23,7 +26,8 @@ namespace sketchfuse {
 // bound it used, and each partition is one GroupConfig. Count-Sketch groups
 // get seed = run.seed; topk_ps groups get the server's re-selection at the
 // groups' k. INVALID_ARGUMENT for an unknown fusion mode, scheme or
-// compressor, a compressor that does not fit the scheme, or no shards.
+// compressor, a compressor that does not fit the scheme, no shards, or a
+// bound that makes more than kMaxPartitions partitions.
 absl::StatusOr<v1::JobConfig> MakeJobConfig(const std::string& job_name, uint32_t world_size,
                                             const v1::RunConfig& run, uint32_t round_deadline_ms = 60000,
                                             uint32_t num_shards = 1);
