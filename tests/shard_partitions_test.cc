@@ -2,8 +2,9 @@
 // partitions for two shards (worker/pipeline/job_plan.h), both shards merge
 // and decode, each about half of the bytes, and the run ends with exactly the
 // model of the same run on one shard with the same partitions (a partition's
-// arithmetic does not depend on where it is served). A worker that states
-// other partitions is refused by name. Real processes on loopback.
+// arithmetic does not depend on where it is served), FetchSGD's sketches and
+// the exact second round included. A worker that states other partitions is
+// refused by name. Real processes on loopback.
 // Usage (from Bazel): shard_partitions_test <sketchfuse_server> <sketchfuse_worker>
 #include <cstdio>
 #include <fstream>
@@ -106,6 +107,36 @@ TEST(ShardPartitionsTest, OneGroupOnTwoShardsUsesBothAndEndsAsOnOneShard) {
   EXPECT_EQ(on_one[0].accuracy, on_two[0].accuracy);
   std::printf("accuracy %.4f on two shards, %.4f on one with the same partitions\n", on_two[0].accuracy,
               on_one[0].accuracy);
+}
+
+// The method state that lives where the sum is (FetchSGD's sketches, on the
+// shard) and the exact second round are kept per partition: each ends on two
+// shards as on one with the same partitions.
+TEST(ShardPartitionsTest, FetchSgdAndTheSecondRoundArePerPartition) {
+  struct Case {
+    std::string name;
+    std::vector<std::string> flags;
+  };
+  const Case cases[] = {
+      {"fetchsgd", {"--compressor=count_sketch:method=fetchsgd,density=0.00625,rows=5,width=10"}},
+      {"second_round", {"--compressor=count_sketch:method=estimate,density=0.01,rows=3,width=10", "--second_round"}},
+  };
+  for (const Case& c : cases) {
+    TrainingCluster two(daemon_binaries.server, daemon_binaries.worker, TestTempDir() + "/two_" + c.name,
+                        RunFlags(c.flags));
+    const std::vector<WorkerResult> on_two = two.Train(kWorkers, 2);
+    std::vector<std::string> same = c.flags;
+    same.push_back(absl::StrCat("--partition_elements=", kTwoShardBound));
+    TrainingCluster one(daemon_binaries.server, daemon_binaries.worker, TestTempDir() + "/one_" + c.name,
+                        RunFlags(same));
+    const std::vector<WorkerResult> on_one = one.Train(kWorkers, 1);
+    ASSERT_EQ(on_two.size(), static_cast<size_t>(kWorkers)) << c.name;
+    ASSERT_EQ(on_one.size(), static_cast<size_t>(kWorkers)) << c.name;
+    EXPECT_GT(on_two[0].accuracy, 0.5) << c.name << " did not train: equality would prove little";
+    EXPECT_EQ(on_one[0].last_epoch, on_two[0].last_epoch) << c.name;
+    std::printf("%s: accuracy %.4f on two shards (four partitions), %.4f on one with the same partitions\n",
+                c.name.c_str(), on_two[0].accuracy, on_one[0].accuracy);
+  }
 }
 
 }  // namespace
