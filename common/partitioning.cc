@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/fusion_planner.h"
 
 namespace sketchfuse {
 
@@ -10,8 +11,22 @@ int64_t DefaultPartitionElements(absl::Span<const int64_t> group_elements, int n
   if (num_shards <= 1) return 0;
   int64_t total = 0;
   for (int64_t n : group_elements) total += std::max<int64_t>(n, 0);
-  const int64_t parts = 2 * static_cast<int64_t>(num_shards);
-  return std::max(kMinDefaultPartitionElements, (total + parts - 1) / parts);
+  int64_t bound = 0;
+  for (int64_t m : {1, 2, 4, 8}) {
+    const int64_t parts = m * num_shards;
+    bound = std::max(kMinDefaultPartitionElements, (total + parts - 1) / parts);
+    absl::StatusOr<std::vector<Partition>> partitions = CutGroups(group_elements, bound);
+    if (!partitions.ok()) return bound;  // refused where the groups are cut
+    FusionPlan plan;
+    for (const Partition& p : *partitions) plan.groups.push_back({0, 1, p.num_elements});
+    absl::StatusOr<std::vector<int>> shard_of = AssignGroupsToShards(plan, num_shards);
+    if (!shard_of.ok()) return bound;
+    std::vector<int64_t> loads(num_shards, 0);
+    for (size_t i = 0; i < partitions->size(); ++i) loads[(*shard_of)[i]] += (*partitions)[i].num_elements;
+    const double mean = static_cast<double>(total) / num_shards;
+    if (static_cast<double>(*std::max_element(loads.begin(), loads.end())) <= kDefaultBalance * mean) break;
+  }
+  return bound;
 }
 
 absl::StatusOr<std::vector<Partition>> CutGroups(absl::Span<const int64_t> group_elements, int64_t bound) {

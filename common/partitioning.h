@@ -39,10 +39,13 @@ struct Partition {
 };
 
 // The default bound for `num_shards` shards and fused groups of
-// `group_elements` elements: 0 (no cut) for one shard; otherwise
-// ceil(total / (2 * num_shards)), at least kMinDefaultPartitionElements, so
-// a one-group model gives each shard two equal partitions and LPT keeps any
-// plan within one partition (half a shard's fair share) of balance.
+// `group_elements` elements: 0 (no cut) for one shard; otherwise the largest
+// bound ceil(total / (m * num_shards)), m = 1, 2, 4, 8 (the fewest
+// partitions, each a round of its own every step), under which
+// AssignGroupsToShards keeps every shard within kDefaultBalance of the mean
+// load; m = 8 if none does. Never below kMinDefaultPartitionElements. A
+// one-group model gets one equal partition per shard.
+inline constexpr double kDefaultBalance = 1.1;
 int64_t DefaultPartitionElements(absl::Span<const int64_t> group_elements, int num_shards);
 
 // Cuts each fused group of n elements into ceil(n / bound) consecutive

@@ -123,20 +123,48 @@ TEST(CutGroupsTest, RandomPlansAgainstReference) {
   }
 }
 
-// The default bound gives a one-group model's shards equal shares.
+// The default bound gives a one-group model's shards one equal partition
+// each, and unequal groups as many more partitions as balance needs.
 TEST(DefaultPartitionElementsTest, OneGroupIsSplitEvenly) {
-  EXPECT_EQ(DefaultPartitionElements({109386}, 1), 0);
+  EXPECT_EQ(DefaultPartitionElements({235146}, 1), 0);
   for (int shards : {2, 3, 4, 8}) {
-    const int64_t bound = DefaultPartitionElements({109386}, shards);
-    absl::StatusOr<std::vector<Partition>> parts = CutGroups({109386}, bound);
+    const int64_t bound = DefaultPartitionElements({235146}, shards);
+    absl::StatusOr<std::vector<Partition>> parts = CutGroups({235146}, bound);
     ASSERT_TRUE(parts.ok());
-    EXPECT_EQ(parts->size(), static_cast<size_t>(2 * shards));
+    EXPECT_EQ(parts->size(), static_cast<size_t>(shards));
     const std::vector<int64_t> loads = ShardLoads(*parts, shards);
     const auto [low, high] = std::minmax_element(loads.begin(), loads.end());
-    EXPECT_LE(*high - *low, 2) << shards << " shards";
+    EXPECT_LE(*high - *low, 1) << shards << " shards";
   }
   // Small models are not cut below the floor.
   EXPECT_EQ(DefaultPartitionElements({1000}, 4), kMinDefaultPartitionElements);
+}
+
+// On random plans the default is the coarsest of its candidates that
+// balances within kDefaultBalance (or the finest), as a direct search finds.
+TEST(DefaultPartitionElementsTest, RandomPlansAreBalancedWithTheFewestPartitions) {
+  std::mt19937_64 rng(34);
+  int finer = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<int64_t> sizes;
+    for (int g = 0, n = 1 + static_cast<int>(rng() % 8); g < n; ++g) sizes.push_back(1 + rng() % 400000);
+    const int shards = 2 + static_cast<int>(rng() % 6);
+    const int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
+    const int64_t bound = DefaultPartitionElements(sizes, shards);
+    auto balanced = [&](int64_t b) {
+      const std::vector<int64_t> loads = ShardLoads(*CutGroups(sizes, b), shards);
+      return static_cast<double>(*std::max_element(loads.begin(), loads.end())) <=
+             kDefaultBalance * static_cast<double>(total) / shards;
+    };
+    int64_t expected = 0;
+    for (int64_t m : {1, 2, 4, 8}) {
+      expected = std::max(kMinDefaultPartitionElements, (total + m * shards - 1) / (m * shards));
+      if (balanced(expected)) break;
+    }
+    EXPECT_EQ(bound, expected) << "trial " << trial;
+    if (bound < (total + shards - 1) / shards) ++finer;
+  }
+  EXPECT_GT(finer, 0) << "no plan needed more than one partition per shard: the search was not exercised";
 }
 
 }  // namespace
