@@ -12,7 +12,7 @@ int64_t DefaultPartitionElements(absl::Span<const int64_t> group_elements, int n
   int64_t total = 0;
   for (int64_t n : group_elements) total += std::max<int64_t>(n, 0);
   int64_t bound = 0;
-  for (int64_t m : {1, 2, 4, 8}) {
+  for (int64_t m : {2, 4, 8}) {
     const int64_t parts = m * num_shards;
     bound = std::max(kMinDefaultPartitionElements, (total + parts - 1) / parts);
     absl::StatusOr<std::vector<Partition>> partitions = CutGroups(group_elements, bound);

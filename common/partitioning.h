@@ -40,11 +40,13 @@ struct Partition {
 
 // The default bound for `num_shards` shards and fused groups of
 // `group_elements` elements: 0 (no cut) for one shard; otherwise the largest
-// bound ceil(total / (m * num_shards)), m = 1, 2, 4, 8 (the fewest
-// partitions, each a round of its own every step), under which
+// bound ceil(total / (m * num_shards)), m = 2, 4, 8, under which
 // AssignGroupsToShards keeps every shard within kDefaultBalance of the mean
 // load; m = 8 if none does. Never below kMinDefaultPartitionElements. A
-// one-group model gets one equal partition per shard.
+// one-group model gets two equal partitions per shard: a shard's second
+// partition is pushed while its first is answered, which one partition per
+// shard does not overlap (docs/BENCHMARKS.md, "Shards that share the load"),
+// and each further partition costs a round every step.
 inline constexpr double kDefaultBalance = 1.1;
 int64_t DefaultPartitionElements(absl::Span<const int64_t> group_elements, int num_shards);
 

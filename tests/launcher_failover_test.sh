@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/local_cluster.sh under a dead shard, with real processes on
 # loopback: under --schemes=auto and fixed_sketch_auto, shard 1 (which owns
-# one of the job's two partitions) is killed with SIGKILL mid-run; the launcher logs it,
+# two of the job's four partitions) is killed with SIGKILL mid-run; the launcher logs it,
 # restarts it on its address (--restart_shards), and the run trains to the
 # end. Under sketch_ps
 # the same kill ends the run with the launcher naming the shard and the step.

@@ -56,8 +56,8 @@ ABSL_FLAG(std::string, partition_elements, "",
           "Cut each fused group into partitions of at most this many elements (equal parts), each compressed, "
           "pushed, merged and decoded as a unit of its own, so the shards share a model of few groups "
           "(common/partitioning.h). 0: no cut. Empty: the job's, which --write_job_config sets by default for "
-          "--num_shards shards (the fewest partitions that load every shard within 10% of the mean; none for "
-          "one shard or a decentralized scheme).");
+          "--num_shards shards (two partitions per shard, more where the groups are too unequal to load every "
+          "shard within 10% of the mean; none for one shard or a decentralized scheme).");
 ABSL_FLAG(int, num_shards, 1,
           "With --write_job_config: the aggregation shards the job runs on; the default partitions follow it "
           "(>= 1).");

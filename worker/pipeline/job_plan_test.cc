@@ -64,9 +64,9 @@ TEST(JobPlanTest, FetchSgdCarriesTheRunsMomentum) {
 }
 
 
-// The job is cut into partitions for its shards: none for one shard, one
-// equal partition per shard for a one-group model (the MLP's 235,146
-// elements on four shards: four partitions), every one within the fused
+// The job is cut into partitions for its shards: none for one shard, two
+// equal ones per shard for a one-group model (the MLP's 235,146 elements on
+// two shards: four partitions, two on each), every one within the fused
 // group's layers at its offset, and the pipeline's layout follows them.
 TEST(JobPlanTest, PartitionsFollowTheShards) {
   const v1::RunConfig run = MlpRun("sketch_ps", "count_sketch:method=peel,density=0.00625,rows=4");
@@ -76,13 +76,13 @@ TEST(JobPlanTest, PartitionsFollowTheShards) {
   EXPECT_EQ(one->run().partition_elements(), 0u);
   EXPECT_TRUE(one->run().has_partition_elements());
 
-  absl::StatusOr<v1::JobConfig> four = MakeJobConfig("j", 4, run, 60000, 4);
-  ASSERT_TRUE(four.ok()) << four.status();
-  EXPECT_EQ(four->run().partition_elements(), 58787u);  // ceil(235146 / 4)
-  ASSERT_EQ(four->groups_size(), 4);
+  absl::StatusOr<v1::JobConfig> two = MakeJobConfig("j", 4, run, 60000, 2);
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(two->run().partition_elements(), 58787u);  // ceil(235146 / 4)
+  ASSERT_EQ(two->groups_size(), 4);
   uint64_t offset = 0;
   for (int g = 0; g < 4; ++g) {
-    const v1::GroupConfig& part = four->groups(g);
+    const v1::GroupConfig& part = two->groups(g);
     EXPECT_EQ(part.group(), static_cast<uint32_t>(g));
     EXPECT_EQ(part.layer_begin(), 0u);
     EXPECT_EQ(part.layer_end(), 6u);
@@ -91,13 +91,13 @@ TEST(JobPlanTest, PartitionsFollowTheShards) {
     offset += part.dim();
   }
   EXPECT_EQ(offset, 235146u);
-  const std::vector<GroupLayout> layouts = GroupLayouts(*four);
+  const std::vector<GroupLayout> layouts = GroupLayouts(*two);
   ASSERT_EQ(layouts.size(), 4u);
   EXPECT_EQ(layouts[2].begin, 2 * 58787);
   EXPECT_EQ(layouts[2].size, 58786);
-  EXPECT_EQ(DescribeGroups(*four), "4 partitions of 1 fused group (partition_elements 58787)");
+  EXPECT_EQ(DescribeGroups(*two), "4 partitions of 1 fused group (partition_elements 58787)");
   // Each partition's sketch is shaped for the partition.
-  const auto layout = (*CompressorRegistry::Default().Create(four->groups(0).compressor()))->SketchLayoutFor(58787);
+  const auto layout = (*CompressorRegistry::Default().Create(two->groups(0).compressor()))->SketchLayoutFor(58787);
   EXPECT_TRUE(layout.has_value());
 }
 
