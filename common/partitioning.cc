@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/fusion_planner.h"
 
@@ -27,6 +29,11 @@ int64_t DefaultPartitionElements(absl::Span<const int64_t> group_elements, int n
     if (static_cast<double>(*std::max_element(loads.begin(), loads.end())) <= kDefaultBalance * mean) break;
   }
   return bound;
+}
+
+bool ParsePartitionElements(absl::string_view text, uint64_t* bound) {
+  if (text.empty() || !std::all_of(text.begin(), text.end(), absl::ascii_isdigit)) return false;
+  return absl::SimpleAtoi(text, bound);
 }
 
 absl::StatusOr<std::vector<Partition>> CutGroups(absl::Span<const int64_t> group_elements, int64_t bound) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace sketchfuse {
@@ -49,6 +50,10 @@ struct Partition {
 // and each further partition costs a round every step.
 inline constexpr double kDefaultBalance = 1.1;
 int64_t DefaultPartitionElements(absl::Span<const int64_t> group_elements, int num_shards);
+
+// A partition bound as text (a flag, a setting): digits only, 0 meaning no
+// cut. False for anything else (a sign, a fraction, a number past 2^64 - 1).
+bool ParsePartitionElements(absl::string_view text, uint64_t* bound);
 
 // Cuts each fused group of n elements into ceil(n / bound) consecutive
 // partitions whose sizes differ by at most one (the larger first); bound 0

@@ -45,6 +45,17 @@ int64_t OptimalMaxLoad(const std::vector<Partition>& partitions, int num_shards)
   return best;
 }
 
+TEST(ParsePartitionElementsTest, TakesDigitsOnly) {
+  uint64_t bound = 7;
+  EXPECT_TRUE(ParsePartitionElements("0", &bound));
+  EXPECT_EQ(bound, 0u);
+  EXPECT_TRUE(ParsePartitionElements("58787", &bound));
+  EXPECT_EQ(bound, 58787u);
+  for (const char* bad : {"", "-5", "+5", "1.5", "many", "18446744073709551616", " 5"}) {
+    EXPECT_FALSE(ParsePartitionElements(bad, &bound)) << bad;
+  }
+}
+
 TEST(CutGroupsTest, BoundZeroKeepsGroupsWhole) {
   absl::StatusOr<std::vector<Partition>> parts = CutGroups({5, 7}, 0);
   ASSERT_TRUE(parts.ok()) << parts.status();

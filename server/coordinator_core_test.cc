@@ -150,6 +150,13 @@ TEST(CoordinatorCoreTest, WorkersAndShardsMustHoldTheJobsPartitions) {
   other.set_partitioning(DescribeGroups(unpartitioned));
   absl::Status refused = core.RegisterShard(other);
   ASSERT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  // A hostile shard's 1 MiB partitioning is quoted by a short prefix only.
+  v1::RegisterShardRequest huge = other;
+  huge.set_partitioning(std::string(1 << 20, 'p'));
+  const absl::Status cut = core.RegisterShard(huge);
+  EXPECT_EQ(cut.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_LT(cut.message().size(), 600u) << cut.message().substr(0, 200);
+  EXPECT_NE(cut.message().find("(1048576 bytes)"), absl::string_view::npos) << cut.message().substr(0, 400);
   EXPECT_NE(refused.message().find("'2 groups'"), absl::string_view::npos) << refused;
   EXPECT_NE(refused.message().find("3 partitions of 2 fused groups (partition_elements 600)"), absl::string_view::npos)
       << refused;

@@ -7,9 +7,7 @@
 // refused by name. Real processes on loopback.
 // Usage (from Bazel): shard_partitions_test <sketchfuse_server> <sketchfuse_worker>
 #include <cstdio>
-#include <fstream>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -33,13 +31,6 @@ std::vector<std::string> RunFlags(const std::vector<std::string>& extra = {}) {
                                     "--report_every=0"};
   flags.insert(flags.end(), extra.begin(), extra.end());
   return flags;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 struct ShardLoad {
@@ -66,13 +57,13 @@ ShardLoad LoadOf(const std::string& out) {
 TEST(ShardPartitionsTest, OneGroupOnTwoShardsUsesBothAndEndsAsOnOneShard) {
   TrainingCluster two(daemon_binaries.server, daemon_binaries.worker, TestTempDir() + "/two_shards", RunFlags());
   ASSERT_FALSE(two.StartServers(2).empty());
-  const std::string job = ReadAll(two.dir() + "/job.json");
+  const std::string job = ReadFileOrEmpty(two.dir() + "/job.json");
   EXPECT_NE(job.find(absl::StrCat("\"partitionElements\": \"", kTwoShardBound, "\"")), std::string::npos) << job;
 
   // A worker with other partitions is refused at join, naming the field.
   const pid_t rogue = two.StartWorker(0, {"--partition_elements=1000", "--worker_id=rogue"});
   EXPECT_NE(two.WaitForWorkerExit(rogue, std::chrono::seconds(60)), 0);
-  const std::string refused = two.WorkerOut(0) + ReadAll(two.dir() + "/worker0.err");
+  const std::string refused = two.WorkerOut(0) + ReadFileOrEmpty(two.dir() + "/worker0.err");
   EXPECT_NE(refused.find(absl::StrCat("partition_elements: job has ", kTwoShardBound, ", worker has 1000")),
             std::string::npos)
       << refused;
@@ -85,7 +76,7 @@ TEST(ShardPartitionsTest, OneGroupOnTwoShardsUsesBothAndEndsAsOnOneShard) {
   EXPECT_EQ(on_two[0].last_epoch, on_two[1].last_epoch);
 
   // Both shards served two of the four partitions, about half the bytes each.
-  const std::string out0 = ReadAll(two.dir() + "/server0.out"), out1 = ReadAll(two.dir() + "/server1.out");
+  const std::string out0 = ReadFileOrEmpty(two.dir() + "/server0.out"), out1 = ReadFileOrEmpty(two.dir() + "/server1.out");
   const ShardLoad s0 = LoadOf(out0), s1 = LoadOf(out1);
   ASSERT_GT(s0.pushes, 0) << out0;
   ASSERT_GT(s1.pushes, 0) << out1;

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/error_text.h"
+#include "common/partitioning.h"
 #include "absl/time/time.h"
 #include "proto/rpc_channel.h"
 #include "worker/rpc/transport_faults.h"
@@ -152,7 +153,7 @@ absl::StatusOr<v1::RunConfig> RunFromFlags() {
   request.fusion = absl::GetFlag(FLAGS_fusion);
   if (const std::string bound = absl::GetFlag(FLAGS_partition_elements); !bound.empty()) {
     uint64_t elements = 0;
-    if (!absl::SimpleAtoi(bound, &elements) || bound[0] == '-' || bound[0] == '+') {
+    if (!ParsePartitionElements(bound, &elements)) {
       return absl::InvalidArgumentError(
           absl::StrCat("--partition_elements must be empty (the job's), 0 (no cut) or a number of elements; got ",
                        QuoteField(bound)));

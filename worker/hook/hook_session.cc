@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/partitioning.h"
 #include "common/payload.h"
 #include "worker/gpu/device_memory.h"
 #include "worker/gpu/device_vectors.h"
@@ -130,7 +131,7 @@ absl::StatusOr<HookSettings> ParseHookSettings(const std::string& text) {
       }
     } else if (key == "partition_elements") {
       uint64_t bound = 0;
-      if (!absl::SimpleAtoi(value, &bound) || value.empty() || value[0] == '-' || value[0] == '+') {
+      if (!ParsePartitionElements(value, &bound)) {
         return BadValue(key, value, "a number of elements (0: no cut)");
       }
       settings.partition_elements = bound;
