@@ -12,12 +12,14 @@
 #define SKETCHFUSE_COMMON_COMPRESSOR_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/aggregation_state.h"
 #include "common/payload.h"
 
 namespace sketchfuse {
@@ -88,22 +90,29 @@ class Compressor {
   struct SketchLayout {
     SketchShape shape;
     uint64_t heavy_hitters = 0;
-    // How the sketch route trains (count_sketch's `method`):
+    // How the device encodes and decodes (count_sketch's `method`):
     //   kPeel: each worker inserts its `heavy_hitters` largest entries,
     //     hashed with the step's seed (StepSeed(seed, step); `shape` holds
     //     step 0's), and the decode peels;
     //   kEstimate: the whole group under a fixed seed, heavy hitters of the
-    //     estimates;
-    //   kFetchSgd: the whole raw gradient under a fixed seed; the holder of
-    //     the sum keeps momentum and error as sketches (FetchSgdState) with
-    //     `momentum`.
-    enum class Method { kPeel, kEstimate, kFetchSgd };
+    //     estimates.
+    enum class Method { kPeel, kEstimate };
     Method method = Method::kEstimate;
-    float momentum = 0.0f;
     // The compressor's seed (kPeel: the seed each step's seed derives from).
     uint64_t seed = 0;
   };
   virtual std::optional<SketchLayout> SketchLayoutFor(uint64_t dim) const { return std::nullopt; }
+
+  // Methods that keep state where the sum is (common/aggregation_state.h:
+  // FetchSGD's sketches) say so here, and make a zero state for a group of
+  // `dim` elements; the holder of the sum steps it with each sum instead of
+  // calling Decode. Such a method runs one round per step and its workers
+  // keep no error feedback or momentum of their own. By default: none
+  // (keeps_aggregation_state() false, NewAggregationState null).
+  virtual bool keeps_aggregation_state() const { return false; }
+  virtual absl::StatusOr<std::unique_ptr<AggregationState>> NewAggregationState(uint64_t dim) const {
+    return std::unique_ptr<AggregationState>();
+  }
 
   // What a job tells the compressors of its groups.
   struct JobContext {

@@ -68,6 +68,10 @@ class CompressorDecorator : public Compressor {
   std::optional<SketchLayout> SketchLayoutFor(uint64_t dim) const override {
     return inner_->SketchLayoutFor(dim);
   }
+  bool keeps_aggregation_state() const override { return inner_->keeps_aggregation_state(); }
+  absl::StatusOr<std::unique_ptr<AggregationState>> NewAggregationState(uint64_t dim) const override {
+    return inner_->NewAggregationState(dim);
+  }
 
   Compressor* inner() const { return inner_.get(); }
 

@@ -18,21 +18,28 @@
 // instead made training diverge): it also discards whatever else those cells
 // held.
 //
+// It is the method's AggregationState (common/aggregation_state.h): the
+// count_sketch compressor with method=fetchsgd creates it
+// (Compressor::NewAggregationState), and the holders of the sum know it only
+// through that interface.
+//
 // NOTE: not thread-safe; one instance per group, stepped in step order.
 #ifndef SKETCHFUSE_COMMON_FETCHSGD_STATE_H_
 #define SKETCHFUSE_COMMON_FETCHSGD_STATE_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/aggregation_state.h"
 #include "common/count_sketch.h"
 #include "common/payload.h"
 
 namespace sketchfuse {
 
-class FetchSgdState {
+class FetchSgdState final : public AggregationState {
  public:
   // A zero state for a group of `dim` elements sketched as `shape`, decoding
   // `k` heavy hitters, with momentum `momentum` in [0, 1). INVALID_ARGUMENT
@@ -42,13 +49,15 @@ class FetchSgdState {
   // Folds the step's summed gradient sketch in and returns the step's
   // update (sparse, ascending). INVALID_ARGUMENT, with the state unchanged,
   // if `sum` is not a sketch of this group's shape and size.
-  absl::StatusOr<Update> Step(const Payload& sum);
+  absl::StatusOr<Update> Step(const Payload& sum) override;
+
+  std::unique_ptr<AggregationState> Clone() const override { return std::make_unique<FetchSgdState>(*this); }
 
   // The state, S_u then S_e (2 * rows * cols floats), for journals and
   // checkpoints; Restore takes it back (INVALID_ARGUMENT, state unchanged,
   // for another size or a non-finite value).
-  std::vector<float> Save() const;
-  absl::Status Restore(absl::Span<const float> saved);
+  std::vector<float> Save() const override;
+  absl::Status Restore(absl::Span<const float> saved) override;
 
   const SketchShape& shape() const { return shape_; }
 

@@ -77,12 +77,12 @@ Payload RandomPayload(PayloadKind kind, uint64_t dim, std::mt19937_64& rng) {
   return p;
 }
 
-v1::RoundKey Round(uint64_t step, bool second_round) {
+v1::RoundKey Round(uint64_t step, uint32_t round_number) {
   v1::RoundKey round;
   round.set_job("job-ü");
   round.set_step(step);
   round.set_group(static_cast<uint32_t>(step % 5));
-  round.set_second_round(second_round);
+  round.set_round(round_number);
   return round;
 }
 
@@ -111,11 +111,11 @@ TEST(PushCodecTest, EncodedRequestsAreWhatProtobufSerializes) {
   for (PayloadKind kind : kKinds) {
     for (uint64_t dim : kDims) {
       auto payload = std::make_shared<const Payload>(RandomPayload(kind, dim, rng));
-      const grpc::ByteBuffer encoded = EncodePushRequest(Round(dim, dim % 2 == 0), 3, payload);
+      const grpc::ByteBuffer encoded = EncodePushRequest(Round(dim, dim % 2 == 0 ? 1 : 0), 3, payload);
       v1::PushRequest parsed;
       ASSERT_TRUE(parsed.ParseFromString(Flatten(encoded))) << dim;
       v1::PushRequest expected;
-      *expected.mutable_round() = Round(dim, dim % 2 == 0);
+      *expected.mutable_round() = Round(dim, dim % 2 == 0 ? 1 : 0);
       expected.set_worker(3);
       PayloadToProto(*payload, expected.mutable_payload());
       EXPECT_TRUE(MessageDifferencer::Equals(parsed, expected)) << PayloadKindName(kind) << " dim " << dim;
@@ -132,7 +132,7 @@ TEST(PushCodecTest, DecodesProtobufsRequestsSplitAnywhere) {
     for (uint64_t dim : kDims) {
       const Payload payload = RandomPayload(kind, dim, rng);
       v1::PushRequest message;
-      *message.mutable_round() = Round(dim, true);
+      *message.mutable_round() = Round(dim, 1);
       message.set_worker(static_cast<uint32_t>(dim));
       PayloadToProto(payload, message.mutable_payload());
       const std::string bytes = message.SerializeAsString();
@@ -226,7 +226,7 @@ TEST(PushCodecTest, DecodesEveryEncodingProtobufAcceptsAsProtobufDoes) {
   for (PayloadKind kind : kKinds) {
     for (uint64_t dim : {1, 5, 100, 2000}) {
       v1::PushRequest message;
-      *message.mutable_round() = Round(dim, false);
+      *message.mutable_round() = Round(dim, 0);
       message.set_worker(9);
       PayloadToProto(RandomPayload(kind, dim, rng), message.mutable_payload());
       const std::string bytes = UnusualEncoding(message, rng);
@@ -254,7 +254,7 @@ TEST(PushCodecTest, NeverAcceptsWhatProtobufReadsDifferently) {
   int accepted = 0, refused = 0;
   for (PayloadKind kind : kKinds) {
     v1::PushRequest message;
-    *message.mutable_round() = Round(11, false);
+    *message.mutable_round() = Round(11, 0);
     message.set_worker(1);
     PayloadToProto(RandomPayload(kind, 40, rng), message.mutable_payload());
     const std::string bytes = message.SerializeAsString();
@@ -346,7 +346,7 @@ TEST(PushCodecTest, SketchesOfAnotherHashFamilyAreRefused) {
   std::mt19937_64 rng(9);
   const Payload sketch = RandomPayload(PayloadKind::kSketch, 4097, rng);
   v1::PushRequest message;
-  *message.mutable_round() = Round(1, false);
+  *message.mutable_round() = Round(1, 0);
   PayloadToProto(sketch, message.mutable_payload());
   ASSERT_TRUE(DecodeBytes(message.SerializeAsString()).ok());
   for (uint32_t family : {0u, kSketchHashFamily + 1}) {
@@ -469,7 +469,7 @@ TEST(PushCodecTest, TheBufferKeepsTheValuesAliveAndDoesNotCopyThem) {
   auto payload = std::make_shared<Payload>(RandomPayload(PayloadKind::kDense, 1000, rng));
   const float* values = payload->values.data();
   std::weak_ptr<Payload> watch = payload;
-  auto buffer = std::make_unique<grpc::ByteBuffer>(EncodePushRequest(Round(1, false), 0, std::move(payload)));
+  auto buffer = std::make_unique<grpc::ByteBuffer>(EncodePushRequest(Round(1, 0), 0, std::move(payload)));
   EXPECT_FALSE(watch.expired());
   std::vector<grpc::Slice> slices;
   ASSERT_TRUE(buffer->Dump(&slices).ok());

@@ -15,9 +15,8 @@
 namespace sketchfuse {
 namespace {
 
-std::string RoundName(const std::string& job, uint32_t group, uint64_t step, bool second_round = false) {
-  return absl::StrCat(second_round ? "second round" : "round", " (job '", job, "', step ", step, ", group ", group,
-                      ")");
+std::string RoundName(const std::string& job, uint32_t group, uint64_t step, uint32_t round = 0) {
+  return absl::StrCat("round ", round, " (job '", job, "', step ", step, ", group ", group, ")");
 }
 
 // Keeps the `k` largest-magnitude entries of a sparse update.
@@ -68,20 +67,19 @@ absl::StatusOr<std::unique_ptr<AggregationCore>> AggregationCore::Create(
     }
     auto group = std::make_unique<Group>();
     group->spec = spec;
-    const std::optional<Compressor::SketchLayout> layout = (*decoder)->SketchLayoutFor(spec.dim);
-    if (layout.has_value() && layout->method == Compressor::SketchLayout::Method::kFetchSgd) {
-      if (spec.second_round || spec.reselect_top_k > 0) {
-        return absl::InvalidArgumentError(absl::StrCat("aggregation config: group ", spec.group,
-                                                       ": FetchSGD (method=fetchsgd) has no second round or "
+    if ((*decoder)->keeps_aggregation_state()) {
+      if (spec.rounds > 1 || spec.reselect_top_k > 0) {
+        return absl::InvalidArgumentError(absl::StrCat("aggregation config: group ", spec.group, ": ",
+                                                       QuoteField(spec.compressor),
+                                                       " keeps state where the sum is and has no second round or "
                                                        "re-selection"));
       }
-      absl::StatusOr<FetchSgdState> state =
-          FetchSgdState::Create(layout->shape, spec.dim, layout->heavy_hitters, layout->momentum);
+      absl::StatusOr<std::unique_ptr<AggregationState>> state = (*decoder)->NewAggregationState(spec.dim);
       if (!state.ok()) {
         return absl::InvalidArgumentError(
             absl::StrCat("aggregation config: group ", spec.group, ": ", state.status().message()));
       }
-      group->fetchsgd = std::make_unique<FetchSgdState>(*std::move(state));
+      group->method_state = *std::move(state);
     }
     group->decoder = *std::move(decoder);
     core->groups_.emplace(spec.group, std::move(group));
@@ -123,10 +121,12 @@ absl::Status AggregationCore::ValidatePush(const RoundKey& key, uint32_t worker,
     return absl::InvalidArgumentError(absl::StrCat("payload dim ", payload.dim, " does not match group ",
                                                    spec.group, " of ", spec.dim, " elements"));
   }
-  if (key.second_round) {
-    if (!spec.second_round) {
-      return absl::InvalidArgumentError(absl::StrCat("group ", spec.group, " does not run a second round"));
-    }
+  if (key.round >= spec.rounds) {
+    return absl::InvalidArgumentError(absl::StrCat("round ", key.round, " of group ", spec.group, ": the group takes ",
+                                                   spec.rounds, spec.rounds == 1 ? " round" : " rounds",
+                                                   " per step"));
+  }
+  if (key.round > 0) {
     if (payload.kind != PayloadKind::kCandidateValues) {
       return absl::InvalidArgumentError(absl::StrCat("payload: a second round takes candidate values, not a ",
                                                      PayloadKindName(payload.kind), " payload"));
@@ -175,7 +175,7 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
     done(valid);
     return;
   }
-  const RoundId id{key.group, key.step, key.second_round};
+  const RoundId id{key.group, key.step, key.round};
   const uint64_t payload_bytes = payload.WireBytes();
   absl::StatusOr<RoundResult> immediate = absl::UnknownError("unset");
   bool answer_now = false;
@@ -183,7 +183,7 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
   std::vector<EndedRound> superseded;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (key.second_round) {
+    if (key.round > 0) {
       if (absl::Status fits = PlaceAtCandidatesLocked(key, &payload); !fits.ok()) {
         immediate = fits;
         answer_now = true;
@@ -196,7 +196,7 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
     }
     if (!answer_now && open == rounds_.end()) {
       // Not open: finished (answer again), too old to answer, or new.
-      const auto& finished = finished_[FinishedKey{key.group, key.second_round}];
+      const auto& finished = finished_[FinishedKey{key.group, key.round}];
       uint64_t oldest_kept = UINT64_MAX;  // by step, not by finish order
       for (const auto& [step, result] : finished) {
         if (step == key.step) {
@@ -210,7 +210,7 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
       // window's to judge.
       if (!answer_now && !finished.empty() && key.step < oldest_kept &&
           oldest_kept - key.step <= config_.step_window) {
-        immediate = absl::FailedPreconditionError(absl::StrCat(RoundName(config_.job, key.group, key.step, key.second_round),
+        immediate = absl::FailedPreconditionError(absl::StrCat(RoundName(config_.job, key.group, key.step, key.round),
                                                                " finished long ago; its answer is no longer kept"));
         answer_now = true;
       }
@@ -272,16 +272,16 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
 absl::Status AggregationCore::CheckNewRoundLocked(const RoundKey& key, uint32_t worker, uint64_t payload_bytes,
                                                   bool* beyond_window, std::vector<EndedRound>* superseded) {
   *beyond_window = false;
-  if (!key.second_round) {
+  if (key.round == 0) {
     Progress& progress = progress_[key.group];
     bool anchored = progress.any_finished;
     uint64_t anchor = progress.last_finished;
     if (!anchored) {
       // Nothing finished yet (a new or restarted shard): the lowest open
       // round anchors the window; with none open, this push does.
-      for (auto it = rounds_.lower_bound(RoundId{key.group, 0, false}); it != rounds_.end() && it->first.group == key.group;
+      for (auto it = rounds_.lower_bound(RoundId{key.group, 0, 0}); it != rounds_.end() && it->first.group == key.group;
            ++it) {
-        if (!it->first.second_round) {
+        if (it->first.round == 0) {
           anchored = true;
           anchor = it->first.step;
           break;
@@ -325,7 +325,7 @@ absl::Status AggregationCore::CheckNewRoundLocked(const RoundKey& key, uint32_t 
     ++stats_.refused_over_capacity;
     return absl::ResourceExhaustedError(absl::StrCat("this shard holds its maximum of ", config_.max_open_rounds,
                                                      " open rounds (--max_open_rounds): ",
-                                                     RoundName(config_.job, key.group, key.step, key.second_round),
+                                                     RoundName(config_.job, key.group, key.step, key.round),
                                                      " cannot open now"));
   }
   if (stats_.bytes_held + payload_bytes > config_.max_held_bytes) {
@@ -333,7 +333,7 @@ absl::Status AggregationCore::CheckNewRoundLocked(const RoundKey& key, uint32_t 
     return absl::ResourceExhaustedError(absl::StrCat(
         "this shard's open rounds hold ", stats_.bytes_held, " payload bytes; ", payload_bytes,
         " more would pass its maximum of ", config_.max_held_bytes, " (--max_held_mb): ",
-        RoundName(config_.job, key.group, key.step, key.second_round), " cannot open now"));
+        RoundName(config_.job, key.group, key.step, key.round), " cannot open now"));
   }
   return absl::OkStatus();
 }
@@ -360,14 +360,15 @@ void AggregationCore::Complete(Group& group, const RoundId& id) {
   // aggregate (float addition is not associative) and so a whole training run
   // reproducible bit for bit.
   absl::StatusOr<Update> update;
-  std::shared_ptr<const std::vector<float>> group_state, state_before;  // method=fetchsgd
+  // The method's state where the sum is (AggregationState), after and before.
+  std::shared_ptr<const std::vector<float>> group_state, state_before;
   Payload aggregate = std::move(parts[0]);
   absl::Status merged = absl::OkStatus();
   for (size_t w = 1; w < parts.size() && merged.ok(); ++w) merged = MergeInto(parts[w], &aggregate);
   parts.clear();
   if (!merged.ok()) {
     update = absl::InvalidArgumentError(absl::StrCat("payloads of the round do not merge: ", merged.message()));
-  } else if (id.second_round) {
+  } else if (id.round > 0) {
     // Every push carried the same candidates: the sum is the exact update.
     Update exact;
     exact.dim = aggregate.dim;
@@ -376,14 +377,14 @@ void AggregationCore::Complete(Group& group, const RoundId& id) {
     update = std::move(exact);
   } else {
     std::lock_guard<std::mutex> lock(group.decode_mu);
-    if (group.fetchsgd != nullptr) {
+    if (group.method_state != nullptr) {
       // The state steps only if the answer is recorded (or none is kept):
       // a round that fails here is pushed again and must find the state as
       // it was.
-      const std::vector<float> before = group.fetchsgd->Save();
-      update = group.fetchsgd->Step(aggregate);
+      const std::vector<float> before = group.method_state->Save();
+      update = group.method_state->Step(aggregate);
       if (update.ok()) {
-        group_state = std::make_shared<const std::vector<float>>(group.fetchsgd->Save());
+        group_state = std::make_shared<const std::vector<float>>(group.method_state->Save());
         state_before = std::make_shared<const std::vector<float>>(before);
       }
     } else {
@@ -392,13 +393,13 @@ void AggregationCore::Complete(Group& group, const RoundId& id) {
   }
   // Re-selection applies to the group's final round: the first, or the
   // exact sums of the second.
-  if (update.ok() && id.second_round == group.spec.second_round && group.spec.reselect_top_k > 0) {
+  if (update.ok() && id.round + 1 == group.spec.rounds && group.spec.reselect_top_k > 0) {
     Reselect(group.spec.reselect_top_k, &*update);
   }
   // The first answer of a two-round group is where the workers push their
   // exact values: its indices are all they use, so its estimates do not
   // travel (a candidate list, common/error_feedback.h).
-  if (update.ok() && group.spec.second_round && !id.second_round && !update->dense) update->values.clear();
+  if (update.ok() && id.round + 1 < group.spec.rounds && !update->dense) update->values.clear();
   const absl::Time decoded = absl::Now();
 
   absl::StatusOr<RoundResult> result =
@@ -409,14 +410,14 @@ void AggregationCore::Complete(Group& group, const RoundId& id) {
     // Recorded before anyone sees it: a successor of this shard can then give
     // every worker the answer some worker may already have.
     absl::Status recorded =
-        config_.record_answer(KeptAnswer{id.group, id.step, id.second_round, *result, group_state});
+        config_.record_answer(KeptAnswer{id.group, id.step, id.round, *result, group_state});
     if (!recorded.ok()) {
-      result = absl::UnavailableError(absl::StrCat(RoundName(config_.job, id.group, id.step, id.second_round),
+      result = absl::UnavailableError(absl::StrCat(RoundName(config_.job, id.group, id.step, id.round),
                                                    ": its answer could not be recorded (push again): ",
                                                    recorded.message()));
       if (state_before != nullptr) {
         std::lock_guard<std::mutex> lock(group.decode_mu);
-        group.fetchsgd->Restore(*state_before).IgnoreError();  // same size: cannot fail
+        group.method_state->Restore(*state_before).IgnoreError();  // same size: cannot fail
       }
     }
   }
@@ -430,14 +431,14 @@ void AggregationCore::Complete(Group& group, const RoundId& id) {
     rounds_open = stats_.rounds_open;
     bytes_held = stats_.bytes_held;
     if (result.ok()) {
-      if (!id.second_round) {
+      if (id.round == 0) {
         Progress& progress = progress_[id.group];
         progress.any_finished = true;
         progress.last_finished = id.step;
       }
       ++stats_.rounds_completed;
       stats_.decode_seconds += absl::ToDoubleSeconds(decoded - decode_start);
-      auto& finished = finished_[FinishedKey{id.group, id.second_round}];
+      auto& finished = finished_[FinishedKey{id.group, id.round}];
       finished.emplace_back(id.step, *result);
       while (finished.size() > std::max<size_t>(1, config_.finished_rounds_kept)) {
         finished.pop_front();
@@ -448,18 +449,18 @@ void AggregationCore::Complete(Group& group, const RoundId& id) {
   }
   for (PushCallback& done : waiting) done(result);
   if (config_.on_round_finished) {
-    config_.on_round_finished(RoundReport{id.group, id.step, id.second_round, result.ok(), decoded - opened,
+    config_.on_round_finished(RoundReport{id.group, id.step, id.round, result.ok(), decoded - opened,
                                           decoded - decode_start, rounds_open, bytes_held});
   }
 }
 
 absl::Status AggregationCore::Restore(std::vector<KeptAnswer> answers) {
   std::sort(answers.begin(), answers.end(), [](const KeptAnswer& a, const KeptAnswer& b) {
-    return std::tie(a.group, a.second_round, a.step) < std::tie(b.group, b.second_round, b.step);
+    return std::tie(a.group, a.round, a.step) < std::tie(b.group, b.round, b.step);
   });
   for (size_t i = 0; i < answers.size(); ++i) {
     const KeptAnswer& a = answers[i];
-    const std::string name = RoundName(config_.job, a.group, a.step, a.second_round);
+    const std::string name = RoundName(config_.job, a.group, a.step, a.round);
     auto group = groups_.find(a.group);
     if (group == groups_.end()) {
       return absl::InvalidArgumentError(absl::StrCat("kept answer of ", name, ": this shard does not own group ",
@@ -473,34 +474,38 @@ absl::Status AggregationCore::Restore(std::vector<KeptAnswer> answers) {
     if (absl::Status valid = ValidateAnswer(*a.result.update, group->second->spec.dim); !valid.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("kept answer of ", name, ": ", valid.message()));
     }
-    if (IsCandidateList(*a.result.update) && (a.second_round || !group->second->spec.second_round)) {
+    if (a.round >= group->second->spec.rounds) {
+      return absl::InvalidArgumentError(absl::StrCat("kept answer of ", name, ": the group takes ",
+                                                     group->second->spec.rounds, " round(s) per step"));
+    }
+    if (IsCandidateList(*a.result.update) && a.round + 1 == group->second->spec.rounds) {
       return absl::InvalidArgumentError(absl::StrCat("kept answer of ", name,
                                                      " lists candidates without values, but is a final answer"));
     }
-    if (i > 0 && answers[i - 1].group == a.group && answers[i - 1].second_round == a.second_round &&
+    if (i > 0 && answers[i - 1].group == a.group && answers[i - 1].round == a.round &&
         answers[i - 1].step == a.step) {
       return absl::InvalidArgumentError(absl::StrCat("two kept answers of ", name));
     }
   }
-  // FetchSGD groups resume their state from their newest answer (answers
-  // are sorted by step within a group).
+  // Groups whose method keeps state where the sum is resume it from their
+  // newest answer (answers are sorted by step within a group).
   std::map<uint32_t, const KeptAnswer*> newest;
   for (const KeptAnswer& a : answers) {
-    if (!a.second_round) newest[a.group] = &a;
+    if (a.round == 0) newest[a.group] = &a;
   }
-  std::vector<std::pair<Group*, FetchSgdState>> resumed;  // applied once all are valid
+  std::vector<std::pair<Group*, std::unique_ptr<AggregationState>>> resumed;  // applied once all are valid
   for (const auto& [id, group] : groups_) {
-    if (group->fetchsgd == nullptr) continue;
+    if (group->method_state == nullptr) continue;
     auto it = newest.find(id);
     if (it == newest.end()) continue;
     const KeptAnswer& a = *it->second;
     if (a.group_state == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("kept answer of ", RoundName(config_.job, a.group, a.step),
-                                                     " carries no FetchSGD state, which group ", id, " keeps"));
+                                                     " carries no method state, which group ", id, " keeps"));
     }
     std::lock_guard<std::mutex> lock(group->decode_mu);
-    FetchSgdState state = *group->fetchsgd;
-    if (absl::Status s = state.Restore(*a.group_state); !s.ok()) {
+    std::unique_ptr<AggregationState> state = group->method_state->Clone();
+    if (absl::Status s = state->Restore(*a.group_state); !s.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("kept answer of ", RoundName(config_.job, a.group, a.step), ": ", s.message()));
     }
@@ -508,15 +513,15 @@ absl::Status AggregationCore::Restore(std::vector<KeptAnswer> answers) {
   }
   for (auto& [group, state] : resumed) {
     std::lock_guard<std::mutex> lock(group->decode_mu);
-    *group->fetchsgd = std::move(state);
+    group->method_state = std::move(state);
   }
   std::lock_guard<std::mutex> lock(mu_);
   for (KeptAnswer& a : answers) {
-    if (!a.second_round) {  // sorted by step: the newest answer is the progress
+    if (a.round == 0) {  // sorted by step: the newest answer is the progress
       progress_[a.group].any_finished = true;
       progress_[a.group].last_finished = a.step;
     }
-    auto& finished = finished_[FinishedKey{a.group, a.second_round}];
+    auto& finished = finished_[FinishedKey{a.group, a.round}];
     finished.emplace_back(a.step, std::move(a.result));
     while (finished.size() > std::max<size_t>(1, config_.finished_rounds_kept)) finished.pop_front();
   }
@@ -537,7 +542,7 @@ int AggregationCore::FailRounds(
         continue;
       }
       failed.emplace_back(std::move(it->second.waiting), std::move(status));
-      reports.push_back(RoundReport{it->first.group, it->first.step, it->first.second_round, false,
+      reports.push_back(RoundReport{it->first.group, it->first.step, it->first.round, false,
                                     now - it->second.opened, absl::ZeroDuration()});
       ForgetRoundLocked(it->first, it->second);
       it = rounds_.erase(it);
@@ -565,7 +570,7 @@ int AggregationCore::ExpireRounds(absl::Time now) {
       if (!round.arrived[w]) missing.push_back(w);
     }
     return absl::DeadlineExceededError(absl::StrCat(
-        RoundName(config_.job, id.group, id.step, id.second_round), " did not complete within ",
+        RoundName(config_.job, id.group, id.step, id.round), " did not complete within ",
         absl::FormatDuration(config_.round_deadline), ": missing workers ",
         absl::StrJoin(missing, ", "), " of ", config_.world_size));
   });

@@ -65,9 +65,10 @@
 //     re-selects). A second-round push with another number of values, or
 //     that comes before the first round is answered here, is refused and
 //     changes nothing.
-//   - Groups whose compressor is count_sketch method=fetchsgd keep FetchSGD's
-//     momentum and error sketches (common/fetchsgd_state.h) across rounds:
-//     each completed round steps the state once, in step order (a worker
+//   - Groups whose compressor keeps state where the sum is
+//     (Compressor::keeps_aggregation_state, common/aggregation_state.h) hold
+//     it opaquely across rounds, in place of the decode: each completed
+//     round steps the state once, in step order (a worker
 //     cannot push step t+1 before it applied step t), and the state after the
 //     round travels with its kept answer (record_answer, Restore).
 //   - Deterministic: a round's payloads are kept apart until it is complete and
@@ -96,7 +97,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/compressor.h"
-#include "common/fetchsgd_state.h"
+#include "common/aggregation_state.h"
 #include "common/payload.h"
 
 namespace sketchfuse {
@@ -112,15 +113,16 @@ struct GroupSpec {
   // (BytePS-style Top-k PS re-selection), or, with a second round, its exact
   // sums at the candidates (the two-round fixed-size sketch).
   uint64_t reselect_top_k = 0;
-  // Accepts second-round pushes (exact values at the candidates).
-  bool second_round = false;
+  // Rounds per step: 1, or 2 where round 1 takes the workers' exact values
+  // at round 0's candidates.
+  uint32_t rounds = 1;
 };
 
 // How a round ended, for metrics.
 struct RoundReport {
   uint32_t group = 0;
   uint64_t step = 0;
-  bool second_round = false;
+  uint32_t round = 0;
   bool completed = false;  // false: failed (deadline, shutdown, unmergeable payloads)
   // From the round's first push until its answer (or failure).
   absl::Duration latency;
@@ -141,11 +143,11 @@ struct RoundResult {
 struct KeptAnswer {
   uint32_t group = 0;
   uint64_t step = 0;
-  bool second_round = false;
+  uint32_t round = 0;
   RoundResult result;
-  // Groups that keep state across rounds (count_sketch method=fetchsgd):
-  // the group's FetchSgdState after this round (FetchSgdState::Save), so a
-  // restarted shard resumes it from its newest kept answer. Empty otherwise.
+  // Groups whose method keeps state where the sum is: that state after this
+  // round (AggregationState::Save), so a restarted shard resumes it from its
+  // newest kept answer. Null otherwise.
   std::shared_ptr<const std::vector<float>> group_state;
 };
 
@@ -176,9 +178,9 @@ struct RoundKey {
   std::string job;
   uint64_t step = 0;
   uint32_t group = 0;
-  // The second round of (step, group): pushes of the exact values at the
-  // first round's candidates (PayloadKind::kCandidateValues).
-  bool second_round = false;
+  // Numbered from 0 (GroupSpec::rounds); round 1 takes the exact values at
+  // round 0's candidates (PayloadKind::kCandidateValues).
+  uint32_t round = 0;
 };
 
 using PushCallback = std::function<void(absl::StatusOr<RoundResult>)>;
@@ -240,9 +242,9 @@ class AggregationCore {
     GroupSpec spec;
     std::mutex decode_mu;
     std::unique_ptr<Compressor> decoder ABSL_PT_GUARDED_BY(decode_mu);
-    // method=fetchsgd: the sketch-space state, stepped by each completed
-    // round (under decode_mu).
-    std::unique_ptr<FetchSgdState> fetchsgd ABSL_PT_GUARDED_BY(decode_mu);
+    // The method's state where the sum is, if it keeps one: stepped by each
+    // completed round in place of the decoder (under decode_mu).
+    std::unique_ptr<AggregationState> method_state ABSL_PT_GUARDED_BY(decode_mu);
   };
   struct Round {
     absl::Time opened;  // first push, by the clock (for latency)
@@ -269,12 +271,12 @@ class AggregationCore {
   struct RoundId {
     uint32_t group = 0;
     uint64_t step = 0;
-    bool second_round = false;
+    uint32_t round = 0;
     bool operator<(const RoundId& o) const {
-      return std::tie(group, step, second_round) < std::tie(o.group, o.step, o.second_round);
+      return std::tie(group, step, round) < std::tie(o.group, o.step, o.round);
     }
   };
-  using FinishedKey = std::pair<uint32_t, bool>;  // (group, second round)
+  using FinishedKey = std::pair<uint32_t, uint32_t>;  // (group, round)
   // A round failed under the lock, to be answered and reported outside it.
   struct EndedRound {
     std::vector<PushCallback> waiting;

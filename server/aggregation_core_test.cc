@@ -141,7 +141,7 @@ TEST(AggregationCoreTest, SecondRoundSumsTheExactValuesAtTheCandidates) {
   const size_t n = 20000;
   const std::string spec = "count_sketch:method=estimate,k=50,rows=1,seed=3";
   GroupSpec group{4, n, spec};
-  group.second_round = true;
+  group.rounds = 2;
   auto core = MakeCore(3, {group});
   std::vector<std::vector<float>> grads;
   Answer first[3];
@@ -162,7 +162,7 @@ TEST(AggregationCoreTest, SecondRoundSumsTheExactValuesAtTheCandidates) {
   // step whose first round this shard never answered.
   Answer wrong, sparse, dense, early;
   const std::vector<uint32_t> fewer(candidates.begin(), candidates.end() - 1);
-  core->Push({"job", 7, 4, true}, 0, Exact(fewer, grads[0]), kT0, wrong.Callback());
+  core->Push({"job", 7, 4, 1}, 0, Exact(fewer, grads[0]), kT0, wrong.Callback());
   EXPECT_EQ(wrong.result.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(wrong.result.status().message().find("one value for each of the 50 candidates"), std::string::npos)
       << wrong.result.status();
@@ -170,12 +170,12 @@ TEST(AggregationCoreTest, SecondRoundSumsTheExactValuesAtTheCandidates) {
   Payload with_indices = Exact(candidates, grads[0]);
   with_indices.kind = PayloadKind::kSparse;
   with_indices.indices = candidates;
-  core->Push({"job", 7, 4, true}, 0, with_indices, kT0, sparse.Callback());
+  core->Push({"job", 7, 4, 1}, 0, with_indices, kT0, sparse.Callback());
   EXPECT_EQ(sparse.result.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(sparse.result.status().message().find("takes candidate values, not a sparse payload"),
             std::string::npos)
       << sparse.result.status();
-  core->Push({"job", 7, 4, true}, 0, Encode("dense", grads[0]), kT0, dense.Callback());
+  core->Push({"job", 7, 4, 1}, 0, Encode("dense", grads[0]), kT0, dense.Callback());
   EXPECT_EQ(dense.result.status().code(), absl::StatusCode::kInvalidArgument);
   // Candidate values belong to a second round only: as a first-round push
   // (of the next step) they are refused by the group's compressor.
@@ -184,7 +184,7 @@ TEST(AggregationCoreTest, SecondRoundSumsTheExactValuesAtTheCandidates) {
   EXPECT_EQ(values_first.result.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(values_first.result.status().message().find("candidate values"), std::string::npos)
       << values_first.result.status();
-  core->Push({"job", 8, 4, true}, 0, Exact(candidates, grads[0]), kT0, early.Callback());
+  core->Push({"job", 8, 4, 1}, 0, Exact(candidates, grads[0]), kT0, early.Callback());
   EXPECT_EQ(early.result.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(early.result.status().message().find("its second round cannot start"), std::string::npos);
   EXPECT_EQ(core->stats().rounds_open, 0u);
@@ -192,8 +192,8 @@ TEST(AggregationCoreTest, SecondRoundSumsTheExactValuesAtTheCandidates) {
   // Each worker sends its exact values there (worker 1 twice: not added twice).
   Answer second[3], repeated;
   for (uint32_t w = 0; w < 3; ++w) {
-    core->Push({"job", 7, 4, true}, w, Exact(candidates, grads[w]), kT0, second[w].Callback());
-    if (w == 1) core->Push({"job", 7, 4, true}, w, Exact(candidates, grads[w]), kT0, repeated.Callback());
+    core->Push({"job", 7, 4, 1}, w, Exact(candidates, grads[w]), kT0, second[w].Callback());
+    if (w == 1) core->Push({"job", 7, 4, 1}, w, Exact(candidates, grads[w]), kT0, repeated.Callback());
   }
   std::vector<float> expected;
   for (uint32_t i : candidates) expected.push_back(grads[0][i] + grads[1][i] + grads[2][i]);  // worker order
@@ -205,9 +205,11 @@ TEST(AggregationCoreTest, SecondRoundSumsTheExactValuesAtTheCandidates) {
   // A group without a second round refuses one.
   auto plain = MakeCore(1, {{0, 4, "dense"}});
   Answer refused;
-  plain->Push({"job", 0, 0, true}, 0, Exact({1}, {1, 2, 3, 4}), kT0, refused.Callback());
+  plain->Push({"job", 0, 0, 1}, 0, Exact({1}, {1, 2, 3, 4}), kT0, refused.Callback());
   EXPECT_EQ(refused.result.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(refused.result.status().message().find("does not run a second round"), std::string::npos);
+  EXPECT_NE(refused.result.status().message().find("round 1 of group 0: the group takes 1 round per step"),
+            std::string::npos)
+      << refused.result.status();
 }
 
 // The two-round fixed-size sketch: the first round answers p k candidates,
@@ -217,7 +219,7 @@ TEST(AggregationCoreTest, ASecondRoundReselectsTheTopKOfTheExactSums) {
   const size_t n = 5000;
   const std::string spec = "count_sketch:method=candidates,k=20,rows=1,width=2,candidates=3,seed=5";
   GroupSpec group{0, n, spec, /*reselect_top_k=*/20};
-  group.second_round = true;
+  group.rounds = 2;
   auto core = MakeCore(2, {group});
   std::vector<std::vector<float>> grads;
   Answer first[2], second[2];
@@ -230,7 +232,7 @@ TEST(AggregationCoreTest, ASecondRoundReselectsTheTopKOfTheExactSums) {
   const std::vector<uint32_t> candidates = first[0].result->update->indices;
   ASSERT_EQ(candidates.size(), 60u) << "the first round is not re-selected";
   for (uint32_t w = 0; w < 2; ++w) {
-    core->Push({"job", 3, 0, true}, w, Exact(candidates, grads[w]), kT0, second[w].Callback());
+    core->Push({"job", 3, 0, 1}, w, Exact(candidates, grads[w]), kT0, second[w].Callback());
   }
   std::vector<std::pair<float, uint32_t>> sums;
   for (uint32_t i : candidates) sums.push_back({std::abs(grads[0][i] + grads[1][i]), i});
@@ -863,7 +865,7 @@ TEST(AggregationCoreTest, FetchSgdGroupsHaveNoSecondRound) {
   config.job = "job";
   config.world_size = 2;
   GroupSpec group{0, 1000, "count_sketch:method=fetchsgd,k=10"};
-  group.second_round = true;
+  group.rounds = 2;
   config.groups = {group};
   const absl::Status s = AggregationCore::Create(config).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);

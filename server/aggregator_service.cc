@@ -30,7 +30,7 @@ grpc::ServerUnaryReactor* AggregatorService::Push(grpc::CallbackServerContext* c
     finish(parts.status());
     return reactor;
   }
-  const RoundKey key{parts->round.job(), parts->round.step(), parts->round.group(), parts->round.second_round()};
+  const RoundKey key{parts->round.job(), parts->round.step(), parts->round.group(), parts->round.round()};
   core_->Push(key, parts->worker, std::move(parts->payload), absl::Now(),
               [reply, finish](absl::StatusOr<RoundResult> result) {
                 if (!result.ok()) {

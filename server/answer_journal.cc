@@ -25,23 +25,20 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Parses "g<group>-<first|second>-s<step>.answer".
-bool ParseName(const std::string& name, uint32_t* group, bool* second_round, uint64_t* step) {
-  unsigned group_value = 0;
-  char kind[8] = {0};
+// Parses "g<group>-r<round>-s<step>.answer".
+bool ParseName(const std::string& name, uint32_t* group, uint32_t* round, uint64_t* step) {
+  unsigned group_value = 0, round_value = 0;
   uint64_t step_value = 0;
   int consumed = 0;
-  if (std::sscanf(name.c_str(), "g%u-%6[a-z]-s%" SCNu64 "%n", &group_value, kind, &step_value, &consumed) != 3) {
+  if (std::sscanf(name.c_str(), "g%u-r%u-s%" SCNu64 "%n", &group_value, &round_value, &step_value, &consumed) != 3) {
     return false;
   }
   if (name.substr(consumed) != kSuffix) return false;
-  const std::string k = kind;
-  if (k != "first" && k != "second") return false;
   *group = group_value;
-  *second_round = k == "second";
+  *round = round_value;
   *step = step_value;
   // The name must be the canonical one (no leading zeros or signs).
-  return name == absl::StrCat("g", group_value, "-", k, "-s", step_value, kSuffix);
+  return name == absl::StrCat("g", group_value, "-r", round_value, "-s", step_value, kSuffix);
 }
 
 }  // namespace
@@ -66,8 +63,8 @@ absl::StatusOr<std::unique_ptr<AnswerJournal>> AnswerJournal::Open(std::string d
   return std::unique_ptr<AnswerJournal>(new AnswerJournal(std::move(dir), std::move(identity), kept));
 }
 
-std::string AnswerJournal::PathOf(uint32_t group, bool second_round, uint64_t step) const {
-  return absl::StrCat(dir_, "/g", group, "-", second_round ? "second" : "first", "-s", step, kSuffix);
+std::string AnswerJournal::PathOf(uint32_t group, uint32_t round, uint64_t step) const {
+  return absl::StrCat(dir_, "/g", group, "-r", round, "-s", step, kSuffix);
 }
 
 absl::StatusOr<std::vector<KeptAnswer>> AnswerJournal::Load() {
@@ -84,13 +81,13 @@ absl::StatusOr<std::vector<KeptAnswer>> AnswerJournal::Load() {
   if (error) return absl::InternalError(absl::StrCat("cannot list --state_dir '", dir_, "': ", error.message()));
 
   std::vector<KeptAnswer> answers;
-  std::map<std::pair<uint32_t, bool>, std::set<uint64_t>> files;
+  std::map<std::pair<uint32_t, uint32_t>, std::set<uint64_t>> files;
   for (const std::string& name : names) {
     const std::string path = dir_ + "/" + name;
     KeptAnswer answer;
-    if (!ParseName(name, &answer.group, &answer.second_round, &answer.step)) {
+    if (!ParseName(name, &answer.group, &answer.round, &answer.step)) {
       return absl::InvalidArgumentError(absl::StrCat("'", path, "' is not named like a kept answer (g<group>-",
-                                                     "<first|second>-s<step>", kSuffix, ")"));
+                                                     "r<round>-s<step>", kSuffix, ")"));
     }
     std::ifstream in(path, std::ios::binary);
     std::stringstream content;
@@ -105,7 +102,7 @@ absl::StatusOr<std::vector<KeptAnswer>> AnswerJournal::Load() {
           "; this shard is ", identity_, ". Give each run a directory of its own"));
     }
     if (message.round().group() != answer.group || message.round().step() != answer.step ||
-        message.round().second_round() != answer.second_round) {
+        message.round().round() != answer.round) {
       return absl::InvalidArgumentError(absl::StrCat("'", path, "' holds the answer of another round (step ",
                                                      message.round().step(), ", group ", message.round().group(),
                                                      ")"));
@@ -120,7 +117,7 @@ absl::StatusOr<std::vector<KeptAnswer>> AnswerJournal::Load() {
       answer.group_state =
           std::make_shared<const std::vector<float>>(message.group_state().begin(), message.group_state().end());
     }
-    files[{answer.group, answer.second_round}].insert(answer.step);
+    files[{answer.group, answer.round}].insert(answer.step);
     answers.push_back(std::move(answer));
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -129,10 +126,10 @@ absl::StatusOr<std::vector<KeptAnswer>> AnswerJournal::Load() {
   // Drop what was trimmed; keep the oldest step first per group.
   std::vector<KeptAnswer> kept;
   for (KeptAnswer& a : answers) {
-    if (files_[{a.group, a.second_round}].count(a.step)) kept.push_back(std::move(a));
+    if (files_[{a.group, a.round}].count(a.step)) kept.push_back(std::move(a));
   }
   std::sort(kept.begin(), kept.end(), [](const KeptAnswer& a, const KeptAnswer& b) {
-    return std::tie(a.group, a.second_round, a.step) < std::tie(b.group, b.second_round, b.step);
+    return std::tie(a.group, a.round, a.step) < std::tie(b.group, b.round, b.step);
   });
   return kept;
 }
@@ -142,11 +139,11 @@ absl::Status AnswerJournal::Record(const KeptAnswer& answer) {
   message.set_identity(identity_);
   message.mutable_round()->set_step(answer.step);
   message.mutable_round()->set_group(answer.group);
-  message.mutable_round()->set_second_round(answer.second_round);
+  message.mutable_round()->set_round(answer.round);
   if (answer.result.update != nullptr) UpdateToProto(*answer.result.update, message.mutable_update());
   message.set_contributors(answer.result.contributors);
   if (answer.group_state != nullptr) *message.mutable_group_state() = {answer.group_state->begin(), answer.group_state->end()};
-  const std::string path = PathOf(answer.group, answer.second_round, answer.step);
+  const std::string path = PathOf(answer.group, answer.round, answer.step);
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -160,15 +157,15 @@ absl::Status AnswerJournal::Record(const KeptAnswer& answer) {
     return absl::InternalError(absl::StrCat("cannot rename the kept answer '", tmp, "' into place"));
   }
   std::lock_guard<std::mutex> lock(mu_);
-  files_[{answer.group, answer.second_round}].insert(answer.step);
-  TrimLocked(answer.group, answer.second_round);
+  files_[{answer.group, answer.round}].insert(answer.step);
+  TrimLocked(answer.group, answer.round);
   return absl::OkStatus();
 }
 
-void AnswerJournal::TrimLocked(uint32_t group, bool second_round) {
-  std::set<uint64_t>& steps = files_[{group, second_round}];
+void AnswerJournal::TrimLocked(uint32_t group, uint32_t round) {
+  std::set<uint64_t>& steps = files_[{group, round}];
   while (steps.size() > kept_) {
-    std::remove(PathOf(group, second_round, *steps.begin()).c_str());
+    std::remove(PathOf(group, round, *steps.begin()).c_str());
     steps.erase(steps.begin());
   }
 }

@@ -8,11 +8,11 @@
 // before any worker is answered with it (AggregationConfig::record_answer),
 // and a restarted shard loads the files (AggregationCore::Restore).
 //
-// Layout: <dir>/g<group>-<first|second>-s<step>.answer, each a serialized
+// Layout: <dir>/g<group>-r<round>-s<step>.answer, each a serialized
 // v1::KeptAnswer that names the job configuration and shard layout it
 // belongs to. A file is written under a temporary name and renamed into
-// place, so a crash leaves the whole answer or none. For each (group, round
-// kind) only the newest `kept` files stay; older ones are removed.
+// place, so a crash leaves the whole answer or none. For each (group, round)
+// only the newest `kept` files stay; older ones are removed.
 //
 // Durable against the process dying (SIGKILL, OOM kill): written files live
 // on in the page cache. Not fsync'ed, so not against the machine losing
@@ -71,17 +71,17 @@ class AnswerJournal {
   AnswerJournal(std::string dir, std::string identity, size_t kept)
       : dir_(std::move(dir)), identity_(std::move(identity)), kept_(kept) {}
 
-  std::string PathOf(uint32_t group, bool second_round, uint64_t step) const;
+  std::string PathOf(uint32_t group, uint32_t round, uint64_t step) const;
   // Removes files of (group, round kind) beyond the newest kept_.
-  void TrimLocked(uint32_t group, bool second_round);
+  void TrimLocked(uint32_t group, uint32_t round);
 
   const std::string dir_;
   const std::string identity_;
   const size_t kept_;
 
   std::mutex mu_;
-  // Steps with a file, per (group, second round).
-  std::map<std::pair<uint32_t, bool>, std::set<uint64_t>> files_;
+  // Steps with a file, per (group, round).
+  std::map<std::pair<uint32_t, uint32_t>, std::set<uint64_t>> files_;
 };
 
 }  // namespace sketchfuse

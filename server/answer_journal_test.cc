@@ -21,12 +21,12 @@ std::string FreshDir(const std::string& name) {
   return dir;
 }
 
-KeptAnswer Answer(uint32_t group, uint64_t step, bool second_round, float scale) {
+KeptAnswer Answer(uint32_t group, uint64_t step, uint32_t round, float scale) {
   Update u;
   u.dim = 1000;
   u.indices = {3, 70, 999};
   u.values = {scale, -2 * scale, 1e-7f * scale};
-  return KeptAnswer{group, step, second_round, RoundResult{std::make_shared<const Update>(u), 4}};
+  return KeptAnswer{group, step, round, RoundResult{std::make_shared<const Update>(u), 4}};
 }
 
 std::vector<std::string> Files(const std::string& dir) {
@@ -50,48 +50,48 @@ TEST(AnswerJournalTest, KeepsTheNewestAnswersAndReadsThemBackExactly) {
   {
     auto journal = *AnswerJournal::Open(dir, "job 'j', shard 0 of 1", 2);
     for (uint64_t step = 0; step < 5; ++step) {
-      ASSERT_TRUE(journal->Record(Answer(1, step, false, 1.5f * step)).ok());
+      ASSERT_TRUE(journal->Record(Answer(1, step, 0, 1.5f * step)).ok());
     }
-    ASSERT_TRUE(journal->Record(Answer(1, 3, true, 7)).ok());
-    ASSERT_TRUE(journal->Record(Answer(4, 0, false, 9)).ok());
+    ASSERT_TRUE(journal->Record(Answer(1, 3, 1, 7)).ok());
+    ASSERT_TRUE(journal->Record(Answer(4, 0, 0, 9)).ok());
   }
-  EXPECT_EQ(Files(dir), std::vector<std::string>({"g1-first-s3.answer", "g1-first-s4.answer",
-                                                   "g1-second-s3.answer", "g4-first-s0.answer"}));
-  WriteFile(dir + "/g1-first-s5.answer.tmp", "half a wri");  // a write cut short by the crash
+  EXPECT_EQ(Files(dir), std::vector<std::string>({"g1-r0-s3.answer", "g1-r0-s4.answer",
+                                                   "g1-r1-s3.answer", "g4-r0-s0.answer"}));
+  WriteFile(dir + "/g1-r0-s5.answer.tmp", "half a wri");  // a write cut short by the crash
 
   auto successor = *AnswerJournal::Open(dir, "job 'j', shard 0 of 1", 2);
   absl::StatusOr<std::vector<KeptAnswer>> loaded = successor->Load();
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   ASSERT_EQ(loaded->size(), 4u);
-  const std::vector<KeptAnswer> expected = {Answer(1, 3, false, 4.5f), Answer(1, 4, false, 6.0f),
-                                            Answer(1, 3, true, 7), Answer(4, 0, false, 9)};
+  const std::vector<KeptAnswer> expected = {Answer(1, 3, 0, 4.5f), Answer(1, 4, 0, 6.0f),
+                                            Answer(1, 3, 1, 7), Answer(4, 0, 0, 9)};
   for (size_t i = 0; i < expected.size(); ++i) {
     const KeptAnswer& got = (*loaded)[i];
     EXPECT_EQ(got.group, expected[i].group) << i;
     EXPECT_EQ(got.step, expected[i].step) << i;
-    EXPECT_EQ(got.second_round, expected[i].second_round) << i;
+    EXPECT_EQ(got.round, expected[i].round) << i;
     EXPECT_EQ(got.result.contributors, 4u);
     EXPECT_EQ(got.result.update->dim, 1000u);
     EXPECT_EQ(got.result.update->indices, expected[i].result.update->indices) << i;
     EXPECT_EQ(got.result.update->values, expected[i].result.update->values) << i;  // bit for bit
   }
-  EXPECT_FALSE(std::filesystem::exists(dir + "/g1-first-s5.answer.tmp"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/g1-r0-s5.answer.tmp"));
   // The successor goes on trimming the files its predecessor wrote.
-  ASSERT_TRUE(successor->Record(Answer(1, 5, false, 1)).ok());
-  EXPECT_FALSE(std::filesystem::exists(dir + "/g1-first-s3.answer"));
-  EXPECT_TRUE(std::filesystem::exists(dir + "/g1-first-s5.answer"));
+  ASSERT_TRUE(successor->Record(Answer(1, 5, 0, 1)).ok());
+  EXPECT_FALSE(std::filesystem::exists(dir + "/g1-r0-s3.answer"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/g1-r0-s5.answer"));
 }
 
 // A FetchSGD group's state travels with its answer, bit for bit; answers
 // of other groups carry none.
 TEST(AnswerJournalTest, GroupStateIsReadBackWithItsAnswer) {
   const std::string dir = FreshDir("journal_state");
-  KeptAnswer with_state = Answer(2, 7, false, 3);
+  KeptAnswer with_state = Answer(2, 7, 0, 3);
   with_state.group_state = std::make_shared<const std::vector<float>>(std::vector<float>{0.5f, -1e-30f, 3e30f, 0});
   {
     auto journal = *AnswerJournal::Open(dir, "job 'j', shard 0 of 1", 2);
     ASSERT_TRUE(journal->Record(with_state).ok());
-    ASSERT_TRUE(journal->Record(Answer(1, 7, false, 3)).ok());
+    ASSERT_TRUE(journal->Record(Answer(1, 7, 0, 3)).ok());
   }
   auto successor = *AnswerJournal::Open(dir, "job 'j', shard 0 of 1", 2);
   absl::StatusOr<std::vector<KeptAnswer>> loaded = successor->Load();
@@ -106,7 +106,7 @@ TEST(AnswerJournalTest, LoadTrimsBeyondTheKeptCount) {
   const std::string dir = FreshDir("journal_trim");
   {
     auto journal = *AnswerJournal::Open(dir, "id", 4);
-    for (uint64_t step = 10; step < 14; ++step) ASSERT_TRUE(journal->Record(Answer(0, step, false, 1)).ok());
+    for (uint64_t step = 10; step < 14; ++step) ASSERT_TRUE(journal->Record(Answer(0, step, 0, 1)).ok());
   }
   auto fewer = *AnswerJournal::Open(dir, "id", 2);
   absl::StatusOr<std::vector<KeptAnswer>> loaded = fewer->Load();
@@ -114,7 +114,7 @@ TEST(AnswerJournalTest, LoadTrimsBeyondTheKeptCount) {
   ASSERT_EQ(loaded->size(), 2u);
   EXPECT_EQ((*loaded)[0].step, 12u);
   EXPECT_EQ((*loaded)[1].step, 13u);
-  EXPECT_EQ(Files(dir), std::vector<std::string>({"g0-first-s12.answer", "g0-first-s13.answer"}));
+  EXPECT_EQ(Files(dir), std::vector<std::string>({"g0-r0-s12.answer", "g0-r0-s13.answer"}));
 }
 
 // Each bad file is refused with a status naming it; the journal's directory
@@ -124,8 +124,8 @@ TEST(AnswerJournalTest, RefusesBadFilesByName) {
   std::string good;
   {
     auto journal = *AnswerJournal::Open(dir, "mine", 4);
-    ASSERT_TRUE(journal->Record(Answer(2, 8, false, 1)).ok());
-    good = ReadFile(dir + "/g2-first-s8.answer");
+    ASSERT_TRUE(journal->Record(Answer(2, 8, 0, 1)).ok());
+    good = ReadFile(dir + "/g2-r0-s8.answer");
   }
   v1::KeptAnswer other_run;
   ASSERT_TRUE(other_run.ParseFromString(good));
@@ -140,15 +140,18 @@ TEST(AnswerJournalTest, RefusesBadFilesByName) {
     std::string needle;
   };
   const std::vector<Case> cases = {
-      {"g2-first-s9.answer", "\xff\xff\xff garbage", absl::StatusCode::kInvalidArgument, "truncated or corrupt"},
-      {"g2-first-s9.answer", good.substr(0, good.size() - 3) /* into the update */, absl::StatusCode::kInvalidArgument,
+      {"g2-r0-s9.answer", "\xff\xff\xff garbage", absl::StatusCode::kInvalidArgument, "truncated or corrupt"},
+      {"g2-r0-s9.answer", good.substr(0, good.size() - 3) /* into the update */, absl::StatusCode::kInvalidArgument,
        "truncated or corrupt"},
-      {"g2-first-s9.answer", good, absl::StatusCode::kInvalidArgument, "answer of another round (step 8, group 2)"},
-      {"g2-first-s09.answer", good, absl::StatusCode::kInvalidArgument, "is not named like a kept answer"},
+      {"g2-r0-s9.answer", good, absl::StatusCode::kInvalidArgument, "answer of another round (step 8, group 2)"},
+      {"g2-r0-s09.answer", good, absl::StatusCode::kInvalidArgument, "is not named like a kept answer"},
       {"g2-third-s9.answer", good, absl::StatusCode::kInvalidArgument, "is not named like a kept answer"},
-      {"g2-first-s9.answer", other_run.SerializeAsString(), absl::StatusCode::kFailedPrecondition,
+      // A journal from before rounds were numbered is refused by its name.
+      {"g2-first-s9.answer", good, absl::StatusCode::kInvalidArgument, "g<group>-r<round>-s<step>.answer"},
+      {"g2-r01-s9.answer", good, absl::StatusCode::kInvalidArgument, "is not named like a kept answer"},
+      {"g2-r0-s9.answer", other_run.SerializeAsString(), absl::StatusCode::kFailedPrecondition,
        "belongs to theirs; this shard is mine"},
-      {"g2-first-s9.answer", bad_update.SerializeAsString(), absl::StatusCode::kInvalidArgument,
+      {"g2-r0-s9.answer", bad_update.SerializeAsString(), absl::StatusCode::kInvalidArgument,
        "malformed update"},
   };
   for (const Case& c : cases) {
@@ -158,7 +161,7 @@ TEST(AnswerJournalTest, RefusesBadFilesByName) {
     EXPECT_EQ(loaded.status().code(), c.code) << c.name << ": " << loaded.status();
     EXPECT_NE(loaded.status().message().find(c.needle), std::string::npos) << c.name << " [" << loaded.status().message() << "]";
     EXPECT_NE(loaded.status().message().find(c.name), std::string::npos) << "the message names no file";
-    EXPECT_TRUE(std::filesystem::exists(dir + "/g2-first-s8.answer"));
+    EXPECT_TRUE(std::filesystem::exists(dir + "/g2-r0-s8.answer"));
     std::filesystem::remove(dir + "/" + c.name);
   }
   // With the bad files gone, the good answer loads.

@@ -56,9 +56,9 @@ expect_refusal "--metrics_port must be -1 (off) or in [0, 65535]; got -7" --job_
 expect_refusal "cannot create --state_dir '$dir/a_file/shard-0': Not a directory" --job_config="$dir/run.json" \
   --state_dir="$dir/a_file"
 mkdir -p "$dir/state/shard-0"
-printf 'not an answer' >"$dir/state/shard-0/g0-first-s3.answer"
-expect_refusal "g0-first-s3.answer' is not a valid kept answer" --job_config="$dir/run.json" --state_dir="$dir/state"
-[ -s "$dir/state/shard-0/g0-first-s3.answer" ] || { echo "FAIL: the refused answer file was removed"; failures=$((failures + 1)); }
+printf 'not an answer' >"$dir/state/shard-0/g0-r0-s3.answer"
+expect_refusal "g0-r0-s3.answer' is not a valid kept answer" --job_config="$dir/run.json" --state_dir="$dir/state"
+[ -s "$dir/state/shard-0/g0-r0-s3.answer" ] || { echo "FAIL: the refused answer file was removed"; failures=$((failures + 1)); }
 
 # A metrics port already taken: the shard says so and does not start.
 python3 -c 'import socket,time,sys; s=socket.socket(); s.bind(("127.0.0.1",0)); s.listen(); print(s.getsockname()[1], flush=True); time.sleep(30)' >"$dir/taken" &

@@ -75,7 +75,7 @@ std::string DeadAddress() {
 absl::StatusOr<PushOutcome> PushAndWait(PsTransport& transport, uint64_t step, uint32_t group, float base,
                                         uint32_t worker = 0) {
   std::promise<absl::StatusOr<PushOutcome>> promise;
-  transport.Push(0, "transport-test", step, group, worker, DensePayload(base),
+  transport.Push(PushTarget{0, "transport-test", step, group, /*round=*/0, worker}, DensePayload(base),
                  [&promise](absl::StatusOr<PushOutcome> outcome) { promise.set_value(std::move(outcome)); });
   return promise.get_future().get();
 }
@@ -133,7 +133,7 @@ TEST(GrpcPsTransportTest, RoundsTheShardFailsAreRePushedUntilEveryWorkerIsIn) {
   policy.max_backoff = absl::Milliseconds(20);
   GrpcPsTransport early({shard->server->address()}, {}, policy), late({shard->server->address()}, {}, policy);
   std::promise<absl::StatusOr<PushOutcome>> promise;
-  early.Push(0, "transport-test", 0, 0, /*worker=*/0, DensePayload(1.0f),
+  early.Push(PushTarget{0, "transport-test", 0, 0, /*round=*/0, /*worker=*/0}, DensePayload(1.0f),
              [&promise](absl::StatusOr<PushOutcome> outcome) { promise.set_value(std::move(outcome)); });
   // Fail the round each time the early push has opened it again.
   auto fail_the_open_round = [&](const std::function<int()>& fail) {
@@ -171,7 +171,7 @@ TEST(GrpcPsTransportTest, ARefusalIsReportedAtOnceWithoutRetrying) {
   EXPECT_EQ(transport.retries(), 0u);
   // A shard index out of range never leaves the worker.
   std::promise<absl::StatusOr<PushOutcome>> promise;
-  transport.Push(3, "transport-test", 0, 0, 0, DensePayload(1.0f),
+  transport.Push(PushTarget{3, "transport-test", 0, 0, 0, 0}, DensePayload(1.0f),
                  [&promise](absl::StatusOr<PushOutcome> o) { promise.set_value(std::move(o)); });
   absl::StatusOr<PushOutcome> out_of_range = promise.get_future().get();
   EXPECT_EQ(out_of_range.status().code(), absl::StatusCode::kInvalidArgument);

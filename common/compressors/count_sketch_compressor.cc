@@ -53,6 +53,7 @@
 #include "common/compressors/builtin.h"
 #include "common/compressors/selection.h"
 #include "common/count_sketch.h"
+#include "common/fetchsgd_state.h"
 #include "common/peel_capacity.h"
 #include "common/sketch_hash.h"
 #include "common/sketch_peeling.h"
@@ -64,7 +65,7 @@ namespace {
 using Method = Compressor::SketchLayout::Method;
 
 // count_sketch's training methods (the file comment). The shared
-// SketchLayout::Method names only those a GPU worker runs.
+// SketchLayout::Method names only how a GPU worker encodes and decodes.
 enum class Decoding { kPeel, kEstimate, kFetchSgd, kCandidates };
 
 const char* DecodingName(Decoding decoding) {
@@ -167,23 +168,21 @@ class CountSketchCompressor final : public Compressor {
                        step_seeded_ ? StepSeed(seed_, step) : seed_};
   }
 
-  // nullopt for candidates: no GPU worker runs it yet.
+  // nullopt for candidates: no GPU worker runs it yet. FetchSGD encodes as
+  // estimate does (the whole group under a fixed seed); its aggregation
+  // state keeps it off the device (GroupCompressors refuses it there).
   std::optional<SketchLayout> SketchLayoutFor(uint64_t dim) const override {
-    Method method;
-    switch (decoding_) {
-      case Decoding::kPeel:
-        method = Method::kPeel;
-        break;
-      case Decoding::kEstimate:
-        method = Method::kEstimate;
-        break;
-      case Decoding::kFetchSgd:
-        method = Method::kFetchSgd;
-        break;
-      case Decoding::kCandidates:
-        return std::nullopt;
-    }
-    return SketchLayout{ShapeFor(dim), selection_.For(dim), method, momentum_, seed_};
+    if (decoding_ == Decoding::kCandidates) return std::nullopt;
+    return SketchLayout{ShapeFor(dim), selection_.For(dim), peel_ ? Method::kPeel : Method::kEstimate, seed_};
+  }
+
+  // FetchSGD keeps momentum and error as sketches where the sum is.
+  bool keeps_aggregation_state() const override { return decoding_ == Decoding::kFetchSgd; }
+  absl::StatusOr<std::unique_ptr<AggregationState>> NewAggregationState(uint64_t dim) const override {
+    if (decoding_ != Decoding::kFetchSgd) return std::unique_ptr<AggregationState>();
+    absl::StatusOr<FetchSgdState> state = FetchSgdState::Create(ShapeFor(dim), dim, selection_.For(dim), momentum_);
+    if (!state.ok()) return state.status();
+    return std::unique_ptr<AggregationState>(std::make_unique<FetchSgdState>(*std::move(state)));
   }
 
   absl::StatusOr<Payload> Encode(absl::Span<const float> grad, const EncodeContext& context) override {

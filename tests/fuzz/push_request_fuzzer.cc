@@ -45,7 +45,7 @@ std::unique_ptr<AggregationCore> PrimedCore(std::vector<uint32_t>* candidates) {
   config.job = "job";
   config.world_size = 2;
   GroupSpec sketch{1, 1000, kSketch};
-  sketch.second_round = true;
+  sketch.rounds = 2;
   config.groups = {{0, 64, "dense"}, sketch, {2, 200, "topk:k=5", 5}};
   std::unique_ptr<AggregationCore> core = *AggregationCore::Create(config);
   absl::StatusOr<RoundResult> answer = absl::UnknownError("none");
@@ -58,12 +58,12 @@ std::unique_ptr<AggregationCore> PrimedCore(std::vector<uint32_t>* candidates) {
   return core;
 }
 
-v1::PushRequest Request(uint64_t step, uint32_t group, bool second_round, uint32_t worker, const Payload& p) {
+v1::PushRequest Request(uint64_t step, uint32_t group, uint32_t round, uint32_t worker, const Payload& p) {
   v1::PushRequest request;
   request.mutable_round()->set_job("job");
   request.mutable_round()->set_step(step);
   request.mutable_round()->set_group(group);
-  request.mutable_round()->set_second_round(second_round);
+  request.mutable_round()->set_round(round);
   request.set_worker(worker);
   PayloadToProto(p, request.mutable_payload());
   return request;
@@ -83,11 +83,11 @@ std::vector<std::string> FuzzSeeds() {
   std::vector<uint32_t> candidates;
   PrimedCore(&candidates);
   std::vector<v1::PushRequest> requests = {
-      Request(3, 0, false, 0, Encoded("dense", Ramp(64, 0.5f))),
-      Request(3, 1, false, 1, Encoded(kSketch, Ramp(1000, 2.0f))),
-      Request(4, 2, false, 0, Encoded("topk:k=5", Ramp(200, 1.0f))),
-      Request(kPrimedStep, 1, true, 0, ExactAt(candidates, Ramp(1000, 1.0f))),
-      Request(kPrimedStep, 1, true, 1, ExactAt(candidates, Ramp(1000, 2.0f))),
+      Request(3, 0, 0, 0, Encoded("dense", Ramp(64, 0.5f))),
+      Request(3, 1, 0, 1, Encoded(kSketch, Ramp(1000, 2.0f))),
+      Request(4, 2, 0, 0, Encoded("topk:k=5", Ramp(200, 1.0f))),
+      Request(kPrimedStep, 1, 1, 0, ExactAt(candidates, Ramp(1000, 1.0f))),
+      Request(kPrimedStep, 1, 1, 1, ExactAt(candidates, Ramp(1000, 2.0f))),
   };
   std::vector<std::string> seeds;
   for (const v1::PushRequest& r : requests) seeds.push_back(r.SerializeAsString());
@@ -147,7 +147,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (payload.ok()) {
       ++reach.valid_payload;
       const RoundKey key{request.round().job(), request.round().step(), request.round().group(),
-                         request.round().second_round()};
+                         request.round().round()};
       fuzzed_check_round = key.step == kCheckStep || key.step == kPrimedStep;
       ++pushes;
       core->Push(key, request.worker(), *std::move(payload), absl::Now(), [&](absl::StatusOr<RoundResult> r) {

@@ -25,16 +25,15 @@ absl::StatusOr<GroupCompressors> GroupCompressors::Create(const v1::JobConfig& j
     stack.top = *std::move(compressor);
     stack.dim = group.dim();
     if (on_device) {
+      if (stack.top->keeps_aggregation_state()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "group ", group.group(), ": ", stack.top->spec(),
+            " keeps state where the sum is, which runs on the host: use --device=cpu"));
+      }
       const std::optional<Compressor::SketchLayout> layout = stack.top->SketchLayoutFor(group.dim());
       if (!layout.has_value()) {
         return absl::InvalidArgumentError(absl::StrCat("group ", group.group(), ": device=gpu needs a count_sketch "
                                                        "compressor; got ", stack.top->spec()));
-      }
-      if (layout->method == Compressor::SketchLayout::Method::kFetchSgd) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "group ", group.group(), ": device=gpu runs count_sketch with method=peel or method=estimate; "
-            "FetchSGD's sketch-space state (method=fetchsgd) runs on the host: use --device=cpu; got ",
-            stack.top->spec()));
       }
       absl::StatusOr<std::unique_ptr<DeviceStack>> device = options.device(*layout, group.dim(), options.worker_momentum);
       if (!device.ok()) {
@@ -46,9 +45,8 @@ absl::StatusOr<GroupCompressors> GroupCompressors::Create(const v1::JobConfig& j
       stacks.push_back(std::move(stack));
       continue;
     }
-    if (const std::optional<Compressor::SketchLayout> layout = stack.top->SketchLayoutFor(group.dim());
-        layout.has_value() && layout->method == Compressor::SketchLayout::Method::kFetchSgd) {
-      // FetchSGD: error and momentum live with the sum, in sketch space.
+    if (stack.top->keeps_aggregation_state()) {
+      // Error and momentum live with the sum (common/aggregation_state.h).
       stacks.push_back(std::move(stack));
       continue;
     }

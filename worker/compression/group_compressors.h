@@ -54,9 +54,9 @@ class GroupCompressors {
  public:
   // One stack per group of `job` (job.groups[g].compressor, decorated as
   // `options` say), on the host, or on the GPU when options.device is set.
-  // A group whose count_sketch keeps its state in sketch space
-  // (method=fetchsgd) gets neither error feedback nor momentum: the sum
-  // keeps them. INVALID_ARGUMENT naming the group for a bad spec or a group
+  // A group whose method keeps state where the sum is
+  // (Compressor::keeps_aggregation_state) gets neither error feedback nor
+  // momentum: that state keeps them. INVALID_ARGUMENT naming the group for a bad spec or a group
   // that cannot live on the GPU; FAILED_PRECONDITION for a GPU state without
   // a GPU.
   static absl::StatusOr<GroupCompressors> Create(const v1::JobConfig& job, StackOptions options);

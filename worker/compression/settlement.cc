@@ -13,6 +13,10 @@ Settlement SettleAt(const Update& update) {
   return settlement;
 }
 
+Settlement SettleExchange(const Payload& sent, const Update& update, uint32_t rounds) {
+  return rounds > 1 ? SettleAt(update) : SettleSent(sent, update);
+}
+
 Settlement SettleSent(const Payload& sent, const Update& update) {
   const std::vector<uint32_t>* carried = nullptr;
   if (sent.kind == PayloadKind::kSparse) carried = &sent.indices;

@@ -6,6 +6,8 @@
 #ifndef SKETCHFUSE_WORKER_COMPRESSION_SETTLEMENT_H_
 #define SKETCHFUSE_WORKER_COMPRESSION_SETTLEMENT_H_
 
+#include <cstdint>
+
 #include "common/error_feedback.h"
 #include "common/payload.h"
 
@@ -34,6 +36,14 @@ Settlement SettleAt(const Update& update);
 // it never sent, even where another worker's value was applied (Top-k PS
 // unions, peeled sketches), and what it sent but was not applied.
 Settlement SettleSent(const Payload& sent, const Update& update);
+
+// The settlement of an exchange of `rounds` rounds per step in which this
+// worker sent `sent` first, on either route (the one rule for sketch_ps,
+// topk_ps, dense_ps, sketch_allreduce and the hybrid): after an exact last
+// round (rounds > 1) every worker's exact values at the update's
+// coordinates were summed, so all of them are released (SettleAt); after
+// one round, what this worker sent and was applied (SettleSent).
+Settlement SettleExchange(const Payload& sent, const Update& update, uint32_t rounds);
 
 }  // namespace sketchfuse
 

@@ -45,8 +45,9 @@ struct GroupInput {
   absl::Span<const float> encoded;
   // Coordinates to select (sparse algorithms).
   uint64_t k = 0;
-  // sketch_allreduce: a second round replaces the estimates by exact sums.
-  bool second_round = false;
+  // Rounds per step: sketch_allreduce's round 1, where there is one
+  // (rounds = 2), replaces the estimates by exact sums.
+  uint32_t rounds = 1;
   // sketch_allreduce: decodes the summed sketch (the group's compressor's
   // decode, on the host or, on a GPU worker, on the device).
   std::function<absl::StatusOr<Update>(const Payload&)> decode;

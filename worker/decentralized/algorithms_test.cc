@@ -77,7 +77,7 @@ std::vector<RankResult> RunAlgorithm(DecentralizedFn algorithm, int size, uint64
     input.payload = &mine.payload;
     input.encoded = mine.encoded;
     input.k = k;
-    input.second_round = second_round;
+    input.rounds = second_round ? 2 : 1;
     input.decode = [&decoder](const Payload& sum) { return decoder->Decode(sum); };
     const uint64_t bytes_before = c.bytes_sent();
     mine.outcome = algorithm(c, input);

@@ -6,7 +6,7 @@
 namespace sketchfuse {
 
 absl::StatusOr<GroupOutcome> SketchAllreduce(Collective& collective, const GroupInput& input) {
-  if (absl::Status s = decentralized_internal::CheckInput(input, PayloadKind::kSketch, input.second_round);
+  if (absl::Status s = decentralized_internal::CheckInput(input, PayloadKind::kSketch, input.rounds > 1);
       !s.ok()) {
     return s;
   }
@@ -22,7 +22,7 @@ absl::StatusOr<GroupOutcome> SketchAllreduce(Collective& collective, const Group
   outcome.update = *std::move(decoded);
   outcome.decode_time = decode_time;
   if (outcome.update.dense) return absl::InternalError("a sketch decoded to a dense update");
-  if (input.second_round) {
+  if (input.rounds > 1) {
     // Every rank decoded the same indices from the same bits: the exact sum
     // of the encoded values there replaces the estimates.
     for (size_t j = 0; j < outcome.update.indices.size(); ++j) {
@@ -32,9 +32,9 @@ absl::StatusOr<GroupOutcome> SketchAllreduce(Collective& collective, const Group
   }
   // Without a second round a worker releases what it inserted and got back
   // (all of the update for a sketch of the whole group); with one, every
-  // worker's exact values at the update's coordinates were summed.
-  outcome.settlement = input.second_round ? decentralized_internal::Release(outcome.update)
-                                          : SettleSent(*input.payload, outcome.update);
+  // worker's exact values at the update's coordinates were summed: the rule
+  // the centralized route settles by too.
+  outcome.settlement = SettleExchange(*input.payload, outcome.update, input.rounds);
   return outcome;
 }
 

@@ -34,7 +34,7 @@ struct GrpcPsTransport::Call {
   } alive;
   int shard = 0;
   uint32_t group = 0;
-  bool second_round = false;
+  uint32_t round = 0;
   grpc::ByteBuffer request;  // shares the payload's values (push_codec)
   grpc::ByteBuffer reply;
   std::unique_ptr<grpc::ClientContext> context;
@@ -94,12 +94,12 @@ void GrpcPsTransport::Send(PushTarget target, std::shared_ptr<const Payload> pay
   auto call = std::make_shared<Call>(this);
   call->shard = shard;
   call->group = target.group;
-  call->second_round = target.second_round;
+  call->round = target.round;
   v1::RoundKey round;
   round.set_job(target.job);
   round.set_step(target.step);
   round.set_group(target.group);
-  round.set_second_round(target.second_round);
+  round.set_round(target.round);
   call->request = EncodePushRequest(round, target.worker, std::move(payload));
   call->backoff = policy_.initial_backoff;
   call->done = std::move(done);
@@ -174,9 +174,10 @@ void GrpcPsTransport::Finish(std::shared_ptr<Call> call, const grpc::Status& sta
   absl::StatusOr<PushOutcome> outcome;
   if (!status.ok()) {
     outcome = absl::Status(FromGrpcStatus(status).code(),
-                           absl::StrCat(call->second_round ? "second-round push" : "push",
-                                        " of group ", call->group, " to shard ", call->shard, " (",
-                                        addresses_[call->shard], ") failed after ", call->attempts,
+                           absl::StrCat("push of group ", call->group,
+                                        call->round > 0 ? absl::StrCat(" (round ", call->round, ")") : "",
+                                        " to shard ", call->shard, " (", addresses_[call->shard],
+                                        ") failed after ", call->attempts,
                                         " attempt(s): ", status.error_message()));
   } else {
     const size_t reply_bytes = call->reply.Length();

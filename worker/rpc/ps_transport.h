@@ -39,14 +39,14 @@ struct PushOutcome {
 
 using PushDone = std::function<void(absl::StatusOr<PushOutcome>)>;
 
-// One push: `worker`'s part of round (job, step, group), or of its second
-// round, at `shard`.
+// One push: `worker`'s part of round `round` (numbered from 0) of (job,
+// step, group), at `shard`.
 struct PushTarget {
   int shard = 0;
   std::string job;
   uint64_t step = 0;
   uint32_t group = 0;
-  bool second_round = false;
+  uint32_t round = 0;
   uint32_t worker = 0;
 };
 
@@ -54,22 +54,17 @@ class PsTransport {
  public:
   virtual ~PsTransport() = default;
 
-  // Pushes `payload` as `worker`'s part of round (job, step, group) to
-  // `shard`; `done` runs exactly once with the decoded update or the final
-  // error. The payload's values may be sent from where they lie, so it must
-  // not change until `done` has run; the transport holds a reference to it
-  // until then.
-  void Push(int shard, const std::string& job, uint64_t step, uint32_t group, uint32_t worker,
-            std::shared_ptr<const Payload> payload, PushDone done) {
-    Send(PushTarget{shard, job, step, group, /*second_round=*/false, worker}, std::move(payload), std::move(done));
-  }
-  // The same for the round's second round: `payload` is candidate values,
-  // `worker`'s exact values at the candidates the first round answered
-  // with, in their order; the update holds their sums over the workers at
-  // those candidates (the k largest where the job re-selects).
-  void PushSecondRound(int shard, const std::string& job, uint64_t step, uint32_t group, uint32_t worker,
-                       std::shared_ptr<const Payload> payload, PushDone done) {
-    Send(PushTarget{shard, job, step, group, /*second_round=*/true, worker}, std::move(payload), std::move(done));
+  // Pushes `payload` as the target's part of its round; `done` runs exactly
+  // once with the shard's answer or the final error. In round 0 the payload
+  // is the group's encoded payload and the answer its decoded update (a
+  // candidate list where the group takes another round); in round 1 it is
+  // candidate values, the worker's exact values at the candidates round 0
+  // answered with, in their order, and the answer holds their sums over the
+  // workers there (the k largest where the job re-selects). The payload's
+  // values may be sent from where they lie, so it must not change until
+  // `done` has run; the transport holds a reference to it until then.
+  void Push(PushTarget target, std::shared_ptr<const Payload> payload, PushDone done) {
+    Send(std::move(target), std::move(payload), std::move(done));
   }
 
   virtual int num_shards() const = 0;
@@ -88,7 +83,7 @@ class PsTransport {
   virtual uint64_t retries() const = 0;
 
  protected:
-  // One push, as Push and PushSecondRound describe. A target shard out of
+  // One push, as Push describes. A target shard out of
   // range completes with INVALID_ARGUMENT.
   virtual void Send(PushTarget target, std::shared_ptr<const Payload> payload, PushDone done) = 0;
 };

@@ -23,29 +23,27 @@ absl::StatusOr<std::unique_ptr<CollectiveScheme>> CollectiveScheme::Create(const
   if (!compressors.ok()) return compressors.status();
   absl::StatusOr<std::vector<uint64_t>> selection = JobSelectionSizes(job);
   if (!selection.ok()) return selection.status();
-  std::vector<std::unique_ptr<FetchSgdState>> fetchsgd(job.groups_size());
+  std::vector<std::unique_ptr<AggregationState>> method_state(job.groups_size());
   for (int g = 0; g < job.groups_size(); ++g) {
-    const std::optional<Compressor::SketchLayout> layout = compressors->compressor(g).SketchLayoutFor(job.groups(g).dim());
-    if (!layout.has_value() || layout->method != Compressor::SketchLayout::Method::kFetchSgd) continue;
-    absl::StatusOr<FetchSgdState> state =
-        FetchSgdState::Create(layout->shape, job.groups(g).dim(), layout->heavy_hitters, layout->momentum);
+    absl::StatusOr<std::unique_ptr<AggregationState>> state =
+        compressors->compressor(g).NewAggregationState(job.groups(g).dim());
     if (!state.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("group ", job.groups(g).group(), ": ", state.status().message()));
     }
-    fetchsgd[g] = std::make_unique<FetchSgdState>(*std::move(state));
+    method_state[g] = *std::move(state);
   }
   auto scheme = std::unique_ptr<CollectiveScheme>(new CollectiveScheme(
-      scheme_info, *std::move(compressors), *std::move(selection), run.second_round(), collective));
-  scheme->fetchsgd_ = std::move(fetchsgd);
+      scheme_info, *std::move(compressors), *std::move(selection), run.second_round() ? 2u : 1u, collective));
+  scheme->method_state_ = std::move(method_state);
   return scheme;
 }
 
 CollectiveScheme::CollectiveScheme(SchemeInfo scheme, GroupCompressors compressors, std::vector<uint64_t> selection,
-                                   bool second_round, Collective* collective)
+                                   uint32_t rounds, Collective* collective)
     : scheme_(std::move(scheme)),
       compressors_(std::move(compressors)),
       selection_(std::move(selection)),
-      second_round_(second_round),
+      rounds_(rounds),
       collective_(collective),
       pending_(compressors_.size()) {}
 
@@ -63,13 +61,13 @@ void CollectiveScheme::Exchange(uint64_t step, int group, GradientView grad,
   input.payload = &*payload;
   input.encoded = compressors_.EncodedInput(group, grad);
   input.k = selection_[group];
-  input.second_round = second_round_;
+  input.rounds = rounds_;
   input.cap_exact_values = [this, group, k = input.k](absl::Span<float> values) {
     return compressors_.CapExactValues(group, values, k);
   };
-  if (fetchsgd_[group] != nullptr) {
-    // FetchSGD: the allreduced sum steps this worker's copy of the state.
-    input.decode = [this, group](const Payload& sum) { return fetchsgd_[group]->Step(sum); };
+  if (method_state_[group] != nullptr) {
+    // The allreduced sum steps this worker's copy of the method's state.
+    input.decode = [this, group](const Payload& sum) { return method_state_[group]->Step(sum); };
   } else {
     input.decode = [this, group](const Payload& sum) { return compressors_.Decode(group, sum); };
   }
@@ -101,20 +99,20 @@ std::vector<TraceSpan> CollectiveSpans(absl::Time begin, absl::Time end, absl::D
 
 std::vector<GroupState> CollectiveScheme::SaveState() const {
   std::vector<GroupState> state = compressors_.SaveState();
-  for (size_t g = 0; g < fetchsgd_.size(); ++g) {
-    if (fetchsgd_[g] != nullptr) state[g].method_state = fetchsgd_[g]->Save();
+  for (size_t g = 0; g < method_state_.size(); ++g) {
+    if (method_state_[g] != nullptr) state[g].method_state = method_state_[g]->Save();
   }
   return state;
 }
 
 absl::Status CollectiveScheme::RestoreState(const std::vector<GroupState>& state) {
-  if (state.size() != fetchsgd_.size()) {
+  if (state.size() != method_state_.size()) {
     return absl::InvalidArgumentError(absl::StrCat("saved state has ", state.size(), " groups; the job has ",
-                                                   fetchsgd_.size()));
+                                                   method_state_.size()));
   }
-  std::vector<std::unique_ptr<FetchSgdState>> restored(fetchsgd_.size());
-  for (size_t g = 0; g < fetchsgd_.size(); ++g) {
-    if (fetchsgd_[g] == nullptr) {
+  std::vector<std::unique_ptr<AggregationState>> restored(method_state_.size());
+  for (size_t g = 0; g < method_state_.size(); ++g) {
+    if (method_state_[g] == nullptr) {
       if (!state[g].method_state.empty()) {
         return absl::InvalidArgumentError(
             absl::StrCat("saved state of group ", g, " has method state; this run's method keeps none"));
@@ -122,14 +120,14 @@ absl::Status CollectiveScheme::RestoreState(const std::vector<GroupState>& state
       continue;
     }
     if (state[g].method_state.empty()) continue;  // begins from zero sketches
-    restored[g] = std::make_unique<FetchSgdState>(*fetchsgd_[g]);
+    restored[g] = method_state_[g]->Clone();
     if (absl::Status s = restored[g]->Restore(state[g].method_state); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("saved state of group ", g, ": ", s.message()));
     }
   }
   if (absl::Status s = compressors_.RestoreState(state); !s.ok()) return s;
-  for (size_t g = 0; g < fetchsgd_.size(); ++g) {
-    if (restored[g] != nullptr) fetchsgd_[g] = std::move(restored[g]);
+  for (size_t g = 0; g < method_state_.size(); ++g) {
+    if (restored[g] != nullptr) method_state_[g] = std::move(restored[g]);
   }
   return absl::OkStatus();
 }

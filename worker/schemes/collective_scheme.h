@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/fetchsgd_state.h"
+#include "common/aggregation_state.h"
 #include "proto/job_config.pb.h"
 #include "worker/schemes/aggregation_scheme.h"
 #include "worker/collective/collective.h"
@@ -42,24 +42,25 @@ class CollectiveScheme final : public AggregationScheme {
   absl::Status OnApplied(int group, const Update& update) override;
   GroupCompressors::PeelRecovery peel_recovery() const override { return compressors_.peel_recovery(); }
   // The residual and the velocity of each group, and for a group whose
-  // count_sketch runs method=fetchsgd its momentum and error sketches as
-  // the method's state (kept identically by every worker).
+  // method keeps state where the sum is (common/aggregation_state.h) that
+  // state, kept identically by every worker.
   std::vector<GroupState> SaveState() const override;
   absl::Status RestoreState(const std::vector<GroupState>& state) override;
 
  private:
   CollectiveScheme(SchemeInfo scheme, GroupCompressors compressors, std::vector<uint64_t> selection,
-                   bool second_round, Collective* collective);
+                   uint32_t rounds, Collective* collective);
 
   const SchemeInfo scheme_;  // its algorithm runs the exchange
   GroupCompressors compressors_;
   const std::vector<uint64_t> selection_;  // k per group
-  const bool second_round_;
+  const uint32_t rounds_;  // per step: 2 with the exact second round
   Collective* const collective_;
   std::vector<std::optional<Settlement>> pending_;  // per group, until applied
-  // method=fetchsgd: each group's sketch-space state, stepped by its decode
-  // (every worker steps the same state with the same allreduced sum).
-  std::vector<std::unique_ptr<FetchSgdState>> fetchsgd_;
+  // Each group's method state where the sum is (null for methods without
+  // one), stepped in place of its decode: every worker steps the same state
+  // with the same allreduced sum.
+  std::vector<std::unique_ptr<AggregationState>> method_state_;
 };
 
 }  // namespace sketchfuse

@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "common/compressor_registry.h"
+#include "common/fetchsgd_state.h"
 #include "common/test_vectors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -282,7 +283,7 @@ TEST(CollectiveSchemeTest, RefusesJobsItCannotRun) {
     EXPECT_THAT(CollectiveScheme::Create(Job("sketch_allreduce", "count_sketch:method=fetchsgd", 2, true), &collective)
                     .status()
                     .message(),
-                HasSubstr("FetchSGD (count_sketch method=fetchsgd) has no second round"));
+                HasSubstr("keeps state where the sum is and has no second round"));
     EXPECT_EQ(CollectiveScheme::Create(Job("gtopk", "topk:density=0.02", 2, false), nullptr).status().code(),
               absl::StatusCode::kInvalidArgument);
     absl::StatusOr<std::unique_ptr<CollectiveScheme>> scheme =

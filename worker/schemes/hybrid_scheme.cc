@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/error_text.h"
 #include "worker/schemes/collective_scheme.h"
 #include "worker/schemes/ps_scheme.h"
 #include "worker/schemes/scheme_registry.h"
@@ -25,10 +26,11 @@ absl::StatusOr<std::unique_ptr<HybridScheme>> HybridScheme::Create(const v1::Joi
                                                    collective->size(), " ranks"));
   }
   if (options.probe_every < 1) return absl::InvalidArgumentError("probe_every must be >= 1");
-  if (KeepsSketchSpaceState(job.run().compressor())) {
-    return absl::InvalidArgumentError(
-        "auto cannot run FetchSGD (count_sketch method=fetchsgd): its momentum and error sketches live on the "
-        "aggregation servers and would be lost at a fallback; use method=peel, or sketch_ps or sketch_allreduce");
+  if (KeepsStateWithTheSum(job.run().compressor())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        scheme.name, " cannot run ", QuoteField(job.run().compressor()),
+        ": it keeps state where the sum is (on the aggregation servers), which a fallback would lose; use "
+        "method=peel, or a centralized or decentralized scheme"));
   }
   // The centralized route pushes the same job's sketches to its servers
   // (and refuses what the scheme's traits do not allow, a second round).
@@ -42,7 +44,7 @@ absl::StatusOr<std::unique_ptr<HybridScheme>> HybridScheme::Create(const v1::Joi
   if (!selection.ok()) return selection.status();
   return std::unique_ptr<HybridScheme>(new HybridScheme(scheme, *std::move(centralized), collective,
                                                         std::move(options), *std::move(selection),
-                                                        job.run().second_round()));
+                                                        job.run().second_round() ? 2u : 1u));
 }
 
 namespace {
@@ -95,10 +97,10 @@ absl::StatusOr<ExchangeResult> HybridScheme::ExchangeByCollective(uint64_t step,
   input.group = group;
   input.payload = &payload;
   input.k = selection_[group];
-  input.second_round = second_round_;
+  input.rounds = rounds_;
   // The residual, untouched until the step's update is applied (error
   // feedback on, checked at Create for a second round).
-  if (second_round_) input.encoded = centralized_->compressors().EncodedInput(group, GradientView());
+  if (rounds_ > 1) input.encoded = centralized_->compressors().EncodedInput(group, GradientView());
   input.decode = [this, group](const Payload& sum) { return centralized_->compressors().Decode(group, sum); };
   input.cap_exact_values = [this, group, k = input.k](absl::Span<float> values) {
     return centralized_->compressors().CapExactValues(group, values, k);

@@ -78,13 +78,13 @@ class HybridScheme final : public AggregationScheme {
 
  private:
   HybridScheme(SchemeInfo scheme, std::unique_ptr<PsScheme> centralized, Collective* collective,
-               HybridOptions options, std::vector<uint64_t> selection, bool second_round)
+               HybridOptions options, std::vector<uint64_t> selection, uint32_t rounds)
       : scheme_(std::move(scheme)),
         centralized_(std::move(centralized)),
         collective_(collective),
         options_(std::move(options)),
         selection_(std::move(selection)),
-        second_round_(second_round) {}
+        rounds_(rounds) {}
   // sketch_allreduce of `payload`, `group`'s encoded sketch of this step.
   absl::StatusOr<ExchangeResult> ExchangeByCollective(uint64_t step, int group, const Payload& payload,
                                                       size_t dense_bytes);
@@ -99,7 +99,7 @@ class HybridScheme final : public AggregationScheme {
   Collective* const collective_;
   const HybridOptions options_;
   const std::vector<uint64_t> selection_;  // each group's k, for the fallback
-  const bool second_round_;                // run.second_round, for the fallback
+  const uint32_t rounds_;                  // per step (2: run.second_round), for the fallback
 
   // Read and written by Exchange (communication thread) and Reconcile
   // (trainer thread), which never run at once (the pipeline's contract).

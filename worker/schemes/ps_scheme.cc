@@ -65,7 +65,7 @@ absl::StatusOr<std::unique_ptr<PsScheme>> PsScheme::Create(const v1::JoinReply& 
   auto scheme = std::unique_ptr<PsScheme>(new PsScheme(job.run().scheme(), job.job(), joined.rank(),
                                                        std::move(group_ids), std::move(route->shard_of_group),
                                                        *std::move(compressors), std::move(transport)));
-  scheme->second_round_ = job.run().second_round();
+  scheme->rounds_ = job.run().second_round() ? 2 : 1;
   absl::StatusOr<std::vector<uint64_t>> selection = JobSelectionSizes(job);
   if (!selection.ok()) return selection.status();
   scheme->selection_ = *std::move(selection);
@@ -109,9 +109,9 @@ void PsScheme::Exchange(uint64_t step, int group, GradientView grad, absl::Span<
   const absl::Time pushed = absl::Now();
   // The values a second round sums: what this worker encoded (its residual),
   // which stays put until the group's update is applied.
-  const absl::Span<const float> encoded = second_round_ ? compressors_.EncodedInput(group, grad) : absl::Span<const float>();
+  const absl::Span<const float> encoded = rounds_ > 1 ? compressors_.EncodedInput(group, grad) : absl::Span<const float>();
   transport_->Push(
-      shard_of_group_[group], job_, step, group_ids_[group], rank_, last_payloads_[group],
+      PushTarget{shard_of_group_[group], job_, step, group_ids_[group], /*round=*/0, rank_}, last_payloads_[group],
       [this, done = std::move(done), step, group, encoded, dense_bytes, compress,
        pushed](absl::StatusOr<PushOutcome> outcome) mutable {
         if (!outcome.ok()) {
@@ -120,7 +120,7 @@ void PsScheme::Exchange(uint64_t step, int group, GradientView grad, absl::Span<
         }
         ExchangeResult result;
         result.update = std::move(outcome->update);
-        if (!second_round_) {
+        if (rounds_ == 1) {
           if (absl::Status s = CheckFinalAnswer(group, step, result.update); !s.ok()) {
             done(s);
             return;
@@ -131,7 +131,7 @@ void PsScheme::Exchange(uint64_t step, int group, GradientView grad, absl::Span<
         result.dense_bytes = dense_bytes;
         result.route = Route::kCentralized;
         result.spans = {compress, {"push, server sum and decode", pushed, absl::Now()}};
-        if (!second_round_) {
+        if (rounds_ == 1) {
           done(std::move(result));
           return;
         }
@@ -164,8 +164,8 @@ void PsScheme::PushSecondRound(uint64_t step, int group, absl::Span<const float>
     return;
   }
   const absl::Time pushed = absl::Now();
-  transport_->PushSecondRound(
-      shard_of_group_[group], job_, step, group_ids_[group], rank_, std::move(exact),
+  transport_->Push(
+      PushTarget{shard_of_group_[group], job_, step, group_ids_[group], /*round=*/1, rank_}, std::move(exact),
       [first = std::move(first), done = std::move(done), pushed, group, step](absl::StatusOr<PushOutcome> outcome) mutable {
         if (!outcome.ok()) {
           done(outcome.status());
@@ -195,8 +195,10 @@ absl::Status PsScheme::RestoreState(const std::vector<GroupState>& state) {
 
 absl::Status PsScheme::OnApplied(int group, const Update& update) {
   if (absl::Status s = compressors_.CheckGroup(group); !s.ok()) return s;
-  if (second_round_ || last_payloads_[group] == nullptr) return compressors_.Settle(group, SettleAt(update));
-  return compressors_.Settle(group, SettleSent(*last_payloads_[group], update));
+  // Without the payload (its encode failed; the hybrid redid the group on
+  // the collective) every coordinate of the update is released.
+  if (last_payloads_[group] == nullptr) return compressors_.Settle(group, SettleAt(update));
+  return compressors_.Settle(group, SettleExchange(*last_payloads_[group], update, rounds_));
 }
 
 }  // namespace sketchfuse

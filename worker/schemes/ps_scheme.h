@@ -87,7 +87,7 @@ class PsScheme final : public AggregationScheme {
   // Per group; shared with the push in flight, which sends its values.
   std::vector<std::shared_ptr<const Payload>> last_payloads_;
   std::vector<uint64_t> last_payload_steps_;  // the step of each (UINT64_MAX: none)
-  bool second_round_ = false;  // run.second_round: exact values at the candidates
+  uint32_t rounds_ = 1;  // per step; 2 (run.second_round): exact values at the candidates
   // The k each group applies (JobSelectionSizes): what the release cap of a
   // second round bounds.
   std::vector<uint64_t> selection_;

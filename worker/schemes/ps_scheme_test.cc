@@ -33,7 +33,7 @@ class ListingShard final : public PsTransport {
     PushOutcome outcome;
     outcome.update.dim = kDim;
     for (uint32_t i = 0; i < kDim; i += 10) outcome.update.indices.push_back(i);
-    if (target.second_round) {
+    if (target.round == 1) {
       ++*second_rounds;
       if (payload->values.size() != outcome.update.indices.size()) {
         done(absl::InvalidArgumentError("wrong count"));

@@ -123,7 +123,7 @@ TEST(SchemeRegistryTest, MomentumGoesWhereTheSchemeKeepsIt) {
   }
   run.set_scheme("sketch_ps");
   run.set_compressor("count_sketch:method=fetchsgd");
-  EXPECT_EQ(MomentumPlaceOf(run), MomentumPlace::kSketch);
+  EXPECT_EQ(MomentumPlaceOf(run), MomentumPlace::kWithTheSum);
   run.set_momentum(0);
   EXPECT_EQ(MomentumPlaceOf(run), MomentumPlace::kNone);
 }

@@ -171,11 +171,9 @@ std::string SchemesHelp() {
   return help;
 }
 
-bool KeepsSketchSpaceState(const std::string& compressor_spec) {
-  absl::StatusOr<CompressorSpec> spec = ParseCompressorSpec(compressor_spec);
-  if (!spec.ok() || spec->name != "count_sketch") return false;
-  auto method = spec->params.find("method");
-  return method != spec->params.end() && method->second == "fetchsgd";
+bool KeepsStateWithTheSum(const std::string& compressor_spec) {
+  absl::StatusOr<std::unique_ptr<Compressor>> compressor = CompressorRegistry::Default().Create(compressor_spec);
+  return compressor.ok() && (*compressor)->keeps_aggregation_state();
 }
 
 absl::Status CheckRunScheme(const v1::RunConfig& run) {
@@ -193,8 +191,9 @@ absl::Status CheckRunScheme(const v1::RunConfig& run) {
     return absl::InvalidArgumentError(absl::StrCat("scheme ", run.scheme(),
                                                    " takes two rounds; the run config turns its second round off"));
   }
-  if (run.second_round() && KeepsSketchSpaceState(run.compressor())) {
-    return absl::InvalidArgumentError("FetchSGD (count_sketch method=fetchsgd) has no second round");
+  if (run.second_round() && KeepsStateWithTheSum(run.compressor())) {
+    return absl::InvalidArgumentError(absl::StrCat(QuoteField(run.compressor()),
+                                                   " keeps state where the sum is and has no second round"));
   }
   return CheckDevicePlacement(run);
 }
@@ -203,7 +202,7 @@ MomentumPlace MomentumPlaceOf(const v1::RunConfig& run) {
   if (!(run.momentum() > 0)) return MomentumPlace::kNone;
   absl::StatusOr<SchemeInfo> info = FindScheme(run.scheme());
   if (info.ok() && !info->traits.worker_momentum) return MomentumPlace::kOptimizer;
-  if (KeepsSketchSpaceState(run.compressor())) return MomentumPlace::kSketch;
+  if (KeepsStateWithTheSum(run.compressor())) return MomentumPlace::kWithTheSum;
   return MomentumPlace::kWorker;
 }
 
@@ -241,10 +240,10 @@ absl::Status CheckDevicePlacement(const v1::RunConfig& run) {
   if (run.second_round()) {
     return absl::InvalidArgumentError("device=gpu does not run the exact second round (it needs host residuals)");
   }
-  if (KeepsSketchSpaceState(run.compressor())) {
-    return absl::InvalidArgumentError(
-        "device=gpu runs count_sketch with method=peel or method=estimate; FetchSGD's sketch-space state "
-        "(method=fetchsgd) runs on the host");
+  if (KeepsStateWithTheSum(run.compressor())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device=gpu runs count_sketch with method=peel or method=estimate; ", QuoteField(run.compressor()),
+        " keeps state where the sum is, which runs on the host"));
   }
   return absl::OkStatus();
 }

@@ -25,8 +25,8 @@ namespace sketchfuse {
 // decides.
 struct SchemeTraits {
   // Momentum is kept on the worker, before compression (momentum
-  // correction, or FetchSGD's sketch space for count_sketch
-  // method=fetchsgd): the compressing schemes. Otherwise the optimizer keeps
+  // correction), or by a method that keeps state where the sum is: the
+  // compressing schemes (MomentumPlaceOf). Otherwise the optimizer keeps
   // it on the applied update, exact for a dense scheme (MomentumPlaceOf).
   bool worker_momentum = false;
   // The values a worker sends are the ones applied, so its release can be
@@ -79,7 +79,8 @@ absl::Status CheckSchemeCompressor(const std::string& scheme, const std::string&
 
 // INVALID_ARGUMENT naming the misfit when the run's scheme, compressor,
 // second round and device do not go together (CheckSchemeCompressor, a
-// second round the scheme lacks or with FetchSGD, a two-round scheme
+// second round the scheme lacks or with a method that keeps state where the
+// sum is, a two-round scheme
 // without it, CheckDevicePlacement).
 absl::Status CheckRunScheme(const v1::RunConfig& run);
 
@@ -105,10 +106,11 @@ absl::StatusOr<std::vector<uint64_t>> JobSelectionSizes(const v1::JobConfig& job
 // "name: summary" lines for --help.
 std::string SchemesHelp();
 
-// True for count_sketch method=fetchsgd: momentum and error live in sketch
-// space with the sum (common/fetchsgd_state.h), and workers keep neither (no
-// error feedback, no velocity): they sketch their raw gradients.
-bool KeepsSketchSpaceState(const std::string& compressor_spec);
+// True when the spec's method keeps state where the sum is
+// (Compressor::keeps_aggregation_state, common/aggregation_state.h): workers
+// keep no error feedback or velocity and send their raw gradients. False for
+// a spec that does not parse.
+bool KeepsStateWithTheSum(const std::string& compressor_spec);
 
 // Where a run keeps momentum (run.momentum):
 //   kOptimizer  the dense schemes leave it to the optimizer, exact there;
@@ -118,10 +120,10 @@ bool KeepsSketchSpaceState(const std::string& compressor_spec);
 //               zeroed where an update was applied. Applying momentum after
 //               aggregation instead amplifies the bursts in which error
 //               feedback releases its residual, and costs accuracy;
-//   kSketch     count_sketch method=fetchsgd keeps it in sketch space where
-//               the sum is (common/fetchsgd_state.h), next to the error;
+//   kWithTheSum a method that keeps state where the sum is keeps it there
+//               (KeepsStateWithTheSum), next to the error;
 //   kNone       momentum 0.
-enum class MomentumPlace { kNone, kOptimizer, kWorker, kSketch };
+enum class MomentumPlace { kNone, kOptimizer, kWorker, kWithTheSum };
 MomentumPlace MomentumPlaceOf(const v1::RunConfig& run);
 bool UsesMomentumCorrection(const v1::RunConfig& run);
 

@@ -49,7 +49,7 @@ class LoopbackShards::Transport final : public PsTransport {
     round.set_job(target.job);
     round.set_step(target.step);
     round.set_group(target.group);
-    round.set_second_round(target.second_round);
+    round.set_round(target.round);
     const size_t bytes = EncodePushRequest(round, target.worker, payload).Length();
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -58,7 +58,7 @@ class LoopbackShards::Transport final : public PsTransport {
     // The core answers every push of a round on the thread of the push that
     // completes it: push from a thread of our own, as a server's handler would.
     std::thread([this, core, target, payload, bytes, done = std::move(done)]() mutable {
-      core->Push(RoundKey{target.job, target.step, target.group, target.second_round}, target.worker, *payload,
+      core->Push(RoundKey{target.job, target.step, target.group, target.round}, target.worker, *payload,
                  absl::Now(), [this, target, bytes, done = std::move(done)](absl::StatusOr<RoundResult> result) {
                    absl::StatusOr<PushOutcome> outcome;
                    bool lost = false;
