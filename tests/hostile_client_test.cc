@@ -268,6 +268,15 @@ TEST_F(HostileClientTest, AbusiveRequestsToEveryRpcLeaveTheHonestRoundExactAndMe
     request = Request(2, 0, 1);
     request.mutable_round()->set_group(3);
     ExpectRefused(Push(request, &reply), grpc::StatusCode::NOT_FOUND, "group 3", "group 3");
+    // A round the group does not take (it takes one per step): refused by
+    // number before it can open anything, the largest number included.
+    for (const uint32_t round : {1u, 7u, std::numeric_limits<uint32_t>::max()}) {
+      request = Request(2, 0, 1);
+      request.mutable_round()->set_round(round);
+      ExpectRefused(Push(request, &reply), grpc::StatusCode::INVALID_ARGUMENT,
+                    absl::StrCat("round ", round, " of group 0: the group takes 1 round per step"),
+                    absl::StrCat("round ", round));
+    }
   }
   // 6. Truncated bytes and an oversized message.
   {
