@@ -36,6 +36,11 @@ std::string JobFingerprint(const v1::JobConfig& job);
 // of 2 fused groups (partition_elements 27347)".
 std::string DescribeGroups(const v1::JobConfig& job);
 
+// The rounds each group takes per step: 1, or 2 where the run has the exact
+// second round (run.second_round: round 1 sums the workers' exact values at
+// round 0's candidates). Shards and workers number rounds from 0 below it.
+inline uint32_t RoundsPerStep(const v1::RunConfig& run) { return run.second_round() ? 2 : 1; }
+
 }  // namespace sketchfuse
 
 #endif  // SKETCHFUSE_PROTO_RUN_CONFIG_H_

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/fusion_planner.h"
 #include "common/partitioning.h"
+#include "proto/run_config.h"
 
 namespace sketchfuse {
 
@@ -121,7 +122,7 @@ absl::StatusOr<AggregationConfig> ShardConfig(const v1::JobConfig& config, int s
   for (int i = 0; i < config.groups_size(); ++i) {
     if ((*shards)[i] != shard_index) continue;
     const v1::GroupConfig& g = config.groups(i);
-    out.groups.push_back({g.group(), g.dim(), g.compressor(), g.reselect_top_k(), config.run().second_round() ? 2u : 1u});
+    out.groups.push_back({g.group(), g.dim(), g.compressor(), g.reselect_top_k(), RoundsPerStep(config.run())});
   }
   absl::StatusOr<std::unique_ptr<AggregationCore>> check = AggregationCore::Create(out);
   if (!check.ok()) return check.status();

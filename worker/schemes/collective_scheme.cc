@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "proto/run_config.h"
 #include "worker/schemes/scheme_registry.h"
 
 namespace sketchfuse {
@@ -33,7 +34,7 @@ absl::StatusOr<std::unique_ptr<CollectiveScheme>> CollectiveScheme::Create(const
     method_state[g] = *std::move(state);
   }
   auto scheme = std::unique_ptr<CollectiveScheme>(new CollectiveScheme(
-      scheme_info, *std::move(compressors), *std::move(selection), run.second_round() ? 2u : 1u, collective));
+      scheme_info, *std::move(compressors), *std::move(selection), RoundsPerStep(run), collective));
   scheme->method_state_ = std::move(method_state);
   return scheme;
 }

@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/error_text.h"
+#include "proto/run_config.h"
 #include "worker/schemes/collective_scheme.h"
 #include "worker/schemes/ps_scheme.h"
 #include "worker/schemes/scheme_registry.h"
@@ -44,7 +45,7 @@ absl::StatusOr<std::unique_ptr<HybridScheme>> HybridScheme::Create(const v1::Joi
   if (!selection.ok()) return selection.status();
   return std::unique_ptr<HybridScheme>(new HybridScheme(scheme, *std::move(centralized), collective,
                                                         std::move(options), *std::move(selection),
-                                                        job.run().second_round() ? 2u : 1u));
+                                                        RoundsPerStep(job.run())));
 }
 
 namespace {

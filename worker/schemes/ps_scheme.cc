@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/error_feedback.h"
+#include "proto/run_config.h"
 #include "worker/schemes/scheme_registry.h"
 
 namespace sketchfuse {
@@ -65,7 +66,7 @@ absl::StatusOr<std::unique_ptr<PsScheme>> PsScheme::Create(const v1::JoinReply& 
   auto scheme = std::unique_ptr<PsScheme>(new PsScheme(job.run().scheme(), job.job(), joined.rank(),
                                                        std::move(group_ids), std::move(route->shard_of_group),
                                                        *std::move(compressors), std::move(transport)));
-  scheme->rounds_ = job.run().second_round() ? 2 : 1;
+  scheme->rounds_ = RoundsPerStep(job.run());
   absl::StatusOr<std::vector<uint64_t>> selection = JobSelectionSizes(job);
   if (!selection.ok()) return selection.status();
   scheme->selection_ = *std::move(selection);
