@@ -19,6 +19,11 @@ std::string RoundName(const std::string& job, uint32_t group, uint64_t step, uin
   return absl::StrCat("round ", round, " (job '", job, "', step ", step, ", group ", group, ")");
 }
 
+// "takes 1 round per step" / "takes 2 rounds per step".
+std::string TakesRounds(uint32_t rounds) {
+  return absl::StrCat("takes ", rounds, rounds == 1 ? " round" : " rounds", " per step");
+}
+
 // Keeps the `k` largest-magnitude entries of a sparse update.
 void Reselect(uint64_t k, Update* update) {
   if (update->dense || update->indices.size() <= k) return;
@@ -64,6 +69,10 @@ absl::StatusOr<std::unique_ptr<AggregationCore>> AggregationCore::Create(
     if (!decoder.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("aggregation config: group ", spec.group,
                                                      ": ", decoder.status().message()));
+    }
+    if (spec.rounds < 1 || spec.rounds > 2) {
+      return absl::InvalidArgumentError(absl::StrCat("aggregation config: group ", spec.group, " ",
+                                                     TakesRounds(spec.rounds), "; 1 or 2 are served"));
     }
     auto group = std::make_unique<Group>();
     group->spec = spec;
@@ -122,9 +131,8 @@ absl::Status AggregationCore::ValidatePush(const RoundKey& key, uint32_t worker,
                                                    spec.group, " of ", spec.dim, " elements"));
   }
   if (key.round >= spec.rounds) {
-    return absl::InvalidArgumentError(absl::StrCat("round ", key.round, " of group ", spec.group, ": the group takes ",
-                                                   spec.rounds, spec.rounds == 1 ? " round" : " rounds",
-                                                   " per step"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("round ", key.round, " of group ", spec.group, ": the group ", TakesRounds(spec.rounds)));
   }
   if (key.round > 0) {
     if (payload.kind != PayloadKind::kCandidateValues) {
@@ -145,7 +153,8 @@ absl::Status AggregationCore::ValidatePush(const RoundKey& key, uint32_t worker,
 
 absl::Status AggregationCore::PlaceAtCandidatesLocked(const RoundKey& key, Payload* payload) const {
   const std::shared_ptr<const Update>* candidates = nullptr;
-  auto finished = finished_.find(FinishedKey{key.group, false});
+  // The candidates are the previous round's answer.
+  auto finished = finished_.find(FinishedKey{key.group, key.round - 1});
   if (finished != finished_.end()) {
     for (const auto& [step, result] : finished->second) {
       if (step == key.step) candidates = &result.update;
@@ -475,8 +484,8 @@ absl::Status AggregationCore::Restore(std::vector<KeptAnswer> answers) {
       return absl::InvalidArgumentError(absl::StrCat("kept answer of ", name, ": ", valid.message()));
     }
     if (a.round >= group->second->spec.rounds) {
-      return absl::InvalidArgumentError(absl::StrCat("kept answer of ", name, ": the group takes ",
-                                                     group->second->spec.rounds, " round(s) per step"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("kept answer of ", name, ": the group ", TakesRounds(group->second->spec.rounds)));
     }
     if (IsCandidateList(*a.result.update) && a.round + 1 == group->second->spec.rounds) {
       return absl::InvalidArgumentError(absl::StrCat("kept answer of ", name,

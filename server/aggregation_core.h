@@ -190,8 +190,9 @@ class AggregationCore {
   // A shard may own no groups (a job with fewer groups than shards); it then
   // refuses every push as not its own.
   // INVALID_ARGUMENT for an empty job, no workers, a repeated group,
-  // a group of 0 or 2^32+ elements, an unknown compressor, a non-positive
-  // deadline, or a zero step window, round cap or byte cap.
+  // a group of 0 or 2^32+ elements or of rounds other than 1 or 2, an
+  // unknown compressor, a non-positive deadline, or a zero step window,
+  // round cap or byte cap.
   static absl::StatusOr<std::unique_ptr<AggregationCore>> Create(AggregationConfig config);
 
   // Adds `worker`'s payload to the round; `done` runs as described in the

@@ -689,6 +689,11 @@ TEST(AggregationCoreTest, RefusesBadConfigurations) {
   c = config;
   c.round_deadline = absl::ZeroDuration();
   refused(c, "round_deadline");
+  c = config;
+  c.groups[0].rounds = 0;
+  refused(c, "group 0 takes 0 rounds per step; 1 or 2 are served");
+  c.groups[0].rounds = 3;
+  refused(c, "group 0 takes 3 rounds per step; 1 or 2 are served");
 }
 
 // Durable answers: each answer is recorded before any push sees it; a failed
