@@ -10,7 +10,7 @@
 #include "common/compressor_registry.h"
 #include "common/error_feedback.h"
 #include "common/error_text.h"
-#include "common/topk.h"
+#include "common/round_finish.h"
 
 namespace sketchfuse {
 namespace {
@@ -22,20 +22,6 @@ std::string RoundName(const std::string& job, uint32_t group, uint64_t step, uin
 // "takes 1 round per step" / "takes 2 rounds per step".
 std::string TakesRounds(uint32_t rounds) {
   return absl::StrCat("takes ", rounds, rounds == 1 ? " round" : " rounds", " per step");
-}
-
-// Keeps the `k` largest-magnitude entries of a sparse update.
-void Reselect(uint64_t k, Update* update) {
-  if (update->dense || update->indices.size() <= k) return;
-  const std::vector<uint32_t> keep = TopKIndices(update->values, k);  // ascending positions
-  std::vector<uint32_t> indices(keep.size());
-  std::vector<float> values(keep.size());
-  for (size_t j = 0; j < keep.size(); ++j) {
-    indices[j] = update->indices[keep[j]];
-    values[j] = update->values[keep[j]];
-  }
-  update->indices = std::move(indices);
-  update->values = std::move(values);
 }
 
 }  // namespace
@@ -165,14 +151,10 @@ absl::Status AggregationCore::PlaceAtCandidatesLocked(const RoundKey& key, Paylo
                                                       " has no answer here (not finished, or no longer kept): "
                                                       "its second round cannot start"));
   }
-  const std::vector<uint32_t>& indices = (*candidates)->indices;
-  if ((*candidates)->dense || payload->values.size() != indices.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "payload: a second-round push must carry one value for each of the ", indices.size(), " candidates of ",
-        RoundName(key.job, key.group, key.step), "; got ", payload->values.size()));
+  if (absl::Status s = PlaceAtCandidates(**candidates, payload); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("payload: ", s.message(), " (", RoundName(key.job, key.group, key.step, key.round), ")"));
   }
-  payload->kind = PayloadKind::kSparse;
-  payload->indices = indices;
   return absl::OkStatus();
 }
 
@@ -377,38 +359,26 @@ void AggregationCore::Complete(Group& group, const RoundId& id) {
   parts.clear();
   if (!merged.ok()) {
     update = absl::InvalidArgumentError(absl::StrCat("payloads of the round do not merge: ", merged.message()));
-  } else if (id.round > 0) {
-    // Every push carried the same candidates: the sum is the exact update.
-    Update exact;
-    exact.dim = aggregate.dim;
-    exact.indices = std::move(aggregate.indices);
-    exact.values = std::move(aggregate.values);
-    update = std::move(exact);
   } else {
-    std::lock_guard<std::mutex> lock(group.decode_mu);
-    if (group.method_state != nullptr) {
+    // The round ends as it would on the workers' collective
+    // (common/round_finish.h); round 0's sum goes to the group's decoder.
+    const RoundDecoder decode = [&group, &group_state, &state_before](Payload sum) -> absl::StatusOr<Update> {
+      std::lock_guard<std::mutex> lock(group.decode_mu);
+      if (group.method_state == nullptr) return group.decoder->DecodeOwned(std::move(sum));
       // The state steps only if the answer is recorded (or none is kept):
       // a round that fails here is pushed again and must find the state as
       // it was.
       const std::vector<float> before = group.method_state->Save();
-      update = group.method_state->Step(aggregate);
-      if (update.ok()) {
+      absl::StatusOr<Update> stepped = group.method_state->Step(sum);
+      if (stepped.ok()) {
         group_state = std::make_shared<const std::vector<float>>(group.method_state->Save());
         state_before = std::make_shared<const std::vector<float>>(before);
       }
-    } else {
-      update = group.decoder->DecodeOwned(std::move(aggregate));
-    }
+      return stepped;
+    };
+    update = FinishRound(RoundRule{group.spec.rounds, group.spec.reselect_top_k}, id.round, std::move(aggregate),
+                         decode);
   }
-  // Re-selection applies to the group's final round: the first, or the
-  // exact sums of the second.
-  if (update.ok() && id.round + 1 == group.spec.rounds && group.spec.reselect_top_k > 0) {
-    Reselect(group.spec.reselect_top_k, &*update);
-  }
-  // The first answer of a two-round group is where the workers push their
-  // exact values: its indices are all they use, so its estimates do not
-  // travel (a candidate list, common/error_feedback.h).
-  if (update.ok() && id.round + 1 < group.spec.rounds && !update->dense) update->values.clear();
   const absl::Time decoded = absl::Now();
 
   absl::StatusOr<RoundResult> result =

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The layering rule of docs/ARCHITECTURE.md: the aggregation shards (server/)
-# and the worker's schemes (worker/schemes/) hold a method's state and run its
-# rounds without naming the method. A method's own code lives in common/ (its
+# The layering rule of docs/ARCHITECTURE.md: the aggregation shards (server/),
+# the worker's schemes (worker/schemes/) and the rounds algorithm with its
+# reducers (worker/rounds/) hold a method's state and run its rounds without
+# naming the method. A method's own code lives in common/ (its
 # compressor and its AggregationState) and worker/decentralized/ (its
 # collective algorithm); here nothing may name FetchSGD or switch on
 # count_sketch's methods. Test files are exempt (they compare against the
 # methods' references). Fails listing each offending line.
-#   method_names_test.sh FILE...   (the sources of server/ and worker/schemes/)
+#   method_names_test.sh FILE...   (the sources of server/, worker/schemes/ and worker/rounds/)
 set -euo pipefail
 [ "$#" -gt 0 ] || { echo "method_names_test: no files given" >&2; exit 2; }
 status=0
@@ -20,5 +21,5 @@ for file in "$@"; do
   fi
 done
 [ "$checked" -ge 10 ] || { echo "method_names_test: only $checked sources checked; the file lists are wrong" >&2; exit 1; }
-[ "$status" -eq 0 ] && echo "method_names_test: $checked sources of server/ and worker/schemes/ name no method"
+[ "$status" -eq 0 ] && echo "method_names_test: $checked sources of server/, worker/schemes/ and worker/rounds/ name no method"
 exit "$status"

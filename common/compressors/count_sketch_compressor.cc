@@ -21,8 +21,8 @@
 //     takes the k heavy hitters of the aggregate with their estimated values
 //     (Sketched-SGD's decode; the GPU worker's).
 //   candidates: the first round of a two-round sketch whose size does not
-//     depend on the number of workers (worker/decentralized/
-//     fixed_sketch_allreduce.cc): every worker inserts its whole group,
+//     depend on the number of workers (fixed_sketch_*; worker/rounds/
+//     exchange_rounds.h): every worker inserts its whole group,
 //     hashed with the job's seed (hash=job, the default) or the step's
 //     (hash=step), into a table of rows x ceil(width * k) cells; the decode
 //     returns the `candidates` * k coordinates whose estimates in the summed

@@ -48,10 +48,14 @@ struct GroupInput {
   // Rounds per step: sketch_allreduce's round 1, where there is one
   // (rounds = 2), replaces the estimates by exact sums.
   uint32_t rounds = 1;
-  // sketch_allreduce: decodes the summed sketch (the group's compressor's
+  // The final round keeps this many of its largest sums (0: all); the
+  // group's GroupConfig::reselect_top_k, as the shards read it
+  // (FinalRoundTopK in worker/schemes/scheme_registry.h).
+  uint64_t reselect_top_k = 0;
+  // RoundsAllreduce: decodes the summed sketch (the group's compressor's
   // decode, on the host or, on a GPU worker, on the device).
   std::function<absl::StatusOr<Update>(const Payload&)> decode;
-  // fixed_sketch_allreduce, where the run caps releases: scales this
+  // RoundsAllreduce's later round, where the run caps releases: scales this
   // worker's exact values at the candidates before the second round
   // (GroupCompressors::CapExactValues with k), so that the settlement keeps
   // the unsent part; unset: the values go whole.
@@ -61,37 +65,37 @@ struct GroupInput {
 struct GroupOutcome {
   Update update;
   Settlement settlement;
-  // Time spent decoding locally (sketch_allreduce), for the timeline.
+  // Time spent decoding locally (RoundsAllreduce), for the timeline.
   absl::Duration decode_time;
 };
 
-// Allreduce of the dense payload; releases everything.
-absl::StatusOr<GroupOutcome> DenseAllreduce(Collective& collective, const GroupInput& input);
-
-// The same with bfloat16 values on the wire and float32 accumulation
+// The dense allreduce with bfloat16 values on the wire and float32 accumulation
 // (worker/decentralized/bf16_ring.h): a ring reduce-scatter and allgather
-// over point-to-point exchanges, half the bytes of DenseAllreduce. The update
+// over point-to-point exchanges, half the bytes of dense_allreduce's. The update
 // is within P * 2^-8 of the sum of magnitudes per element of the exact sum
 // (typically within one bfloat16 rounding), identical on every rank;
 // releases everything (the rounding error is not fed back).
 absl::StatusOr<GroupOutcome> DenseAllreduceBf16(Collective& collective, const GroupInput& input);
 
-// Allreduce of the sketch table, decode of the sum by every rank; optional
-// second round: allreduce of the exact encoded values at the decoded indices.
-absl::StatusOr<GroupOutcome> SketchAllreduce(Collective& collective, const GroupInput& input);
-
-// The two-round sketch of fixed size (fixed_sketch_allreduce.cc): allreduce
-// of the tables (count_sketch method=candidates), the same p * k candidates
-// decoded by every rank, allreduce of the exact values there (no indices),
-// the top input.k of the exact sums applied; every rank releases what it
-// sent at the applied coordinates (its residual there, or the capped part:
-// input.cap_exact_values). Bytes per worker do not depend on the number of
-// ranks.
-absl::StatusOr<GroupOutcome> FixedSketchAllreduce(Collective& collective, const GroupInput& input);
-
-// Allgather of every rank's (index, value) payload, summed; a rank releases
-// the coordinates it sent.
-absl::StatusOr<GroupOutcome> TopKAllgather(Collective& collective, const GroupInput& input);
+// The rounds algorithm of the centralized schemes (worker/rounds/
+// exchange_rounds.h) over the collective (rounds_allreduce.cc), with a
+// CollectiveReducer in place of the shards: dense_allreduce (one allreduce
+// of the dense payload), topk_allgather (one allgather of every rank's
+// (index, value) pairs, summed in rank order: their union), sketch_allreduce
+// and fixed_sketch_allreduce. Round 0 sums the payloads and every rank
+// finishes the sum with input.decode (the compressor's decode: a copy for
+// dense and sparse sums; the peel, the estimate sketch, or a method's state
+// where the sum is); with two rounds (the estimate sketch's --second_round,
+// the fixed-size sketch) every rank decoded the same candidates, and round
+// 1 allreduces the exact encoded values there, without indices, capped by
+// input.cap_exact_values, keeping the top input.reselect_top_k of the sums
+// where that is set (fixed_sketch_allreduce). Settles by SettleExchange: a
+// rank releases what it sent and was applied (every coordinate of a dense
+// payload; its own sparse indices, all in the union; its inserted
+// coordinates that came back), or after an exact round every applied
+// coordinate. The fixed-size sketch's bytes per worker do not depend on the
+// number of ranks (two dense allreduces of rows * cols and p * k floats).
+absl::StatusOr<GroupOutcome> RoundsAllreduce(Collective& collective, const GroupInput& input);
 
 // gTop-k: in round j (gap 2^j) rank r with r mod 2^(j+1) == 2^j sends its set
 // to r - 2^j, which sums it into its own and keeps the top k; rank 0

@@ -57,7 +57,8 @@ struct RankResult {
 // Runs `algorithm` on `size` ranks; rank r encodes GaussianVector(dim, seed+r)
 // with `spec` (no error feedback: the vector is the residual).
 std::vector<RankResult> RunAlgorithm(DecentralizedFn algorithm, int size, uint64_t dim, const std::string& spec,
-                            uint64_t k, uint64_t step = 0, bool second_round = false) {
+                            uint64_t k, uint64_t step = 0, bool second_round = false,
+                            uint64_t reselect_top_k = 0) {
   std::vector<RankResult> results(size);
   std::unique_ptr<Compressor> decoder = *CompressorRegistry::Default().Create(spec);
   for (int r = 0; r < size; ++r) {
@@ -78,6 +79,7 @@ std::vector<RankResult> RunAlgorithm(DecentralizedFn algorithm, int size, uint64
     input.encoded = mine.encoded;
     input.k = k;
     input.rounds = second_round ? 2 : 1;
+    input.reselect_top_k = reselect_top_k;
     input.decode = [&decoder](const Payload& sum) { return decoder->Decode(sum); };
     const uint64_t bytes_before = c.bytes_sent();
     mine.outcome = algorithm(c, input);
@@ -118,9 +120,9 @@ struct Case {
 
 class AlgorithmsTest : public ::testing::TestWithParam<Case> {};
 
-TEST_P(AlgorithmsTest, DenseAllreduceIsTheSum) {
+TEST_P(AlgorithmsTest, TheDenseRoundIsTheSum) {
   const auto [size, dim] = GetParam();
-  const std::vector<RankResult> results = RunAlgorithm(&DenseAllreduce, size, dim, "dense", 0);
+  const std::vector<RankResult> results = RunAlgorithm(&RoundsAllreduce, size, dim, "dense", 0);
   ExpectSameUpdateEverywhere(results);
   ExpectConservation(results);
   EXPECT_TRUE(results[0].outcome->update.dense);
@@ -147,10 +149,10 @@ TEST_P(AlgorithmsTest, DenseAllreduceBf16IsTheSumWithinBf16Rounding) {
   for (const RankResult& r : results) EXPECT_TRUE(r.outcome->settlement.release.all);
 }
 
-TEST_P(AlgorithmsTest, TopKAllgatherIsTheUnionSumOfTheSentSets) {
+TEST_P(AlgorithmsTest, TheSparseRoundIsTheUnionSumOfTheSentSets) {
   const auto [size, dim] = GetParam();
   const uint64_t k = std::max<uint64_t>(1, dim / 10);
-  const std::vector<RankResult> results = RunAlgorithm(&TopKAllgather, size, dim, "topk:k=" + std::to_string(k), k);
+  const std::vector<RankResult> results = RunAlgorithm(&RoundsAllreduce, size, dim, "topk:k=" + std::to_string(k), k);
   ExpectSameUpdateEverywhere(results);
   ExpectConservation(results);
   // Direct: sum of the payloads, in rank order.
@@ -176,7 +178,7 @@ TEST_P(AlgorithmsTest, SketchAllreduceDecodesTheSummedSketch) {
   const std::string spec =
       "count_sketch:method=estimate,k=" + std::to_string(std::max<uint64_t>(1, dim / 20)) + ",rows=3,width=4";
   for (bool second_round : {false, true}) {
-    const std::vector<RankResult> results = RunAlgorithm(&SketchAllreduce, size, dim, spec, 0, 0, second_round);
+    const std::vector<RankResult> results = RunAlgorithm(&RoundsAllreduce, size, dim, spec, 0, 0, second_round);
     ExpectSameUpdateEverywhere(results);
     // The direct computation: sum the tables, decode once.
     Payload sum = results[0].payload;
@@ -208,7 +210,7 @@ TEST_P(AlgorithmsTest, SketchAllreducePeelsTheExactSumsOfTheInsertedEntries) {
   const uint64_t k = std::max<uint64_t>(1, dim / 50);
   const std::string spec = "count_sketch:method=peel,k=" + std::to_string(k) + ",rows=4,width=" + std::to_string(size);
   for (uint64_t step : {0, 1}) {
-    const std::vector<RankResult> results = RunAlgorithm(&SketchAllreduce, size, dim, spec, 0, step);
+    const std::vector<RankResult> results = RunAlgorithm(&RoundsAllreduce, size, dim, spec, 0, step);
     ExpectSameUpdateEverywhere(results);
     std::vector<double> inserted(dim, 0.0), magnitude(dim, 0.0);
     for (const RankResult& r : results) {
@@ -306,13 +308,14 @@ TEST_P(AlgorithmsTest, GTopKKeepsAtMostKAndLosesNothing) {
 // holds (every rank released its residual where the update applied); and
 // each rank sends two ring allreduces, of the table and of the candidates'
 // values, whatever the number of ranks.
-TEST_P(AlgorithmsTest, FixedSketchAllreduceAppliesTheTopKOfTheExactSumsAtTheCandidates) {
+TEST_P(AlgorithmsTest, TheFixedSketchsRoundsApplyTheTopKOfTheExactSumsAtTheCandidates) {
   const auto [size, dim] = GetParam();
   const uint64_t k = std::max<uint64_t>(1, dim / 40);
   const std::string spec = "count_sketch:method=candidates,k=" + std::to_string(k) + ",rows=1,width=2,candidates=2";
   for (uint64_t step : {0, 1}) {
     SCOPED_TRACE(testing::Message() << "step " << step);
-    const std::vector<RankResult> results = RunAlgorithm(&FixedSketchAllreduce, size, dim, spec, k, step);
+    const std::vector<RankResult> results = RunAlgorithm(&RoundsAllreduce, size, dim, spec, k, step,
+                                                         /*second_round=*/true, /*reselect_top_k=*/k);
     ExpectSameUpdateEverywhere(results);
     ExpectConservation(results);
     // The direct computation: sum the tables, decode the candidates once,
@@ -386,12 +389,22 @@ TEST(AlgorithmsInputTest, APayloadOfTheWrongKindIsRefusedBeforeAnyCommunication)
     input.payload = &dense;
     input.encoded = dense.values;
     input.k = 1;
-    for (DecentralizedFn algorithm : {&SketchAllreduce, &FixedSketchAllreduce, &TopKAllgather, &GTopK, &ImportanceAllreduce, &SparDL}) {
+    for (DecentralizedFn algorithm : {&GTopK, &ImportanceAllreduce, &SparDL}) {
       absl::StatusOr<GroupOutcome> outcome = algorithm(c, input);
       EXPECT_EQ(outcome.status().code(), absl::StatusCode::kInvalidArgument) << outcome.status();
     }
+    // The rounds run nothing without the group's decoder, and sum no
+    // candidate values in round 0.
+    EXPECT_EQ(RoundsAllreduce(c, input).status().code(), absl::StatusCode::kInvalidArgument);
+    Payload values;
+    values.kind = PayloadKind::kCandidateValues;
+    values.dim = 4;
+    values.values = {1, 2};
+    input.payload = &values;
+    input.decode = [](const Payload&) -> absl::StatusOr<Update> { return Update(); };
+    EXPECT_EQ(RoundsAllreduce(c, input).status().code(), absl::StatusCode::kInvalidArgument);
     input.payload = nullptr;
-    EXPECT_EQ(DenseAllreduce(c, input).status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(RoundsAllreduce(c, input).status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(DenseAllreduceBf16(c, input).status().code(), absl::StatusCode::kInvalidArgument);
     // The group is intact afterwards.
     std::vector<float> x = {1};

@@ -46,22 +46,11 @@ std::string HookSchemes() {
 
 // scale times `update` as a dense vector into out (zero where a sparse one
 // has nothing).
+// The mean update into DDP's bucket: zero where a sparse update carries
+// nothing (the bucket is the gradient PyTorch's optimizer applies).
 absl::Status WriteOnHost(const Update& update, float scale, absl::Span<float> out) {
-  if (update.dense) {
-    if (update.values.size() != out.size()) {
-      return absl::InternalError(absl::StrCat("dense update of ", update.values.size(), " values for ", out.size()));
-    }
-    for (size_t i = 0; i < out.size(); ++i) out[i] = update.values[i] * scale;
-    return absl::OkStatus();
-  }
-  std::fill(out.begin(), out.end(), 0.0f);
-  for (size_t i = 0; i < update.indices.size(); ++i) {
-    if (update.indices[i] >= out.size()) {
-      return absl::InternalError(absl::StrCat("update index ", update.indices[i], " is outside ", out.size()));
-    }
-    out[update.indices[i]] = update.values[i] * scale;
-  }
-  return absl::OkStatus();
+  if (!update.dense) std::fill(out.begin(), out.end(), 0.0f);
+  return ForEachMeanValue(update, out.size(), scale, [out](uint64_t i, float mean) { out[i] = mean; });
 }
 
 double Seconds(const std::vector<TraceSpan>& spans, absl::string_view name) {
@@ -535,22 +524,26 @@ absl::Status HookSession::ExchangeStep(uint64_t step, absl::Span<const float> gr
     absl::MutexLock lock(&mu);
     mu.Await(absl::Condition(+[](int* n) { return *n == 0; }, &pending));
   }
-  if (absl::Status s = job_scheme_->Reconcile(step, results); !s.ok()) return s;
-  for (int g = 0; g < groups; ++g) {
-    if (!results[g].ok()) {
-      return absl::Status(results[g].status().code(),
-                          absl::StrCat("group ", g, " at step ", step, ": ", results[g].status().message()));
+  // The step ends as the worker's does (worker/pipeline/step_apply.h).
+  absl::StatusOr<std::vector<Update>> updates = ReconcileStep(*job_scheme_, step, results);
+  if (!updates.ok()) {
+    for (int g = 0; g < groups; ++g) {
+      if (!results[g].ok()) {
+        return absl::Status(results[g].status().code(),
+                            absl::StrCat("group ", g, " at step ", step, ": ", results[g].status().message()));
+      }
     }
-    if (absl::Status s = CheckUpdateFinite(g, step, results[g]->update); !s.ok()) return s;
-    if (absl::Status s = WriteOnHost(results[g]->update, MeanScale(), out.subspan(group_offset_[g], group_dim_[g]));
+    return updates.status();
+  }
+  for (int g = 0; g < groups; ++g) {
+    if (absl::Status s = CheckUpdateFinite(g, step, (*updates)[g]); !s.ok()) return s;
+    if (absl::Status s = WriteOnHost((*updates)[g], MeanScale(), out.subspan(group_offset_[g], group_dim_[g]));
         !s.ok()) {
       return s;
     }
   }
-  for (int g = 0; g < groups; ++g) {
-    if (absl::Status s = job_scheme_->OnApplied(g, results[g]->update); !s.ok()) return s;
-    Count(step, *results[g]);
-  }
+  if (absl::Status s = SettleStep(*job_scheme_, *updates); !s.ok()) return s;
+  for (int g = 0; g < groups; ++g) Count(step, *results[g]);
   return absl::OkStatus();
 }
 

@@ -29,6 +29,7 @@
 #include "absl/types/span.h"
 #include "proto/job_config.pb.h"
 #include "worker/collective/collective.h"
+#include "worker/pipeline/step_apply.h"
 #include "worker/rpc/coordinator_client.h"
 #include "worker/schemes/aggregation_scheme.h"
 #include "worker/schemes/collective_scheme.h"
@@ -188,7 +189,7 @@ class HookSession {
   // FAILED_PRECONDITION ("diverged: ...") for a non-finite value of the update.
   absl::Status CheckUpdateFinite(int group, uint64_t step, const Update& update) const;
   // What a summed update is multiplied by to give the mean: 1 / world_size.
-  float MeanScale() const { return 1.0f / static_cast<float>(settings_.world_size); }
+  float MeanScale() const { return sketchfuse::MeanScale(settings_.world_size); }
   // Settles the exchanged group as applied and counts it.
   absl::Status Applied(int group, uint64_t step, const ExchangeResult& result);
   // One allreduce of world_size flags: FAILED_PRECONDITION on every rank,

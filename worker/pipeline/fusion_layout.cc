@@ -53,4 +53,10 @@ absl::StatusOr<FusionLayout> FusionLayout::Create(std::vector<int64_t> layer_siz
   return layout;
 }
 
+int FusionLayout::LayerAt(int64_t element) const {
+  // The last layer that begins at or before `element`.
+  const auto after = std::upper_bound(layer_begins_.begin(), layer_begins_.end(), element);
+  return static_cast<int>(after - layer_begins_.begin()) - 1;
+}
+
 }  // namespace sketchfuse

@@ -64,6 +64,9 @@ class FusionLayout {
   // `layer`'s values within `flat` (total_size() values; the caller keeps
   // to that contract, as with every accessor here).
   int64_t layer_begin(int layer) const { return layer_begins_[layer]; }
+  // The layer that holds `element` of the flat gradient (0 <= element <
+  // total_size()).
+  int LayerAt(int64_t element) const;
   absl::Span<const float> LayerOf(int layer, absl::Span<const float> flat) const {
     return flat.subspan(static_cast<size_t>(layer_begins_[layer]), static_cast<size_t>(layer_sizes_[layer]));
   }

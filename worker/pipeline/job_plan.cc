@@ -98,12 +98,11 @@ absl::StatusOr<v1::JobConfig> MakeJobConfig(const std::string& job_name, uint32_
     absl::StatusOr<std::unique_ptr<Compressor>> check =
         CompressorRegistry::Default().Create(group_compressor);
     if (!check.ok()) return check.status();
-    if (absl::StatusOr<SchemeInfo> scheme = FindScheme(run.scheme()); scheme.ok() && scheme->traits.servers_reselect_top_k) {
-      // The server keeps the k largest of the union, k as each worker's.
-      absl::StatusOr<uint64_t> k = SpecSelectionSize(group_compressor, group->dim());
-      if (!k.ok()) return k.status();
-      group->set_reselect_top_k(*k);
-    }
+    // The final round keeps the k largest of its sum (the union of the
+    // workers' top k, the fixed sketch's exact sums), k as each worker's.
+    absl::StatusOr<uint64_t> reselect = FinalRoundTopK(run.scheme(), group_compressor, group->dim());
+    if (!reselect.ok()) return reselect.status();
+    if (*reselect > 0) group->set_reselect_top_k(*reselect);
   }
   return job;
 }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "worker/core/divergence.h"
+#include "worker/pipeline/step_apply.h"
 
 namespace sketchfuse {
 
@@ -258,16 +259,10 @@ absl::StatusOr<std::vector<Update>> StepPipeline::FinishStep(absl::Duration time
   for (auto& result : results_) results.push_back(std::move(*result));
   const uint64_t step = step_;
   lock.unlock();
-  absl::Status reconciled = scheme_->Reconcile(step, results);
+  absl::StatusOr<std::vector<Update>> updates = ReconcileStep(*scheme_, step, results);
   lock.lock();
+  // The results stay for the step's timeline and traffic.
   for (size_t g = 0; g < results.size(); ++g) results_[g] = std::move(results[g]);
-  if (!reconciled.ok()) return reconciled;
-  for (size_t g = 0; g < results_.size(); ++g) {
-    if (!results_[g]->ok()) return results_[g]->status();
-  }
-  std::vector<Update> updates;
-  updates.reserve(results_.size());
-  for (auto& result : results_) updates.push_back(std::move((*result)->update));
   return updates;
 }
 
@@ -275,10 +270,7 @@ absl::Status StepPipeline::Applied(const std::vector<Update>& updates) {
   if (updates.size() != static_cast<size_t>(layout_.num_groups())) {
     return absl::InvalidArgumentError(absl::StrCat(updates.size(), " updates for ", layout_.num_groups(), " groups"));
   }
-  for (size_t g = 0; g < updates.size(); ++g) {
-    if (absl::Status s = scheme_->OnApplied(static_cast<int>(g), updates[g]); !s.ok()) return s;
-  }
-  return absl::OkStatus();
+  return SettleStep(*scheme_, updates);
 }
 
 std::vector<PipelineEvent> StepPipeline::events() const {

@@ -31,17 +31,10 @@
 #include "common/payload.h"
 #include "worker/compression/group_compressors.h"
 #include "worker/core/gradient_view.h"
+#include "worker/core/trace_span.h"
 #include "worker/schemes/route.h"
 
 namespace sketchfuse {
-
-// A phase of a group's exchange, for the per-step timeline (compress, push,
-// wait, communicate, decode).
-struct TraceSpan {
-  std::string name;
-  absl::Time begin;
-  absl::Time end;
-};
 
 struct ExchangeResult {
   Update update;

@@ -24,6 +24,8 @@ absl::StatusOr<std::unique_ptr<CollectiveScheme>> CollectiveScheme::Create(const
   if (!compressors.ok()) return compressors.status();
   absl::StatusOr<std::vector<uint64_t>> selection = JobSelectionSizes(job);
   if (!selection.ok()) return selection.status();
+  absl::StatusOr<std::vector<uint64_t>> reselect = JobFinalRoundTopK(job);
+  if (!reselect.ok()) return reselect.status();
   std::vector<std::unique_ptr<AggregationState>> method_state(job.groups_size());
   for (int g = 0; g < job.groups_size(); ++g) {
     absl::StatusOr<std::unique_ptr<AggregationState>> state =
@@ -34,16 +36,18 @@ absl::StatusOr<std::unique_ptr<CollectiveScheme>> CollectiveScheme::Create(const
     method_state[g] = *std::move(state);
   }
   auto scheme = std::unique_ptr<CollectiveScheme>(new CollectiveScheme(
-      scheme_info, *std::move(compressors), *std::move(selection), RoundsPerStep(run), collective));
+      scheme_info, *std::move(compressors), *std::move(selection), *std::move(reselect), RoundsPerStep(run),
+      collective));
   scheme->method_state_ = std::move(method_state);
   return scheme;
 }
 
 CollectiveScheme::CollectiveScheme(SchemeInfo scheme, GroupCompressors compressors, std::vector<uint64_t> selection,
-                                   uint32_t rounds, Collective* collective)
+                                   std::vector<uint64_t> reselect, uint32_t rounds, Collective* collective)
     : scheme_(std::move(scheme)),
       compressors_(std::move(compressors)),
       selection_(std::move(selection)),
+      reselect_(std::move(reselect)),
       rounds_(rounds),
       collective_(collective),
       pending_(compressors_.size()) {}
@@ -63,6 +67,7 @@ void CollectiveScheme::Exchange(uint64_t step, int group, GradientView grad,
   input.encoded = compressors_.EncodedInput(group, grad);
   input.k = selection_[group];
   input.rounds = rounds_;
+  input.reselect_top_k = reselect_[group];
   input.cap_exact_values = [this, group, k = input.k](absl::Span<float> values) {
     return compressors_.CapExactValues(group, values, k);
   };

@@ -49,11 +49,12 @@ class CollectiveScheme final : public AggregationScheme {
 
  private:
   CollectiveScheme(SchemeInfo scheme, GroupCompressors compressors, std::vector<uint64_t> selection,
-                   uint32_t rounds, Collective* collective);
+                   std::vector<uint64_t> reselect, uint32_t rounds, Collective* collective);
 
   const SchemeInfo scheme_;  // its algorithm runs the exchange
   GroupCompressors compressors_;
   const std::vector<uint64_t> selection_;  // k per group
+  const std::vector<uint64_t> reselect_;   // the final round's top k per group (0: all)
   const uint32_t rounds_;  // per step: 2 with the exact second round
   Collective* const collective_;
   std::vector<std::optional<Settlement>> pending_;  // per group, until applied

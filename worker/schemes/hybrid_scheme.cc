@@ -43,27 +43,13 @@ absl::StatusOr<std::unique_ptr<HybridScheme>> HybridScheme::Create(const v1::Joi
   }
   absl::StatusOr<std::vector<uint64_t>> selection = JobSelectionSizes(job);
   if (!selection.ok()) return selection.status();
+  absl::StatusOr<std::vector<uint64_t>> reselect = JobFinalRoundTopK(job);
+  if (!reselect.ok()) return reselect.status();
   return std::unique_ptr<HybridScheme>(new HybridScheme(scheme, *std::move(centralized), collective,
                                                         std::move(options), *std::move(selection),
-                                                        RoundsPerStep(job.run())));
+                                                        *std::move(reselect), RoundsPerStep(job.run())));
 }
 
-namespace {
-
-// The registry's scheme the hybrid runs on `route`: the scheme of that route
-// with the hybrid's algorithm (decentralized) or default spec (centralized).
-std::string SchemeOnRoute(const SchemeInfo& hybrid, Route route) {
-  for (const SchemeInfo& scheme : Schemes()) {
-    if (scheme.route != route) continue;
-    if (route == Route::kDecentralized ? scheme.algorithm == hybrid.algorithm
-                                       : scheme.default_compressor_spec == hybrid.default_compressor_spec) {
-      return scheme.name;
-    }
-  }
-  return route == Route::kDecentralized ? "the collective" : "the aggregation servers";
-}
-
-}  // namespace
 
 void HybridScheme::Log(const std::string& line) const {
   if (options_.log) {
@@ -99,6 +85,7 @@ absl::StatusOr<ExchangeResult> HybridScheme::ExchangeByCollective(uint64_t step,
   input.payload = &payload;
   input.k = selection_[group];
   input.rounds = rounds_;
+  input.reselect_top_k = reselect_[group];
   // The residual, untouched until the step's update is applied (error
   // feedback on, checked at Create for a second round).
   if (rounds_ > 1) input.encoded = centralized_->compressors().EncodedInput(group, GradientView());
@@ -146,7 +133,7 @@ absl::Status HybridScheme::Reconcile(uint64_t step, std::vector<absl::StatusOr<E
     Log(absl::StrCat(scheme_.name, ": step ", step, ": the aggregation servers failed group(s) ",
                      absl::StrJoin(redo, ","),
                      first_error.empty() ? " on another worker" : absl::StrCat(" (here: ", first_error, ")"),
-                     "; redoing them with ", SchemeOnRoute(scheme_, Route::kDecentralized), " and staying decentralized"));
+                     "; redoing them with ", scheme_.hybrid_of.decentralized, " and staying decentralized"));
     for (int g : redo) {
       const Payload* payload = centralized_->payload_of(g, step);
       if (payload == nullptr) {
@@ -173,7 +160,7 @@ absl::Status HybridScheme::Reconcile(uint64_t step, std::vector<absl::StatusOr<E
   mode_ = Mode::kCentralized;
   ++switches_;
   Log(absl::StrCat(scheme_.name, ": step ", step, ": every worker sees every aggregation server healthy; returning to ",
-                   SchemeOnRoute(scheme_, Route::kCentralized)));
+                   scheme_.hybrid_of.centralized));
   return absl::OkStatus();
 }
 

@@ -78,12 +78,14 @@ class HybridScheme final : public AggregationScheme {
 
  private:
   HybridScheme(SchemeInfo scheme, std::unique_ptr<PsScheme> centralized, Collective* collective,
-               HybridOptions options, std::vector<uint64_t> selection, uint32_t rounds)
+               HybridOptions options, std::vector<uint64_t> selection, std::vector<uint64_t> reselect,
+               uint32_t rounds)
       : scheme_(std::move(scheme)),
         centralized_(std::move(centralized)),
         collective_(collective),
         options_(std::move(options)),
         selection_(std::move(selection)),
+        reselect_(std::move(reselect)),
         rounds_(rounds) {}
   // sketch_allreduce of `payload`, `group`'s encoded sketch of this step.
   absl::StatusOr<ExchangeResult> ExchangeByCollective(uint64_t step, int group, const Payload& payload,
@@ -99,6 +101,7 @@ class HybridScheme final : public AggregationScheme {
   Collective* const collective_;
   const HybridOptions options_;
   const std::vector<uint64_t> selection_;  // each group's k, for the fallback
+  const std::vector<uint64_t> reselect_;   // each group's final-round top k (0: all)
   const uint32_t rounds_;                  // per step (2: run.second_round), for the fallback
 
   // Read and written by Exchange (communication thread) and Reconcile

@@ -2,23 +2,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/error_feedback.h"
 #include "proto/run_config.h"
+#include "worker/compression/settlement.h"
+#include "worker/rounds/exchange_rounds.h"
 #include "worker/schemes/scheme_registry.h"
 
 namespace sketchfuse {
-namespace {
-
-// A final answer must carry the update's values; a candidate list (indices
-// only) answers only the first round of a two-round group.
-absl::Status CheckFinalAnswer(int group, uint64_t step, const Update& update) {
-  if (!IsCandidateList(update)) return absl::OkStatus();
-  return absl::DataLossError(absl::StrCat("group ", group, " at step ", step, ": the shard answered ",
-                                          update.indices.size(), " candidates without values where the update was due"));
-}
-
-}  // namespace
-
 absl::StatusOr<ShardRoute> RouteToShards(const v1::JoinReply& joined) {
   const v1::JobConfig& job = joined.job();
   if (joined.shard_of_group_size() != job.groups_size()) {
@@ -83,6 +72,7 @@ PsScheme::PsScheme(std::string scheme, std::string job, uint32_t rank, std::vect
       shard_of_group_(std::move(shard_of_group)),
       compressors_(std::move(compressors)),
       transport_(std::move(transport)),
+      reducer_(std::make_unique<ShardReducer>(transport_.get(), job_, rank_, group_ids_, shard_of_group_)),
       last_payloads_(compressors_.size()),
       last_payload_steps_(compressors_.size(), UINT64_MAX) {}
 
@@ -106,82 +96,35 @@ void PsScheme::Exchange(uint64_t step, int group, GradientView grad, absl::Span<
     return;
   }
   const TraceSpan compress{"compress", start, absl::Now()};
-  const size_t dense_bytes = grad.size() * sizeof(float);
-  const absl::Time pushed = absl::Now();
-  // The values a second round sums: what this worker encoded (its residual),
+  RoundsInput input;
+  input.step = step;
+  input.group = group;
+  input.rounds = rounds_;
+  input.payload = *std::move(payload);
+  // The values a later round sums: what this worker encoded (its residual),
   // which stays put until the group's update is applied.
-  const absl::Span<const float> encoded = rounds_ > 1 ? compressors_.EncodedInput(group, grad) : absl::Span<const float>();
-  transport_->Push(
-      PushTarget{shard_of_group_[group], job_, step, group_ids_[group], /*round=*/0, rank_}, last_payloads_[group],
-      [this, done = std::move(done), step, group, encoded, dense_bytes, compress,
-       pushed](absl::StatusOr<PushOutcome> outcome) mutable {
-        if (!outcome.ok()) {
-          done(outcome.status());
-          return;
-        }
-        ExchangeResult result;
-        result.update = std::move(outcome->update);
-        if (rounds_ == 1) {
-          if (absl::Status s = CheckFinalAnswer(group, step, result.update); !s.ok()) {
-            done(s);
-            return;
-          }
-        }
-        result.bytes_sent = outcome->bytes_sent;
-        result.bytes_received = outcome->bytes_received;
-        result.dense_bytes = dense_bytes;
-        result.route = Route::kCentralized;
-        result.spans = {compress, {"push, server sum and decode", pushed, absl::Now()}};
-        if (rounds_ == 1) {
-          done(std::move(result));
-          return;
-        }
-        PushSecondRound(step, group, encoded, std::move(result), std::move(done));
-      });
-}
-
-void PsScheme::PushSecondRound(uint64_t step, int group, absl::Span<const float> encoded, ExchangeResult first,
-                               ExchangeDone done) {
-  const Update& candidates = first.update;
-  if (candidates.dense || encoded.size() != candidates.dim) {
-    done(absl::InternalError(absl::StrCat("group ", group, ": the first round's answer cannot start a second round")));
-    return;
-  }
-  // The values only, in the candidates' order: the shard knows the indices.
-  auto exact = std::make_shared<Payload>();
-  exact->kind = PayloadKind::kCandidateValues;
-  exact->dim = candidates.dim;
-  exact->values.reserve(candidates.indices.size());
-  for (uint32_t i : candidates.indices) {
-    if (i >= encoded.size()) {
-      done(absl::InternalError(absl::StrCat("group ", group, ": candidate ", i, " is out of range")));
-      return;
-    }
-    exact->values.push_back(encoded[i]);
-  }
+  if (rounds_ > 1) input.encoded = compressors_.EncodedInput(group, grad);
   // The shard applies at most k of them: the release cap bounds those.
-  if (absl::Status s = compressors_.CapExactValues(group, absl::MakeSpan(exact->values), selection_[group]); !s.ok()) {
-    done(s);
-    return;
-  }
-  const absl::Time pushed = absl::Now();
-  transport_->Push(
-      PushTarget{shard_of_group_[group], job_, step, group_ids_[group], /*round=*/1, rank_}, std::move(exact),
-      [first = std::move(first), done = std::move(done), pushed, group, step](absl::StatusOr<PushOutcome> outcome) mutable {
-        if (!outcome.ok()) {
-          done(outcome.status());
-          return;
-        }
-        if (absl::Status s = CheckFinalAnswer(group, step, outcome->update); !s.ok()) {
-          done(s);
-          return;
-        }
-        first.update = std::move(outcome->update);
-        first.bytes_sent += outcome->bytes_sent;
-        first.bytes_received += outcome->bytes_received;
-        first.spans.push_back({"second round: exact values", pushed, absl::Now()});
-        done(std::move(first));
-      });
+  input.cap_exact_values = [this, group](absl::Span<float> values) {
+    return compressors_.CapExactValues(group, values, selection_[group]);
+  };
+  ExchangeRounds(*reducer_, std::move(input),
+                 [done = std::move(done), compress, dense_bytes = grad.size() * sizeof(float)](
+                     absl::StatusOr<RoundsOutcome> outcome) {
+                   if (!outcome.ok()) {
+                     done(outcome.status());
+                     return;
+                   }
+                   ExchangeResult result;
+                   result.update = std::move(outcome->update);
+                   result.bytes_sent = outcome->bytes_sent;
+                   result.bytes_received = outcome->bytes_received;
+                   result.dense_bytes = dense_bytes;
+                   result.route = Route::kCentralized;
+                   result.spans.push_back(compress);
+                   result.spans.insert(result.spans.end(), outcome->spans.begin(), outcome->spans.end());
+                   done(std::move(result));
+                 });
 }
 
 absl::Status PsScheme::RestoreState(const std::vector<GroupState>& state) {

@@ -1,6 +1,8 @@
 // The centralized schemes: each group is encoded with the job's compressor
-// (under error feedback when the run asks for it) and pushed to the shard
-// that owns it; the shard's answer is the update.
+// (under error feedback when the run asks for it) and exchanged by the
+// rounds algorithm (worker/rounds/exchange_rounds.h) bound to the shards
+// (worker/rounds/shard_reducer.h): the shard that owns the group sums and
+// finishes each round; the final answer is the update.
 //   sketch_ps  Count-Sketch payloads, summed on the server, decoded to top-k
 //   topk_ps    local top-k, unioned and re-selected on the server (BytePS-style)
 //   dense_ps   dense payloads, summed (the uncompressed baseline of this route)
@@ -15,6 +17,7 @@
 #include "proto/coordinator.pb.h"
 #include "worker/schemes/aggregation_scheme.h"
 #include "worker/compression/group_compressors.h"
+#include "worker/rounds/shard_reducer.h"
 #include "worker/rpc/ps_transport.h"
 
 namespace sketchfuse {
@@ -32,7 +35,9 @@ absl::StatusOr<ShardRoute> RouteToShards(const v1::JoinReply& joined);
 // hitters of the summed sketch), then each worker pushes its exact values
 // there, without indices, and applies the exact sums the shard answers (all
 // of them, or their top k where the job re-selects: fixed_sketch_ps), so the
-// residuals release exactly what was applied.
+// residuals release exactly what was applied. The decentralized schemes run
+// the same rounds over the collective (worker/decentralized/
+// rounds_allreduce.cc).
 class PsScheme final : public AggregationScheme {
  public:
   // Builds one compressor stack per group of the joined job, and the
@@ -72,10 +77,6 @@ class PsScheme final : public AggregationScheme {
  private:
   PsScheme(std::string scheme, std::string job, uint32_t rank, std::vector<uint32_t> group_ids,
            std::vector<int> shard_of_group, GroupCompressors compressors, std::unique_ptr<PsTransport> transport);
-  // Sends this worker's exact `encoded` values at the candidates of `first`
-  // (the first round's result) and completes with their sums.
-  void PushSecondRound(uint64_t step, int group, absl::Span<const float> encoded, ExchangeResult first,
-                       ExchangeDone done);
 
   const std::string scheme_;
   const std::string job_;
@@ -84,12 +85,13 @@ class PsScheme final : public AggregationScheme {
   const std::vector<int> shard_of_group_;
   GroupCompressors compressors_;  // used on the communication thread
   std::unique_ptr<PsTransport> transport_;
+  std::unique_ptr<ShardReducer> reducer_;  // over transport_
   // Per group; shared with the push in flight, which sends its values.
   std::vector<std::shared_ptr<const Payload>> last_payloads_;
   std::vector<uint64_t> last_payload_steps_;  // the step of each (UINT64_MAX: none)
   uint32_t rounds_ = 1;  // per step; 2 (run.second_round): exact values at the candidates
   // The k each group applies (JobSelectionSizes): what the release cap of a
-  // second round bounds.
+  // later round bounds.
   std::vector<uint64_t> selection_;
 };
 

@@ -100,8 +100,21 @@ TEST(SchemeRegistryTest, EveryEntryIsConsistent) {
     }
     // Momentum stays with the optimizer exactly where nothing is compressed.
     EXPECT_EQ(!traits.worker_momentum, info.compressor == "dense") << info.name;
-    if (traits.servers_reselect_top_k) {
-      EXPECT_NE(info.route, Route::kDecentralized) << info.name << ": only servers re-select";
+    if (traits.reselects_top_k) {
+      EXPECT_TRUE(traits.worker_momentum) << info.name << ": only compressing schemes select";
+    }
+    // A hybrid names a scheme of each route with its own algorithm.
+    if (info.route == Route::kHybrid) {
+      const absl::StatusOr<SchemeInfo> centralized = FindScheme(info.hybrid_of.centralized);
+      const absl::StatusOr<SchemeInfo> decentralized = FindScheme(info.hybrid_of.decentralized);
+      ASSERT_TRUE(centralized.ok() && decentralized.ok()) << info.name;
+      EXPECT_EQ(centralized->route, Route::kCentralized) << info.name;
+      EXPECT_EQ(decentralized->route, Route::kDecentralized) << info.name;
+      EXPECT_EQ(decentralized->algorithm, info.algorithm) << info.name;
+      EXPECT_EQ(centralized->traits.reselects_top_k, info.traits.reselects_top_k) << info.name;
+      EXPECT_EQ(decentralized->traits.two_rounds, info.traits.two_rounds) << info.name;
+    } else {
+      EXPECT_TRUE(info.hybrid_of.centralized.empty() && info.hybrid_of.decentralized.empty()) << info.name;
     }
     if (traits.two_rounds) EXPECT_TRUE(traits.second_round) << info.name;
     if (traits.capped_release) {

@@ -25,16 +25,16 @@ const std::vector<SchemeInfo>& Schemes() {
       // what it sends throttles what is applied (worker/README.md, "Baselines").
       {"topk_ps", Route::kCentralized, "topk", "topk:density=0.05",
        "local top-k, unioned and re-selected on the servers (BytePS-style baseline)",
-       T().WorkerMomentum().ServersReselectTopK()},
+       T().WorkerMomentum().ReselectsTopK()},
       {"dense_ps", Route::kCentralized, "dense", "dense", "dense gradients summed on the servers", T()},
       {"dense_allreduce", Route::kDecentralized, "dense", "dense",
-       "dense ring allreduce among the workers (the uncompressed baseline)", T(), &DenseAllreduce},
+       "dense ring allreduce among the workers (the uncompressed baseline)", T(), &RoundsAllreduce},
       {"dense_bf16_allreduce", Route::kDecentralized, "dense", "dense",
        "dense ring allreduce with bfloat16 values on the wire, summed in float32 (the 16-bit baseline, 2x)", T(),
        &DenseAllreduceBf16},
       {"sketch_allreduce", Route::kDecentralized, "count_sketch", "count_sketch:method=peel,density=0.0042,rows=4",
        "allreduce of the sketches; every worker decodes the same top-k (gs-SGD global sketching)",
-       T().WorkerMomentum().CappedRelease().SecondRound().RunsOnGpu(), &SketchAllreduce},
+       T().WorkerMomentum().CappedRelease().SecondRound().RunsOnGpu(), &RoundsAllreduce},
       // The two-round sketch of fixed size: a 1 x k table and 2k candidate
       // values per group (10x fewer floats than dense at density 0.0333),
       // the same at any number of workers; the shape measured best at 16
@@ -48,7 +48,7 @@ const std::vector<SchemeInfo>& Schemes() {
        "count_sketch:method=candidates,density=0.0333,rows=1,width=1,candidates=2",
        "allreduce of fixed-size sketches, then of the exact values at the decoded candidates (no indices); the top "
        "k of those sums applied: bytes per worker independent of the number of workers",
-       T().WorkerMomentum().CappedRelease().TwoRounds(), &FixedSketchAllreduce},
+       T().WorkerMomentum().CappedRelease().TwoRounds().ReselectsTopK(), &RoundsAllreduce},
       // The same two-round sketch with the servers summing: each worker
       // pushes its table, the shard decodes the candidates; each pushes its
       // values there (no indices), the shard answers the top k of the sums.
@@ -57,9 +57,9 @@ const std::vector<SchemeInfo>& Schemes() {
        "fixed-size sketches summed on the servers, which decode the candidates; the workers' exact values there "
        "(no indices) summed in a second push and the top k applied: bytes per worker independent of the number "
        "of workers",
-       T().WorkerMomentum().CappedRelease().TwoRounds().ServersReselectTopK()},
+       T().WorkerMomentum().CappedRelease().TwoRounds().ReselectsTopK()},
       {"topk_allgather", Route::kDecentralized, "topk", "topk:density=0.01",
-       "local top-k, allgather of (index, value), summed", T().WorkerMomentum().CappedRelease(), &TopKAllgather},
+       "local top-k, allgather of (index, value), summed", T().WorkerMomentum().CappedRelease(), &RoundsAllreduce},
       // gtopk applies k coordinates in all, where topk_allgather applies the
       // union of P local top-k (3.7k at P = 4 on the Fashion-MNIST models), so
       // it needs twice topk's density to hold accuracy (worker/README.md). Its
@@ -81,11 +81,12 @@ const std::vector<SchemeInfo>& Schemes() {
       // algorithm; the servers decode in one round, so no second round.
       {"auto", Route::kHybrid, "count_sketch", "count_sketch:method=peel,density=0.00625,rows=4",
        "sketch_ps while the servers answer, sketch_allreduce when they fail; back when they are healthy",
-       T().WorkerMomentum().CappedRelease().RunsOnGpu(), &SketchAllreduce},
+       T().WorkerMomentum().CappedRelease().RunsOnGpu(), &RoundsAllreduce, {"sketch_ps", "sketch_allreduce"}},
       {"fixed_sketch_auto", Route::kHybrid, "count_sketch",
        "count_sketch:method=candidates,density=0.0333,rows=1,width=1,candidates=2",
        "fixed_sketch_ps while the servers answer, fixed_sketch_allreduce when they fail; back when they are healthy",
-       T().WorkerMomentum().CappedRelease().TwoRounds().ServersReselectTopK(), &FixedSketchAllreduce},
+       T().WorkerMomentum().CappedRelease().TwoRounds().ReselectsTopK(), &RoundsAllreduce,
+       {"fixed_sketch_ps", "fixed_sketch_allreduce"}},
   };
   return *schemes;
 }
@@ -153,6 +154,23 @@ absl::StatusOr<uint64_t> SpecSelectionSize(const std::string& spec, uint64_t dim
     }
   }
   return SelectionSize(dim, density, k);
+}
+
+absl::StatusOr<uint64_t> FinalRoundTopK(const std::string& scheme, const std::string& compressor_spec, uint64_t dim) {
+  absl::StatusOr<SchemeInfo> info = FindScheme(scheme);
+  if (!info.ok()) return info.status();
+  if (!info->traits.reselects_top_k) return 0;
+  return SpecSelectionSize(compressor_spec, dim);
+}
+
+absl::StatusOr<std::vector<uint64_t>> JobFinalRoundTopK(const v1::JobConfig& job) {
+  std::vector<uint64_t> sizes;
+  for (const v1::GroupConfig& group : job.groups()) {
+    absl::StatusOr<uint64_t> k = FinalRoundTopK(job.run().scheme(), group.compressor(), group.dim());
+    if (!k.ok()) return k.status();
+    sizes.push_back(*k);
+  }
+  return sizes;
 }
 
 absl::StatusOr<std::vector<uint64_t>> JobSelectionSizes(const v1::JobConfig& job) {

@@ -40,8 +40,11 @@ struct SchemeTraits {
   bool two_rounds = false;
   // Its groups may live on the GPU (--device=gpu).
   bool runs_on_gpu = false;
-  // The servers keep the k largest coordinates of the workers' union.
-  bool servers_reselect_top_k = false;
+  // The final round's answer keeps the k largest entries of its sum,
+  // wherever the sum is finished (the shards, or every worker after the
+  // collective): topk_ps's union of the workers' top k, the fixed-size
+  // sketch's exact sums at its candidates (FinalRoundTopK).
+  bool reselects_top_k = false;
   // Its exchange needs the group's parameter values (importance weights).
   bool needs_parameters = false;
 
@@ -50,7 +53,7 @@ struct SchemeTraits {
   SchemeTraits& SecondRound() { second_round = true; return *this; }
   SchemeTraits& TwoRounds() { second_round = two_rounds = true; return *this; }
   SchemeTraits& RunsOnGpu() { runs_on_gpu = true; return *this; }
-  SchemeTraits& ServersReselectTopK() { servers_reselect_top_k = true; return *this; }
+  SchemeTraits& ReselectsTopK() { reselects_top_k = true; return *this; }
   SchemeTraits& NeedsParameters() { needs_parameters = true; return *this; }
 };
 
@@ -65,6 +68,12 @@ struct SchemeInfo {
   // Decentralized route, and the hybrid's fallback: the algorithm every rank
   // runs over the collective (null for the centralized schemes).
   DecentralizedFn algorithm = nullptr;
+  // A hybrid: the schemes it runs on each route, for its log lines.
+  struct HybridRoutes {
+    std::string centralized;
+    std::string decentralized;
+  };
+  HybridRoutes hybrid_of;
 };
 
 // The schemes, centralized first.
@@ -97,6 +106,19 @@ Route SchemeRoute(const std::string& scheme);
 // elements (its k, or its density times dim; density 0.001 when neither is
 // given). INVALID_ARGUMENT for a spec that does not parse.
 absl::StatusOr<uint64_t> SpecSelectionSize(const std::string& spec, uint64_t dim);
+
+// The k the final round of a group of `dim` elements keeps of its sum under
+// `scheme` (SchemeTraits::reselects_top_k): the spec's selection size, or 0
+// (keep all) for a scheme that does not re-select. What the job plan writes
+// as GroupConfig::reselect_top_k for the shards, and what the collective
+// route finishes its rounds by. INVALID_ARGUMENT for an unknown scheme or a
+// spec that does not parse.
+absl::StatusOr<uint64_t> FinalRoundTopK(const std::string& scheme, const std::string& compressor_spec, uint64_t dim);
+
+// FinalRoundTopK of each group of `job` under its run's scheme, in group
+// order: the collective route's reading of what the shards read from
+// GroupConfig::reselect_top_k.
+absl::StatusOr<std::vector<uint64_t>> JobFinalRoundTopK(const v1::JobConfig& job);
 
 // SpecSelectionSize of each group of `job`, in group order: the k every
 // worker applies per group (the decentralized algorithms' and the hybrid

@@ -15,6 +15,7 @@
 #include "torch/optim/sgd.h"
 #include "torch/serialize.h"
 #include "worker/pipeline/job_plan.h"
+#include "worker/pipeline/step_apply.h"
 #include "worker/training/epoch_order.h"
 #include "worker/training/workloads.h"
 #include "worker/compression/group_compressors.h"
@@ -32,37 +33,18 @@ int64_t TrainExamples(const v1::RunConfig& run, int64_t available) {
 
 }  // namespace
 
-absl::Status SetAveragedGradients(const std::vector<Update>& updates, const FusionLayout& layout, uint32_t world,
-                                  std::vector<torch::Tensor>& params, std::vector<float>* buffer) {
-  if (updates.size() != static_cast<size_t>(layout.num_groups())) {
-    return absl::InternalError(absl::StrCat(updates.size(), " updates for ", layout.num_groups(), " groups"));
-  }
+namespace {
+
+// The means as each parameter's .grad, through the flat `buffer`.
+absl::Status SetMeanGradients(const std::vector<Update>& updates, const FusionLayout& layout, float scale,
+                              std::vector<torch::Tensor>& params, std::vector<float>* buffer) {
   const int num_params = static_cast<int>(params.size());
-  if (num_params != layout.num_layers()) {
-    return absl::InternalError(absl::StrCat(num_params, " parameters for ", layout.num_layers(), " layers"));
-  }
-  const float scale = 1.0f / static_cast<float>(world);
-  // Every group's update into the flat gradient, then each layer out of it.
   buffer->assign(static_cast<size_t>(layout.total_size()), 0.0f);
   for (int g = 0; g < layout.num_groups(); ++g) {
-    const Update& update = updates[g];
     float* group = buffer->data() + layout.group(g).begin;
-    const size_t group_size = static_cast<size_t>(layout.group_size(g));
-    if (update.dense) {
-      if (update.values.size() != group_size) {
-        return absl::InternalError(absl::StrCat("dense update of group ", g, " has ", update.values.size(),
-                                                " values for ", group_size, " elements"));
-      }
-      for (size_t i = 0; i < update.values.size(); ++i) group[i] = update.values[i] * scale;
-    } else {
-      for (size_t i = 0; i < update.indices.size(); ++i) {
-        if (update.indices[i] >= group_size) {
-          return absl::InternalError(absl::StrCat("update of group ", g, " has index ", update.indices[i],
-                                                  " beyond its ", group_size, " elements"));
-        }
-        group[update.indices[i]] = update.values[i] * scale;
-      }
-    }
+    absl::Status s = ForEachMeanValue(updates[g], static_cast<uint64_t>(layout.group_size(g)), scale,
+                                      [group](uint64_t i, float mean) { group[i] = mean; });
+    if (!s.ok()) return absl::InternalError(absl::StrCat("group ", g, ": ", s.message()));
   }
   // Unfusion: each layer takes its values of the flat update.
   for (int layer = 0; layer < num_params; ++layer) {
@@ -70,6 +52,65 @@ absl::Status SetAveragedGradients(const std::vector<Update>& updates, const Fusi
     absl::Span<const float> values = layout.LayerOf(layer, *buffer);
     p.mutable_grad() = torch::from_blob(const_cast<float*>(values.data()), p.sizes(), torch::kFloat32).clone();
   }
+  return absl::OkStatus();
+}
+
+// p = fma(-rate, mean, p) at each coordinate the updates carry.
+absl::Status StepInPlace(const std::vector<Update>& updates, const FusionLayout& layout, float scale, double rate,
+                         std::vector<torch::Tensor>& params) {
+  const int num_params = static_cast<int>(params.size());
+  std::vector<float*> data(num_params);
+  for (int layer = 0; layer < num_params; ++layer) {
+    torch::Tensor& p = params[num_params - 1 - layer];
+    if (!p.is_contiguous() || p.scalar_type() != torch::kFloat32 || p.numel() != layout.layer_size(layer)) {
+      return absl::InternalError(absl::StrCat("parameter of layer ", layer, " is not ", layout.layer_size(layer),
+                                              " contiguous floats"));
+    }
+    data[layer] = p.data_ptr<float>();
+  }
+  // Checked first, so that a misfit applies nothing.
+  for (int g = 0; g < layout.num_groups(); ++g) {
+    absl::Status s = ForEachMeanValue(updates[g], static_cast<uint64_t>(layout.group_size(g)), scale,
+                                      [](uint64_t, float) {});
+    if (!s.ok()) return absl::InternalError(absl::StrCat("group ", g, ": ", s.message()));
+  }
+  // torch's SGD: p.add_(grad, -rate), the rate as the tensor's float.
+  const float alpha = static_cast<float>(-rate);
+  for (int g = 0; g < layout.num_groups(); ++g) {
+    const int64_t begin = layout.group(g).begin;
+    int layer = layout.LayerAt(begin);
+    ForEachMeanValue(updates[g], static_cast<uint64_t>(layout.group_size(g)), scale,
+                     [&](uint64_t i, float mean) {
+                       const int64_t element = begin + static_cast<int64_t>(i);
+                       // Ascending coordinates: the layer only moves forward.
+                       while (element >= layout.layer_begin(layer) + layout.layer_size(layer)) ++layer;
+                       float& p = data[layer][element - layout.layer_begin(layer)];
+                       p = std::fma(alpha, mean, p);
+                     })
+        .IgnoreError();  // checked above
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ApplyMeanUpdates(const std::vector<Update>& updates, const FusionLayout& layout, uint32_t world,
+                              double rate, std::vector<torch::Tensor>& params, torch::optim::SGD& optimizer,
+                              std::vector<float>* buffer) {
+  if (updates.size() != static_cast<size_t>(layout.num_groups())) {
+    return absl::InternalError(absl::StrCat(updates.size(), " updates for ", layout.num_groups(), " groups"));
+  }
+  if (static_cast<int>(params.size()) != layout.num_layers()) {
+    return absl::InternalError(absl::StrCat(params.size(), " parameters for ", layout.num_layers(), " layers"));
+  }
+  const float scale = MeanScale(world);
+  SetLearningRate(optimizer, rate);
+  const auto& options = static_cast<const torch::optim::SGDOptions&>(optimizer.param_groups()[0].options());
+  if (options.momentum() == 0 && options.weight_decay() == 0) {
+    return StepInPlace(updates, layout, scale, rate, params);
+  }
+  if (absl::Status s = SetMeanGradients(updates, layout, scale, params, buffer); !s.ok()) return s;
+  optimizer.step();
   return absl::OkStatus();
 }
 
@@ -246,12 +287,11 @@ absl::Status Trainer::TrainStep(int64_t step, const torch::Tensor& images, const
   s.apply_begin = absl::Now();
 
   torch::NoGradGuard no_grad;
-  if (absl::Status set = SetAveragedGradients(*updates, pipeline_->layout(), s.world, s.params, &s.apply_buffer);
+  if (absl::Status set = ApplyMeanUpdates(*updates, pipeline_->layout(), s.world, LearningRateAt(s.run, s.world, step),
+                                          s.params, *s.optimizer, &s.apply_buffer);
       !set.ok()) {
     return set;
   }
-  SetLearningRate(*s.optimizer, LearningRateAt(s.run, s.world, step));
-  s.optimizer->step();
   absl::Status applied = pipeline_->Applied(*updates);
   s.apply_end = absl::Now();
   return applied;

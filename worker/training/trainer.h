@@ -44,14 +44,26 @@
 
 namespace sketchfuse {
 
-// Writes the average over `world` workers of a step's aggregated updates
-// (one per group of `layout`) as each parameter's .grad (`params` in forward
-// order; layers are numbered in backward order), through `buffer`
-// (scratch); the optimizer's step then applies them. INTERNAL for an update
-// that does not fit its group. The trainer and the virtual workers
-// (worker/virtual/virtual_workers.h) apply a step through this one function.
-absl::Status SetAveragedGradients(const std::vector<Update>& updates, const FusionLayout& layout, uint32_t world,
-                                  std::vector<torch::Tensor>& params, std::vector<float>* buffer);
+// Applies a step's aggregated updates (one per group of `layout`, each the
+// sum over `world` workers) to `params` (forward order; layers are numbered
+// in backward order): an SGD step of `optimizer` at rate `rate` on their
+// mean (worker/pipeline/step_apply.h ForEachMeanValue). The trainer and the
+// virtual workers (worker/virtual/virtual_workers.h) apply a step through
+// this one function.
+//   - Without momentum in the optimizer (the compressing schemes keep it on
+//     the worker) each coordinate an update carries is stepped in place,
+//     p = fma(-rate, mean, p): torch's SGD step element for element (its
+//     vectorized add is a fused multiply-add; the same bits, tested in
+//     trainer_apply_test), so a sparse update costs its nonzeros, not the
+//     model's size.
+//   - With momentum (the dense schemes leave it to the optimizer), the means
+//     become the parameters' .grad through `buffer` (scratch) and the
+//     optimizer steps: its velocity is dense.
+// INTERNAL, with nothing applied, for an update that does not fit its group
+// or parameters that do not fit the layout.
+absl::Status ApplyMeanUpdates(const std::vector<Update>& updates, const FusionLayout& layout, uint32_t world,
+                              double rate, std::vector<torch::Tensor>& params, torch::optim::SGD& optimizer,
+                              std::vector<float>* buffer);
 
 // Worker `rank`'s shard of the run's training examples (the first
 // run.train_examples() of `train`; all of them when 0).

@@ -307,13 +307,12 @@ absl::Status VirtualWorkers::Step(int64_t step, double* loss_out) {
   }
   {
     torch::NoGradGuard no_grad;
-    if (absl::Status set =
-            SetAveragedGradients(updates[0], s.pipelines[0]->layout(), world, s.params, &s.apply_buffer);
+    if (absl::Status set = ApplyMeanUpdates(updates[0], s.pipelines[0]->layout(), world,
+                                            LearningRateAt(s.config.run, world, step), s.params, *s.optimizer,
+                                            &s.apply_buffer);
         !set.ok()) {
       return set;
     }
-    SetLearningRate(*s.optimizer, LearningRateAt(s.config.run, world, step));
-    s.optimizer->step();
   }
   for (uint32_t rank = 0; rank < world; ++rank) {
     if (absl::Status applied = s.pipelines[rank]->Applied(updates[rank]); !applied.ok()) return fail(rank, applied);

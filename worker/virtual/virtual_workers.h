@@ -18,7 +18,7 @@
 // the other workers' in the group or on the shards), then checks that every
 // worker got the same updates (INTERNAL if not: the route broke its
 // contract) and applies them once, as each process would
-// (SetAveragedGradients and the optimizer).
+// (the trainer's ApplyMeanUpdates).
 //
 // So a run of W virtual workers computes what W processes compute, to the
 // bit where the model's arithmetic is deterministic, while its time is the

@@ -1,0 +1,104 @@
+#include "worker/rounds/exchange_rounds.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/error_feedback.h"
+
+namespace sketchfuse {
+namespace {
+
+// One exchange in flight: shared by the reducer's callbacks.
+struct Exchange {
+  RoundReducer* reducer = nullptr;
+  RoundsInput input;
+  RoundsOutcome outcome;
+  RoundsDone done;
+};
+
+// This worker's exact values at the `candidates` round `round` answered, in
+// their order and without indices, capped where the run caps releases.
+absl::StatusOr<std::shared_ptr<const Payload>> ValuesAtCandidates(const RoundsInput& input, uint32_t round,
+                                                                 const Update& candidates) {
+  if (candidates.dense || candidates.dim != input.encoded.size()) {
+    return absl::InternalError(absl::StrCat("group ", input.group, " at step ", input.step, ": round ", round,
+                                            "'s answer cannot start round ", round + 1));
+  }
+  auto values = std::make_shared<Payload>();
+  values->kind = PayloadKind::kCandidateValues;
+  values->dim = candidates.dim;
+  values->values.reserve(candidates.indices.size());
+  for (const uint32_t i : candidates.indices) {
+    if (i >= input.encoded.size()) {
+      return absl::InternalError(absl::StrCat("group ", input.group, " at step ", input.step, ": candidate ", i,
+                                              " is outside the group of ", input.encoded.size()));
+    }
+    values->values.push_back(input.encoded[i]);
+  }
+  if (input.cap_exact_values) {
+    if (absl::Status s = input.cap_exact_values(absl::MakeSpan(values->values)); !s.ok()) return s;
+  }
+  return std::shared_ptr<const Payload>(std::move(values));
+}
+
+void RunRound(const std::shared_ptr<Exchange>& exchange, uint32_t round, std::shared_ptr<const Payload> payload) {
+  const RoundsInput& input = exchange->input;
+  exchange->reducer->Reduce(
+      GroupRound{input.step, input.group, round}, std::move(payload),
+      [exchange, round](absl::StatusOr<RoundAnswer> answer) {
+        const RoundsInput& input = exchange->input;
+        if (!answer.ok()) {
+          exchange->done(answer.status());
+          return;
+        }
+        RoundsOutcome& outcome = exchange->outcome;
+        outcome.bytes_sent += answer->bytes_sent;
+        outcome.bytes_received += answer->bytes_received;
+        outcome.spans.insert(outcome.spans.end(), answer->spans.begin(), answer->spans.end());
+        if (round + 1 == input.rounds) {
+          if (IsCandidateList(answer->update)) {
+            exchange->done(absl::DataLossError(absl::StrCat(
+                "group ", input.group, " at step ", input.step, ": round ", round, " answered ",
+                answer->update.indices.size(), " candidates without values where the update was due")));
+            return;
+          }
+          outcome.update = std::move(answer->update);
+          exchange->done(std::move(outcome));
+          return;
+        }
+        absl::StatusOr<std::shared_ptr<const Payload>> next = ValuesAtCandidates(input, round, answer->update);
+        if (!next.ok()) {
+          exchange->done(next.status());
+          return;
+        }
+        RunRound(exchange, round + 1, *std::move(next));
+      });
+}
+
+}  // namespace
+
+void ExchangeRounds(RoundReducer& reducer, RoundsInput input, RoundsDone done) {
+  if (input.payload == nullptr) {
+    done(absl::InvalidArgumentError(absl::StrCat("group ", input.group, " at step ", input.step, ": no payload")));
+    return;
+  }
+  if (input.rounds < 1 || input.rounds > 2) {
+    done(absl::InvalidArgumentError(absl::StrCat("group ", input.group, ": ", input.rounds,
+                                                 " rounds per step; 1 or 2 are served")));
+    return;
+  }
+  if (input.rounds > 1 && input.encoded.size() != input.payload->dim) {
+    done(absl::InvalidArgumentError(absl::StrCat("group ", input.group, ": a later round sends the encoded vector's "
+                                                 "values, which has ", input.encoded.size(), " of the group's ",
+                                                 input.payload->dim)));
+    return;
+  }
+  auto exchange = std::make_shared<Exchange>();
+  exchange->reducer = &reducer;
+  std::shared_ptr<const Payload> first = input.payload;
+  exchange->input = std::move(input);
+  exchange->done = std::move(done);
+  RunRound(exchange, 0, std::move(first));
+}
+
+}  // namespace sketchfuse

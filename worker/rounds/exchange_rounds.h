@@ -1,0 +1,74 @@
+// The compressed exchange of one group, written once against a RoundReducer
+// (round_reducer.h): the algorithm of sketch_ps and sketch_allreduce (the
+// peel, FetchSGD's state where the sum is, the exact second round), of the
+// two-round fixed-size sketch (fixed_sketch_ps, fixed_sketch_allreduce), of
+// the hybrids on either route, and of topk_ps and dense_ps. Bound to a
+// ShardReducer it is a centralized scheme; bound to a CollectiveReducer the
+// decentralized one, as NCCL binds one ring algorithm to its primitives.
+//
+//   round 0   this worker's encoded payload is reduced; the answer is the
+//             update (one round), or the candidates of the next round;
+//   round r   this worker's exact values at round r - 1's candidates (the
+//             encoded vector there, under the release cap where the run
+//             caps it), in the candidates' order and without indices, are
+//             reduced; the final round's answer is the exact sums (their
+//             top k where the group re-selects).
+//
+// The update is the SUM over the job's workers; what a worker settles once
+// it is applied is SettleExchange's rule (worker/compression/settlement.h).
+#ifndef SKETCHFUSE_WORKER_ROUNDS_EXCHANGE_ROUNDS_H_
+#define SKETCHFUSE_WORKER_ROUNDS_EXCHANGE_ROUNDS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/payload.h"
+#include "worker/core/trace_span.h"
+#include "worker/rounds/round_reducer.h"
+
+namespace sketchfuse {
+
+struct RoundsInput {
+  uint64_t step = 0;
+  int group = 0;
+  // Rounds per step (RoundsPerStep of the run): 1 or 2.
+  uint32_t rounds = 1;
+  // This worker's encoded payload of the group: round 0's contribution.
+  std::shared_ptr<const Payload> payload;
+  // The vector that was encoded (the residual under error feedback), whose
+  // values at the candidates later rounds send. It must stay put until
+  // `done` has run (a residual does until its update is applied); unused
+  // with one round.
+  absl::Span<const float> encoded;
+  // Scales this worker's exact values before a later round sends them
+  // (GroupCompressors::CapExactValues with the group's k); may be empty.
+  std::function<absl::Status(absl::Span<float>)> cap_exact_values;
+};
+
+struct RoundsOutcome {
+  Update update;  // the final round's answer
+  size_t bytes_sent = 0;
+  size_t bytes_received = 0;
+  std::vector<TraceSpan> spans;  // every round's, in order
+};
+
+using RoundsDone = std::function<void(absl::StatusOr<RoundsOutcome>)>;
+
+// Runs `input`'s rounds over `reducer` (which must outlive the exchange);
+// `done` runs exactly once, on the thread of the reducer's last answer
+// (before ExchangeRounds returns where the reducer answers inline, as a
+// collective does). Errors: the reducer's; INVALID_ARGUMENT for an input
+// without a payload or, with two rounds, without the encoded vector of the
+// payload's dim; INTERNAL when round 0's answer cannot start the next round
+// (dense, another dim, a candidate out of range); DATA_LOSS when the final
+// answer is a candidate list (values due).
+void ExchangeRounds(RoundReducer& reducer, RoundsInput input, RoundsDone done);
+
+}  // namespace sketchfuse
+
+#endif  // SKETCHFUSE_WORKER_ROUNDS_EXCHANGE_ROUNDS_H_
