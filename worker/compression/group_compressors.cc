@@ -167,13 +167,13 @@ absl::Status GroupCompressors::CapExactValues(int group, absl::Span<float> value
   return absl::OkStatus();
 }
 
-absl::StatusOr<Update> GroupCompressors::Decode(int group, const Payload& aggregate) {
+absl::StatusOr<Update> GroupCompressors::Decode(int group, Payload aggregate) {
   if (absl::Status s = CheckGroup(group); !s.ok()) return s;
   if (on_device_) {
     if (absl::Status s = stacks_[group].top->CheckPayload(aggregate); !s.ok()) return s;
     return stacks_[group].device->Decode(aggregate);
   }
-  return stacks_[group].top->Decode(aggregate);
+  return stacks_[group].top->DecodeOwned(std::move(aggregate));
 }
 
 absl::Span<const float> GroupCompressors::residual(int group) const {

@@ -91,8 +91,9 @@ class GroupCompressors {
   // on the GPU (its residual stays there: no second round).
   absl::Status CapExactValues(int group, absl::Span<float> values, uint64_t released);
   // Decodes an aggregate with the group's compressor (on the GPU when the
-  // groups are there).
-  absl::StatusOr<Update> Decode(int group, const Payload& aggregate);
+  // groups are there), taking it over (a dense sum becomes the update
+  // without a copy: Compressor::DecodeOwned).
+  absl::StatusOr<Update> Decode(int group, Payload aggregate);
   const Compressor& compressor(int group) const { return *stacks_[group].top; }
 
   // The group's residual after the last Encode (the values Encode saw); empty

@@ -1,5 +1,7 @@
-// The decentralized aggregation algorithms, one per scheme, written against
-// the Collective interface. Each takes this worker's encoded group and
+// The decentralized aggregation algorithms, written against the Collective
+// interface: RoundsAllreduce (the rounds of the centralized schemes over the
+// collective, for every scheme whose rounds are sums) and one function for
+// each scheme with a communication pattern of its own. Each takes this worker's encoded group and
 // returns the update every worker applies (the SUM over workers, identical
 // on every rank) and the settlement of this worker's residual (see
 // worker/compression/settlement.h), which the caller applies only once the update
@@ -30,6 +32,7 @@
 #include "absl/types/span.h"
 #include "common/compressor.h"
 #include "common/payload.h"
+#include "common/round_finish.h"
 #include "worker/collective/collective.h"
 #include "worker/compression/settlement.h"
 
@@ -43,22 +46,26 @@ struct GroupInput {
   // The vector that was encoded (the residual under error feedback), dim
   // values: exact values for second rounds, the start of SparDL's reduction.
   absl::Span<const float> encoded;
-  // Coordinates to select (sparse algorithms).
+  // Coordinates to select (gtopk, SparDL, importance pruning) and what a
+  // capped later round releases at most (cap_exact_values).
   uint64_t k = 0;
-  // Rounds per step: sketch_allreduce's round 1, where there is one
-  // (rounds = 2), replaces the estimates by exact sums.
+  // Rounds per step (RoundsAllreduce): 2 with an exact round 1 at round
+  // 0's candidates (the estimate sketch's --second_round, the fixed-size
+  // sketch).
   uint32_t rounds = 1;
   // The final round keeps this many of its largest sums (0: all); the
   // group's GroupConfig::reselect_top_k, as the shards read it
   // (FinalRoundTopK in worker/schemes/scheme_registry.h).
   uint64_t reselect_top_k = 0;
-  // RoundsAllreduce: decodes the summed sketch (the group's compressor's
-  // decode, on the host or, on a GPU worker, on the device).
-  std::function<absl::StatusOr<Update>(const Payload&)> decode;
-  // RoundsAllreduce's later round, where the run caps releases: scales this
-  // worker's exact values at the candidates before the second round
-  // (GroupCompressors::CapExactValues with k), so that the settlement keeps
-  // the unsent part; unset: the values go whole.
+  // RoundsAllreduce: decodes round 0's sum (the group's compressor's
+  // decode, on the host or, on a GPU worker, on the device; or the step of
+  // the method's state where the sum is), taking the sum over.
+  RoundDecoder decode;
+  // RoundsAllreduce's later round: scales this worker's exact values at the
+  // candidates before they are sent (GroupCompressors::CapExactValues with
+  // k), so that the settlement keeps the unsent part, where the run caps
+  // releases (the two-round schemes; a no-op for the optional second
+  // round, which CapsRelease leaves uncapped); unset: the values go whole.
   std::function<absl::Status(absl::Span<float>)> cap_exact_values;
 };
 

@@ -29,8 +29,7 @@ absl::StatusOr<GroupOutcome> RoundsAllreduce(Collective& collective, const Group
   }
   if (absl::Status s = decentralized_internal::CheckInput(input, kind, input.rounds > 1); !s.ok()) return s;
   if (!input.decode) return absl::InvalidArgumentError("the rounds need the group's decoder");
-  CollectiveReducer reducer(collective, RoundRule{input.rounds, input.reselect_top_k},
-                            [&input](Payload sum) { return input.decode(sum); });
+  CollectiveReducer reducer(collective, RoundRule{input.rounds, input.reselect_top_k}, input.decode);
   RoundsInput rounds;
   rounds.step = input.step;
   rounds.group = input.group;

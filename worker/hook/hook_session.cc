@@ -44,8 +44,6 @@ std::string HookSchemes() {
   return absl::StrJoin(names, ", ");
 }
 
-// scale times `update` as a dense vector into out (zero where a sparse one
-// has nothing).
 // The mean update into DDP's bucket: zero where a sparse update carries
 // nothing (the bucket is the gradient PyTorch's optimizer applies).
 absl::Status WriteOnHost(const Update& update, float scale, absl::Span<float> out) {
@@ -527,8 +525,9 @@ absl::Status HookSession::ExchangeStep(uint64_t step, absl::Span<const float> gr
   // The step ends as the worker's does (worker/pipeline/step_apply.h).
   absl::StatusOr<std::vector<Update>> updates = ReconcileStep(*job_scheme_, step, results);
   if (!updates.ok()) {
+    // A group's own failure is named with its group and step.
     for (int g = 0; g < groups; ++g) {
-      if (!results[g].ok()) {
+      if (!results[g].ok() && results[g].status() == updates.status()) {
         return absl::Status(results[g].status().code(),
                             absl::StrCat("group ", g, " at step ", step, ": ", results[g].status().message()));
       }

@@ -58,6 +58,16 @@ void CollectiveReducer::Reduce(const GroupRound& round, std::shared_ptr<const Pa
                                                  PayloadKindName(payload->kind), " payload is not summed here")));
     return;
   }
+  if (!first) {
+    // Checked before communicating: a misfit must not enter the allreduce.
+    if (!previous_answer_.has_value() || previous_answer_->dense ||
+        previous_answer_->indices.size() != payload->values.size()) {
+      done(absl::InvalidArgumentError(absl::StrCat(
+          "round ", round.round, " of group ", round.group, ": ", payload->values.size(), " values for ",
+          previous_answer_.has_value() ? previous_answer_->indices.size() : 0, " candidates of the previous round")));
+      return;
+    }
+  }
   const uint64_t sent_before = collective_.bytes_sent();
   const uint64_t received_before = collective_.bytes_received();
   const absl::Time start = absl::Now();
@@ -70,10 +80,6 @@ void CollectiveReducer::Reduce(const GroupRound& round, std::shared_ptr<const Pa
   Payload sum = *std::move(summed_payload);
   const absl::Time summed = absl::Now();
   if (!first) {
-    if (!previous_answer_.has_value()) {
-      done(absl::InternalError(absl::StrCat("round ", round.round, " of group ", round.group, " has no previous answer")));
-      return;
-    }
     if (absl::Status s = PlaceAtCandidates(*previous_answer_, &sum); !s.ok()) {
       done(absl::InvalidArgumentError(absl::StrCat("round ", round.round, " of group ", round.group, ": ", s.message())));
       return;
@@ -86,7 +92,12 @@ void CollectiveReducer::Reduce(const GroupRound& round, std::shared_ptr<const Pa
     return;
   }
   ++next_round_;
-  previous_answer_ = *finished;
+  // The candidates of the next round, if one follows.
+  if (next_round_ < rule_.rounds) {
+    previous_answer_ = *finished;
+  } else {
+    previous_answer_.reset();
+  }
   RoundAnswer answer;
   answer.update = *std::move(finished);
   answer.bytes_sent = collective_.bytes_sent() - sent_before;

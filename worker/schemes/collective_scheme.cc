@@ -75,7 +75,7 @@ void CollectiveScheme::Exchange(uint64_t step, int group, GradientView grad,
     // The allreduced sum steps this worker's copy of the method's state.
     input.decode = [this, group](const Payload& sum) { return method_state_[group]->Step(sum); };
   } else {
-    input.decode = [this, group](const Payload& sum) { return compressors_.Decode(group, sum); };
+    input.decode = [this, group](Payload sum) { return compressors_.Decode(group, std::move(sum)); };
   }
   const uint64_t bytes_before = collective_->bytes_sent();
   const uint64_t received_before = collective_->bytes_received();

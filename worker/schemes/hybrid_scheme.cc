@@ -89,7 +89,7 @@ absl::StatusOr<ExchangeResult> HybridScheme::ExchangeByCollective(uint64_t step,
   // The residual, untouched until the step's update is applied (error
   // feedback on, checked at Create for a second round).
   if (rounds_ > 1) input.encoded = centralized_->compressors().EncodedInput(group, GradientView());
-  input.decode = [this, group](const Payload& sum) { return centralized_->compressors().Decode(group, sum); };
+  input.decode = [this, group](Payload sum) { return centralized_->compressors().Decode(group, std::move(sum)); };
   input.cap_exact_values = [this, group, k = input.k](absl::Span<float> values) {
     return centralized_->compressors().CapExactValues(group, values, k);
   };

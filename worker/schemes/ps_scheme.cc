@@ -71,10 +71,10 @@ PsScheme::PsScheme(std::string scheme, std::string job, uint32_t rank, std::vect
       group_ids_(std::move(group_ids)),
       shard_of_group_(std::move(shard_of_group)),
       compressors_(std::move(compressors)),
-      transport_(std::move(transport)),
-      reducer_(std::make_unique<ShardReducer>(transport_.get(), job_, rank_, group_ids_, shard_of_group_)),
       last_payloads_(compressors_.size()),
-      last_payload_steps_(compressors_.size(), UINT64_MAX) {}
+      last_payload_steps_(compressors_.size(), UINT64_MAX),
+      reducer_(std::make_unique<ShardReducer>(transport.get(), job_, rank_, group_ids_, shard_of_group_)),
+      transport_(std::move(transport)) {}
 
 absl::StatusOr<std::shared_ptr<const Payload>> PsScheme::Encode(uint64_t step, int group, GradientView grad,
                                                                 absl::Span<const float> params) {

@@ -84,8 +84,6 @@ class PsScheme final : public AggregationScheme {
   const std::vector<uint32_t> group_ids_;
   const std::vector<int> shard_of_group_;
   GroupCompressors compressors_;  // used on the communication thread
-  std::unique_ptr<PsTransport> transport_;
-  std::unique_ptr<ShardReducer> reducer_;  // over transport_
   // Per group; shared with the push in flight, which sends its values.
   std::vector<std::shared_ptr<const Payload>> last_payloads_;
   std::vector<uint64_t> last_payload_steps_;  // the step of each (UINT64_MAX: none)
@@ -93,6 +91,11 @@ class PsScheme final : public AggregationScheme {
   // The k each group applies (JobSelectionSizes): what the release cap of a
   // later round bounds.
   std::vector<uint64_t> selection_;
+  std::unique_ptr<ShardReducer> reducer_;  // over transport_
+  // Declared last, so destroyed first: its destructor waits for the pushes
+  // in flight, whose callbacks (a later round's values, capped, reduced)
+  // still find the compressors, the selection and the reducer.
+  std::unique_ptr<PsTransport> transport_;
 };
 
 }  // namespace sketchfuse

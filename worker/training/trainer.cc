@@ -55,7 +55,9 @@ absl::Status SetMeanGradients(const std::vector<Update>& updates, const FusionLa
   return absl::OkStatus();
 }
 
-// p = fma(-rate, mean, p) at each coordinate the updates carry.
+// p = fma(-rate, mean, p) at each coordinate the updates carry (checked to
+// fit by the caller). INTERNAL, before any change, for parameters that are
+// not the layout's contiguous floats.
 absl::Status StepInPlace(const std::vector<Update>& updates, const FusionLayout& layout, float scale, double rate,
                          std::vector<torch::Tensor>& params) {
   const int num_params = static_cast<int>(params.size());
@@ -67,12 +69,6 @@ absl::Status StepInPlace(const std::vector<Update>& updates, const FusionLayout&
                                               " contiguous floats"));
     }
     data[layer] = p.data_ptr<float>();
-  }
-  // Checked first, so that a misfit applies nothing.
-  for (int g = 0; g < layout.num_groups(); ++g) {
-    absl::Status s = ForEachMeanValue(updates[g], static_cast<uint64_t>(layout.group_size(g)), scale,
-                                      [](uint64_t, float) {});
-    if (!s.ok()) return absl::InternalError(absl::StrCat("group ", g, ": ", s.message()));
   }
   // torch's SGD: p.add_(grad, -rate), the rate as the tensor's float.
   const float alpha = static_cast<float>(-rate);
@@ -87,7 +83,7 @@ absl::Status StepInPlace(const std::vector<Update>& updates, const FusionLayout&
                        float& p = data[layer][element - layout.layer_begin(layer)];
                        p = std::fma(alpha, mean, p);
                      })
-        .IgnoreError();  // checked above
+        .IgnoreError();  // the caller checked that every update fits
   }
   return absl::OkStatus();
 }
@@ -102,6 +98,12 @@ absl::Status ApplyMeanUpdates(const std::vector<Update>& updates, const FusionLa
   }
   if (static_cast<int>(params.size()) != layout.num_layers()) {
     return absl::InternalError(absl::StrCat(params.size(), " parameters for ", layout.num_layers(), " layers"));
+  }
+  // Every update is checked before anything changes.
+  for (int g = 0; g < layout.num_groups(); ++g) {
+    absl::Status s = ForEachMeanValue(updates[g], static_cast<uint64_t>(layout.group_size(g)), 1.0f,
+                                      [](uint64_t, float) {});
+    if (!s.ok()) return absl::InternalError(absl::StrCat("group ", g, ": ", s.message()));
   }
   const float scale = MeanScale(world);
   SetLearningRate(optimizer, rate);

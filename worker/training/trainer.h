@@ -53,9 +53,9 @@ namespace sketchfuse {
 //   - Without momentum in the optimizer (the compressing schemes keep it on
 //     the worker) each coordinate an update carries is stepped in place,
 //     p = fma(-rate, mean, p): torch's SGD step element for element (its
-//     vectorized add is a fused multiply-add; the same bits, tested in
-//     trainer_apply_test), so a sparse update costs its nonzeros, not the
-//     model's size.
+//     vectorized add is a fused multiply-add on the x86 builds these
+//     machines run; the same bits, tested in apply_mean_updates_test), so a
+//     sparse update costs its nonzeros, not the model's size.
 //   - With momentum (the dense schemes leave it to the optimizer), the means
 //     become the parameters' .grad through `buffer` (scratch) and the
 //     optimizer steps: its velocity is dense.
