@@ -1,6 +1,6 @@
 // The compressed exchange of one group, written once against a RoundReducer
 // (round_reducer.h): the algorithm of sketch_ps and sketch_allreduce (the
-// peel, FetchSGD's state where the sum is, the exact second round), of the
+// peel, a method's state where the sum is, the exact second round), of the
 // two-round fixed-size sketch (fixed_sketch_ps, fixed_sketch_allreduce), of
 // the hybrids on either route, and of topk_ps and dense_ps. Bound to a
 // ShardReducer it is a centralized scheme; bound to a CollectiveReducer the
