@@ -221,8 +221,11 @@ absl::StatusOr<v1::JoinReply> CoordinatorCore::Join(const v1::JoinRequest& reque
 absl::Status CoordinatorCore::RegisterShard(const v1::RegisterShardRequest& request) {
   if (absl::Status s = CheckJob(request.job()); !s.ok()) return s;
   if (request.num_shards() != static_cast<uint32_t>(options_.num_shards)) {
-    return absl::InvalidArgumentError(absl::StrCat("num_shards is ", request.num_shards(),
-                                                   "; this job has ", options_.num_shards, " shards"));
+    // Another shard count is another partitioning (the plan spreads the
+    // partitions over the shards), so it is the job config that differs.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "shard ", request.shard(), " was started with --num_shards=", request.num_shards(), "; this job has ",
+        options_.num_shards, " shards (", DescribeGroups(job_), "): give every shard the coordinator's shard count"));
   }
   if (request.shard() >= request.num_shards()) {
     return absl::InvalidArgumentError(absl::StrCat("shard ", request.shard(), " is out of range for ",
@@ -238,7 +241,13 @@ absl::Status CoordinatorCore::RegisterShard(const v1::RegisterShardRequest& requ
       !family.ok()) {
     return family;
   }
-  if (!request.job_fingerprint().empty() && request.job_fingerprint() != job_fingerprint_) {
+  if (request.job_fingerprint().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "shard ", request.shard(), " at ", QuoteField(address),
+        " states no job config (job_fingerprint is empty); the coordinator's is config ", job_fingerprint_, ", ",
+        DescribeGroups(job_)));
+  }
+  if (request.job_fingerprint() != job_fingerprint_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "shard ", request.shard(), " at ", QuoteField(address), " serves another job config (config ",
         QuoteField(request.job_fingerprint()), ", ", QuoteField(request.partitioning()),

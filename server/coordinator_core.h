@@ -76,13 +76,12 @@ class CoordinatorCore {
                                      const Cancelled& cancelled);
 
   // Records the address of a shard. A shard that restarts registers again and
-  // replaces its address. INVALID_ARGUMENT for another job, a shard count
-  // other than the coordinator's, an index out of range or an empty address;
-  // FAILED_PRECONDITION for a shard build with another sketch hash family,
-  // or a shard whose job config is not the coordinator's (job_fingerprint,
-  // JobFingerprint: other groups or partitions; the message names both
-  // partitionings). A request without job_fingerprint (a tool that
-  // registers by hand) is not checked; the shard server always sends it.
+  // replaces its address. INVALID_ARGUMENT for another job, an index out of
+  // range or an empty address; FAILED_PRECONDITION for a shard build with
+  // another sketch hash family, a shard count other than the coordinator's,
+  // or a shard whose job config is not the coordinator's or is not stated
+  // (job_fingerprint empty or other than JobFingerprint: other groups or
+  // partitions; the message names both partitionings).
   absl::Status RegisterShard(const v1::RegisterShardRequest& request);
 
   // Marks the worker alive at `now` and reports the dead ones. NOT_FOUND for

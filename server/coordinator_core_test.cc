@@ -48,9 +48,13 @@ v1::JoinRequest JoinOf(const v1::JobConfig& job, const std::string& id) {
   return request;
 }
 
-v1::RegisterShardRequest ShardOf(uint32_t shard, uint32_t num_shards) {
+// A registration of shard `shard` of `num_shards` that states `job`'s config,
+// as the shard server does.
+v1::RegisterShardRequest ShardOf(const v1::JobConfig& job, uint32_t shard, uint32_t num_shards) {
   v1::RegisterShardRequest request;
   request.set_job("j");
+  request.set_job_fingerprint(JobFingerprint(job));
+  request.set_partitioning(DescribeGroups(job));
   request.set_shard(shard);
   request.set_num_shards(num_shards);
   request.set_address("127.0.0.1:" + std::to_string(7000 + shard));
@@ -85,8 +89,8 @@ TEST(CoordinatorCoreTest, AssignsRanksInNaturalOrderOnceEveryoneArrived) {
       return core->Join(JoinOf(job, id), Soon(), nullptr);
     }));
   }
-  ASSERT_TRUE(core->RegisterShard(ShardOf(1, 2)).ok());
-  ASSERT_TRUE(core->RegisterShard(ShardOf(0, 2)).ok());
+  ASSERT_TRUE(core->RegisterShard(ShardOf(core->job(), 1, 2)).ok());
+  ASSERT_TRUE(core->RegisterShard(ShardOf(core->job(), 0, 2)).ok());
   std::vector<uint32_t> ranks;
   for (auto& join : joins) {
     absl::StatusOr<v1::JoinReply> reply = join.get();
@@ -143,7 +147,7 @@ TEST(CoordinatorCoreTest, WorkersAndShardsMustHoldTheJobsPartitions) {
   ASSERT_TRUE(made.ok()) << made.status();
   CoordinatorCore& core = **made;
 
-  v1::RegisterShardRequest other = ShardOf(1, 2);
+  v1::RegisterShardRequest other = ShardOf(core.job(), 1, 2);
   v1::JobConfig unpartitioned = TestJob(1);
   unpartitioned.mutable_run()->set_partition_elements(0);
   other.set_job_fingerprint(JobFingerprint(unpartitioned));
@@ -161,7 +165,7 @@ TEST(CoordinatorCoreTest, WorkersAndShardsMustHoldTheJobsPartitions) {
   EXPECT_NE(refused.message().find("3 partitions of 2 fused groups (partition_elements 600)"), absl::string_view::npos)
       << refused;
   for (uint32_t s : {0u, 1u}) {
-    v1::RegisterShardRequest shard = ShardOf(s, 2);
+    v1::RegisterShardRequest shard = ShardOf(core.job(), s, 2);
     shard.set_job_fingerprint(JobFingerprint(job));
     ASSERT_TRUE(core.RegisterShard(shard).ok());
   }
@@ -215,7 +219,7 @@ TEST(CoordinatorCoreTest, RefusesWorkersAndShardsOfAnotherSketchHashFamily) {
               absl::string_view::npos) << status;
     EXPECT_NE(status.message().find(absl::StrCat("this build uses family ", kSketchHashFamily)),
               absl::string_view::npos) << status;
-    v1::RegisterShardRequest shard = ShardOf(1, 2);
+    v1::RegisterShardRequest shard = ShardOf(core->job(), 1, 2);
     shard.set_address("127.0.0.1:9999");
     shard.set_sketch_hash_family(family);
     status = core->RegisterShard(shard);
@@ -230,8 +234,8 @@ TEST(CoordinatorCoreTest, RefusesWorkersAndShardsOfAnotherSketchHashFamily) {
             absl::string_view::npos);
   // Nothing was recorded: the job assembles from a worker and shards of this build,
   // and the refused worker is not counted among the joined.
-  ASSERT_TRUE(core->RegisterShard(ShardOf(0, 2)).ok());
-  ASSERT_TRUE(core->RegisterShard(ShardOf(1, 2)).ok());
+  ASSERT_TRUE(core->RegisterShard(ShardOf(core->job(), 0, 2)).ok());
+  ASSERT_TRUE(core->RegisterShard(ShardOf(core->job(), 1, 2)).ok());
   absl::StatusOr<v1::JoinReply> reply = core->Join(JoinOf(job, "w-0"), Soon(), nullptr);
   ASSERT_TRUE(reply.ok()) << reply.status();
   EXPECT_EQ(reply->rank(), 0u);
@@ -243,7 +247,7 @@ TEST(CoordinatorCoreTest, RefusesWorkersAndShardsOfAnotherSketchHashFamily) {
 TEST(CoordinatorCoreTest, JoinTimesOutNamingWhoIsMissingAndTheWorkerStaysJoined) {
   std::unique_ptr<CoordinatorCore> core = MakeCore(3, 2);
   const v1::JobConfig job = TestJob(3);
-  ASSERT_TRUE(core->RegisterShard(ShardOf(0, 2)).ok());
+  ASSERT_TRUE(core->RegisterShard(ShardOf(core->job(), 0, 2)).ok());
   absl::Status status = core->Join(JoinOf(job, "w-0"), absl::Now() + absl::Milliseconds(100), nullptr).status();
   ASSERT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_NE(status.message().find("2 of 3 workers have not joined (joined: w-0)"), absl::string_view::npos) << status;
@@ -263,7 +267,7 @@ TEST(CoordinatorCoreTest, JoinTimesOutNamingWhoIsMissingAndTheWorkerStaysJoined)
 TEST(CoordinatorCoreTest, RefusesAWorkerBeyondTheWorldSize) {
   std::unique_ptr<CoordinatorCore> core = MakeCore(1);
   const v1::JobConfig job = TestJob(1);
-  ASSERT_TRUE(core->RegisterShard(ShardOf(0, 1)).ok());
+  ASSERT_TRUE(core->RegisterShard(ShardOf(core->job(), 0, 1)).ok());
   ASSERT_TRUE(core->Join(JoinOf(job, "w-0"), Soon(), nullptr).ok());
   absl::Status status = core->Join(JoinOf(job, "w-1"), Soon(), nullptr).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
@@ -272,14 +276,25 @@ TEST(CoordinatorCoreTest, RefusesAWorkerBeyondTheWorldSize) {
 
 TEST(CoordinatorCoreTest, RefusesBadShardRegistrations) {
   std::unique_ptr<CoordinatorCore> core = MakeCore(1, 2);
-  v1::RegisterShardRequest request = ShardOf(2, 2);
+  v1::RegisterShardRequest request = ShardOf(core->job(), 2, 2);
   EXPECT_EQ(core->RegisterShard(request).code(), absl::StatusCode::kInvalidArgument);
-  request = ShardOf(0, 3);
-  EXPECT_EQ(core->RegisterShard(request).code(), absl::StatusCode::kInvalidArgument);
-  request = ShardOf(0, 2);
+  // Another shard count is another job config: refused by name, not recorded.
+  request = ShardOf(core->job(), 0, 3);
+  absl::Status status = core->RegisterShard(request);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_NE(status.message().find("shard 0 was started with --num_shards=3; this job has 2 shards"),
+            absl::string_view::npos) << status;
+  // A registration that states no job config is refused, not let through unchecked.
+  request = ShardOf(core->job(), 0, 2);
+  request.clear_job_fingerprint();
+  status = core->RegisterShard(request);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_NE(status.message().find("states no job config (job_fingerprint is empty)"), absl::string_view::npos)
+      << status;
+  request = ShardOf(core->job(), 0, 2);
   request.set_address("nocolon");
   EXPECT_EQ(core->RegisterShard(request).code(), absl::StatusCode::kInvalidArgument);
-  request = ShardOf(0, 2);
+  request = ShardOf(core->job(), 0, 2);
   request.set_job("x");
   EXPECT_EQ(core->RegisterShard(request).code(), absl::StatusCode::kInvalidArgument);
 }
@@ -287,7 +302,7 @@ TEST(CoordinatorCoreTest, RefusesBadShardRegistrations) {
 TEST(CoordinatorCoreTest, HeartbeatsReportDeadWorkers) {
   std::unique_ptr<CoordinatorCore> core = MakeCore(2);
   const v1::JobConfig job = TestJob(2);
-  ASSERT_TRUE(core->RegisterShard(ShardOf(0, 1)).ok());
+  ASSERT_TRUE(core->RegisterShard(ShardOf(core->job(), 0, 1)).ok());
   auto other = std::async(std::launch::async, [&] { return core->Join(JoinOf(job, "w-1"), Soon(), nullptr); });
   ASSERT_TRUE(core->Join(JoinOf(job, "w-0"), Soon(), nullptr).ok());
   ASSERT_TRUE(other.get().ok());

@@ -12,6 +12,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/grpc_status.h"
+#include "proto/run_config.h"
 #include "server/coordinator_core.h"
 #include "server/coordinator_service.h"
 #include "server/coordinator_test_jobs.h"
@@ -58,6 +59,7 @@ std::unique_ptr<CoordinatorCore> AssembledCore() {
   shard.set_num_shards(1);
   shard.set_address("127.0.0.1:9");
   shard.set_sketch_hash_family(kSketchHashFamily);
+  shard.set_job_fingerprint(JobFingerprint((*core)->job()));
   EXPECT_TRUE((*core)->RegisterShard(shard).ok());
   return *std::move(core);
 }

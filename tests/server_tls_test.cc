@@ -19,6 +19,7 @@
 #include "proto/coordinator.grpc.pb.h"
 #include "proto/job_config_file.h"
 #include "proto/payload_convert.h"
+#include "proto/run_config.h"
 #include "server/shard_credentials.h"
 #include "server/shard_server.h"
 #include "tests/process_util.h"
@@ -65,6 +66,8 @@ class ServerTlsTest : public ::testing::Test {
 
   void TearDown() override { server_.reset(); }
 
+  v1::JobConfig job_;  // the job of the server StartServer started last
+
   // The certificate files of the server's flags (--tls_cert, ...), with the
   // token file; `client_ca` asks for mutual TLS.
   static ShardCredentialFiles Files(bool client_ca, std::vector<std::string> shard_identities = {}) {
@@ -85,6 +88,7 @@ class ServerTlsTest : public ::testing::Test {
     if (!job.ok()) return 0;
     ShardServerConfig config;
     config.job = *job;
+    job_ = *job;
     config.serve_coordinator = coordinator;
     const absl::Status loaded = LoadShardCredentials(files, &config);
     EXPECT_TRUE(loaded.ok()) << loaded;
@@ -176,6 +180,7 @@ TEST_F(ServerTlsTest, CertificateIdentitiesDecideRolesUnderMutualTls) {
     request.set_num_shards(1);
     request.set_address("10.6.6.6:7070");
     request.set_sketch_hash_family(kSketchHashFamily);
+    request.set_job_fingerprint(JobFingerprint(job_));
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     context.AddMetadata("authorization", "Bearer tls-token");

@@ -4,8 +4,11 @@
 #   2. checks each render with validate.mjs (kubernetes-models schemas, plus unknown fields
 #      along its TypeScript declarations) and consistency.mjs (replica counts against the run,
 #      the run flags alike in servers and workers, script variables and syntax);
-#   3. proves the check can fail: renders with an unknown field and with a string port
-#      injected must be refused, naming the field.
+#   3. checks that each count is one value: the example overlay's NUM_SHARDS=4 and WORLD_SIZE=8
+#      reach the StatefulSet's replicas and the Job's completions;
+#   4. proves the check can fail: renders with an unknown field and with a string port
+#      injected must be refused, naming the field, and a render whose replicas differ from
+#      NUM_SHARDS must be refused by consistency.mjs.
 # Exit status 0 when everything holds, 1 otherwise. Prints `SKIP: ...` and exits 0 only when
 # kubectl or node is not installed. Installs the validator's npm packages (package-lock.json)
 # when node_modules is missing: next to this script when its folder is writable and not a
@@ -18,7 +21,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 if [ -n "${TEST_SRCDIR:-}" ]; then here="$TEST_SRCDIR/${TEST_WORKSPACE:-sketchfuse}/deploy/validate"; fi
 cd "$here"
 k8s="$here/../k8s"
-targets=(base overlays/cpu overlays/gpu overlays/cpu-tls)
+targets=(base overlays/cpu overlays/gpu overlays/cpu-tls examples/eight-workers-four-shards)
 
 for tool in kubectl node; do
   if ! command -v "$tool" >/dev/null 2>&1; then
@@ -69,6 +72,20 @@ for target in "${targets[@]}"; do
   fi
 done
 
+# --- each count is one value: the example's ConfigMap reaches the replica counts ---------------------
+example="$tmp/examples_eight-workers-four-shards.yaml"
+if [ -s "$example" ]; then
+  # consistency.mjs holds the replicas to the ConfigMap's counts, which it prints.
+  if counts="$(node consistency.mjs "$example" 2>&1)" && grep -qF "WORLD_SIZE=8 workers, NUM_SHARDS=4 shards" <<<"$counts"; then
+    echo "ok   counts: WORLD_SIZE=8 and NUM_SHARDS=4, set once in the ConfigMap, reach the Job and the StatefulSet"
+  else
+    echo "FAIL counts: WORLD_SIZE=8 and NUM_SHARDS=4 in the ConfigMap did not reach the replica counts:"
+    sed 's/^/    /' <<<"$counts"; failed=1
+  fi
+else
+  echo "FAIL counts: no render of examples/eight-workers-four-shards"; failed=1
+fi
+
 # --- the check must fail on broken manifests -----------------------------------------------------
 good="$tmp/overlays_cpu.yaml"
 # expect_refused NAME SED_EXPRESSION EXPECTED_MESSAGE: the render edited by SED_EXPRESSION must
@@ -92,6 +109,17 @@ if [ -s "$good" ]; then
   expect_refused "unknown field" '0,/imagePullPolicy:/s//imagePullPolcy:/' 'imagePullPolcy is not a field'
   expect_refused "string port" 's/containerPort: 7070/containerPort: "7070"/' 'containerPort must be integer'
   expect_refused "unknown kind" 's/^kind: PodDisruptionBudget$/kind: PodDisruptionBudgit/' "unsupported kind 'PodDisruptionBudgit'"
+  # A count patched past components/counts: the replicas no longer follow NUM_SHARDS.
+  sed -e 's/^  replicas: 2$/  replicas: 3/' "$good" >"$tmp/broken.yaml"
+  if cmp -s "$good" "$tmp/broken.yaml"; then
+    echo "FAIL self-test replicas: the edit changed nothing (the manifests moved?)"; failed=1
+  elif output="$(node consistency.mjs "$tmp/broken.yaml" 2>&1)"; then
+    echo "FAIL self-test replicas: replicas 3 with NUM_SHARDS 2 was accepted: $output"; failed=1
+  elif grep -qF "replicas (3) must equal NUM_SHARDS (2)" <<<"$output"; then
+    echo "ok   self-test replicas: refused: $(grep -F -m1 "replicas (3)" <<<"$output")"
+  else
+    echo "FAIL self-test replicas: refused without naming the replicas:"; sed 's/^/    /' <<<"$output"; failed=1
+  fi
 else
   echo "FAIL self-test: no render of overlays/cpu to break"; failed=1
 fi

@@ -105,6 +105,7 @@ std::vector<std::string> FuzzSeeds() {
   shard.set_num_shards(2);
   shard.set_address("127.0.0.1:7071");
   shard.set_sketch_hash_family(kSketchHashFamily);
+  shard.set_job_fingerprint(JobFingerprint(job));
   v1::HeartbeatRequest heartbeat;
   heartbeat.set_job("fuzz");
   heartbeat.set_worker_id("worker-1");
@@ -150,6 +151,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   shard.set_num_shards(2);
   shard.set_address("127.0.0.1:7070");
   shard.set_sketch_hash_family(kSketchHashFamily);
+  shard.set_job_fingerprint(JobFingerprint(core.job()));
   FuzzCheck(core.RegisterShard(shard).ok(), "a valid shard registration was refused");
   v1::KeyValue entry;
   entry.set_job("fuzz");
