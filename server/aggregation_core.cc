@@ -19,6 +19,9 @@ std::string RoundName(const std::string& job, uint32_t group, uint64_t step, uin
   return absl::StrCat("round ", round, " (job '", job, "', step ", step, ", group ", group, ")");
 }
 
+// How far `step` is from a group's progress `anchor`, either way.
+uint64_t Distance(uint64_t step, uint64_t anchor) { return step > anchor ? step - anchor : anchor - step; }
+
 // "takes 1 round per step" / "takes 2 rounds per step".
 std::string TakesRounds(uint32_t rounds) {
   return absl::StrCat("takes ", rounds, rounds == 1 ? " round" : " rounds", " per step");
@@ -170,8 +173,9 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
   const uint64_t payload_bytes = payload.WireBytes();
   absl::StatusOr<RoundResult> immediate = absl::UnknownError("unset");
   bool answer_now = false;
+  bool parked_now = false;  // the push waits, parked, for its round to open
   bool complete = false;
-  std::vector<EndedRound> superseded;
+  std::vector<EndedRound> superseded;  // and parked pushes replaced
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (key.round > 0) {
@@ -205,29 +209,54 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
                                                                " finished long ago; its answer is no longer kept"));
         answer_now = true;
       }
-      bool beyond_window = false;
+      NewRoundPlace place = NewRoundPlace::kWithinWindow;
       if (!answer_now) {
-        if (absl::Status may_open = CheckNewRoundLocked(key, worker, payload_bytes, &beyond_window, &superseded);
+        if (absl::Status may_open = CheckNewRoundLocked(key, worker, payload_bytes, &place, &superseded);
             !may_open.ok()) {
           immediate = std::move(may_open);
           answer_now = true;
         }
       }
-      if (!answer_now) {
+      if (!answer_now && place == NewRoundPlace::kPark) {
+        absl::Status parked = ParkLocked(key, worker, &payload, payload_bytes, now, &done, &superseded);
+        if (!parked.ok()) immediate = std::move(parked);
+        answer_now = !parked.ok();
+        parked_now = parked.ok();
+        if (parked_now) {
+          // Every worker parked at this step (each one's slot taken): the
+          // round opens outside any slot, and is complete.
+          uint32_t parked_here = 0;
+          for (const auto& [w, push] : progress_[key.group].parked) parked_here += push.step == key.step;
+          if (parked_here == config_.world_size) {
+            Round round;
+            round.opened = absl::Now();
+            round.deadline = now + config_.round_deadline;
+            round.arrived.assign(config_.world_size, false);
+            round.parts.resize(config_.world_size);
+            open = rounds_.emplace(id, std::move(round)).first;
+            ++stats_.rounds_open;
+            AdoptParkedLocked(id, open->second);
+            open->second.decoding = true;
+            complete = true;
+          }
+        }
+      }
+      if (!answer_now && !parked_now) {
         Round round;
         round.opened = absl::Now();
         round.deadline = now + config_.round_deadline;
         round.arrived.assign(config_.world_size, false);
         round.parts.resize(config_.world_size);
-        if (beyond_window) {
+        if (place == NewRoundPlace::kBeyondWindow) {
           round.beyond_window_holder = worker;
           progress_[key.group].beyond_window_rounds[worker] = key.step;
         }
         open = rounds_.emplace(id, std::move(round)).first;
         ++stats_.rounds_open;
+        if (key.round == 0) AdoptParkedLocked(id, open->second);
       }
     }
-    if (!answer_now) {
+    if (!answer_now && !parked_now) {
       Round& round = open->second;
       if (!round.arrived[worker]) {
         // Kept apart until the round is complete, then merged in worker
@@ -251,7 +280,7 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
   }
   for (EndedRound& ended : superseded) {
     for (PushCallback& waiting : ended.waiting) waiting(ended.status);
-    if (config_.on_round_finished) config_.on_round_finished(ended.report);
+    if (ended.is_round && config_.on_round_finished) config_.on_round_finished(ended.report);
   }
   if (answer_now) {
     done(std::move(immediate));
@@ -260,46 +289,45 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
   if (complete) Complete(*group, id);
 }
 
+std::optional<uint64_t> AggregationCore::WindowAnchorLocked(uint32_t group) const {
+  if (auto progress = progress_.find(group); progress != progress_.end() && progress->second.any_finished) {
+    return progress->second.last_finished;
+  }
+  // Nothing finished yet (a new or restarted shard): the lowest open round
+  // anchors the window; with none open, the next push does.
+  for (auto it = rounds_.lower_bound(RoundId{group, 0, 0}); it != rounds_.end() && it->first.group == group; ++it) {
+    if (it->first.round == 0) return it->first.step;
+  }
+  return std::nullopt;
+}
+
 absl::Status AggregationCore::CheckNewRoundLocked(const RoundKey& key, uint32_t worker, uint64_t payload_bytes,
-                                                  bool* beyond_window, std::vector<EndedRound>* superseded) {
-  *beyond_window = false;
+                                                  NewRoundPlace* place, std::vector<EndedRound>* superseded) {
+  *place = NewRoundPlace::kWithinWindow;
   if (key.round == 0) {
     Progress& progress = progress_[key.group];
-    bool anchored = progress.any_finished;
-    uint64_t anchor = progress.last_finished;
-    if (!anchored) {
-      // Nothing finished yet (a new or restarted shard): the lowest open
-      // round anchors the window; with none open, this push does.
-      for (auto it = rounds_.lower_bound(RoundId{key.group, 0, 0}); it != rounds_.end() && it->first.group == key.group;
-           ++it) {
-        if (it->first.round == 0) {
-          anchored = true;
-          anchor = it->first.step;
-          break;
-        }
-      }
-    }
-    const uint64_t distance = key.step > anchor ? key.step - anchor : anchor - key.step;
-    if (anchored && distance > config_.step_window) {
+    const std::optional<uint64_t> anchor = WindowAnchorLocked(key.group);
+    const uint64_t distance = anchor.has_value() ? Distance(key.step, *anchor) : 0;
+    if (anchor.has_value() && distance > config_.step_window) {
+      *place = NewRoundPlace::kBeyondWindow;
       if (auto held = progress.beyond_window_rounds.find(worker); held != progress.beyond_window_rounds.end()) {
         const RoundId held_id{key.group, held->second, false};
         auto round = rounds_.find(held_id);
         const bool held_alone = round != rounds_.end() && !round->second.decoding && round->second.count == 1 &&
                                 round->second.arrived[worker];
-        if (!held_alone) {
-          ++stats_.refused_out_of_window;
-          return absl::OutOfRangeError(absl::StrCat(
-              "step ", key.step, " of group ", key.group, " is outside this shard's step window: it opens steps within ",
-              config_.step_window, " (--step_window) of ", anchor, ", the group's ",
-              progress.any_finished ? "most recently finished" : "lowest open", " step, and worker ", worker,
-              "'s one round outside the window, step ", held->second, ", is open with other workers' pushes"));
+        if (!held_alone || distance >= Distance(held->second, *anchor)) {
+          // The slot keeps its round (the job's, or one nearer the
+          // progress): this push waits for a round of its step to open.
+          *place = NewRoundPlace::kPark;
+          return absl::OkStatus();
         }
-        // The worker moved on from the round it alone pushed: it gives way.
+        // The worker moved nearer the progress than the round it alone
+        // pushed: that round gives way.
         superseded->push_back(EndedRound{
             std::move(round->second.waiting),
             absl::UnavailableError(absl::StrCat(RoundName(config_.job, key.group, held->second), " (outside the step "
                                                 "window) was superseded by worker ", worker, "'s push of step ",
-                                                key.step, "; push again to reopen it")),
+                                                key.step, ", nearer the group's progress; push again to reopen it")),
             RoundReport{key.group, held->second, false, false, absl::Now() - round->second.opened,
                         absl::ZeroDuration()}});
         ForgetRoundLocked(round->first, round->second);
@@ -309,7 +337,6 @@ absl::Status AggregationCore::CheckNewRoundLocked(const RoundKey& key, uint32_t 
         superseded->back().report.rounds_open = stats_.rounds_open;
         superseded->back().report.bytes_held = stats_.bytes_held;
       }
-      *beyond_window = true;
     }
   }
   if (stats_.rounds_open >= config_.max_open_rounds) {
@@ -327,6 +354,99 @@ absl::Status AggregationCore::CheckNewRoundLocked(const RoundKey& key, uint32_t 
         RoundName(config_.job, key.group, key.step, key.round), " cannot open now"));
   }
   return absl::OkStatus();
+}
+
+absl::Status AggregationCore::ParkLocked(const RoundKey& key, uint32_t worker, Payload* payload,
+                                         uint64_t payload_bytes, absl::Time now, PushCallback* done,
+                                         std::vector<EndedRound>* ended) {
+  Progress& progress = progress_[key.group];
+  const uint64_t anchor = WindowAnchorLocked(key.group).value_or(key.step);  // parked: anchored
+  auto parked = progress.parked.find(worker);
+  if (parked != progress.parked.end() && parked->second.step == key.step) {
+    // A repeat of the parked push waits with it; its payload is not added twice.
+    parked->second.waiting.push_back(std::move(*done));
+    return absl::OkStatus();
+  }
+  const uint64_t held_step = progress.beyond_window_rounds.at(worker);
+  if (parked != progress.parked.end() &&
+      Distance(key.step, anchor) >= Distance(parked->second.step, anchor)) {
+    ++stats_.refused_out_of_window;
+    return absl::UnavailableError(absl::StrCat(
+        "step ", key.step, " of group ", key.group, " is outside this shard's step window (",
+        config_.step_window, " steps, --step_window, of step ", anchor, ") and not open; worker ", worker,
+        " already holds step ", held_step, " outside it and waits on step ", parked->second.step,
+        ", nearer the group's progress: push again once another worker has opened step ", key.step));
+  }
+  const uint64_t freed = parked != progress.parked.end() ? parked->second.bytes : 0;
+  if (stats_.bytes_held - freed + payload_bytes > config_.max_held_bytes) {
+    ++stats_.refused_over_capacity;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "this shard's open rounds hold ", stats_.bytes_held, " payload bytes; ", payload_bytes,
+        " more would pass its maximum of ", config_.max_held_bytes, " (--max_held_mb): ",
+        RoundName(config_.job, key.group, key.step, key.round), " cannot wait now"));
+  }
+  if (parked != progress.parked.end()) {
+    ended->push_back(EndedRound{
+        std::move(parked->second.waiting),
+        absl::UnavailableError(absl::StrCat("worker ", worker, "'s push of step ", parked->second.step, " of group ",
+                                            key.group, " (outside the step window, waiting for its round to open) "
+                                            "was replaced by its push of step ", key.step,
+                                            ", nearer the group's progress; push again to wait again")),
+        RoundReport{}, /*is_round=*/false});
+    stats_.bytes_held -= parked->second.bytes;
+    ++stats_.parked_failed;
+    --stats_.parked_now;
+    progress.parked.erase(parked);
+  }
+  ParkedPush& push = progress.parked[worker];
+  push.step = key.step;
+  push.payload = std::move(*payload);
+  push.bytes = payload_bytes;
+  push.deadline = now + config_.round_deadline;
+  push.waiting.push_back(std::move(*done));
+  stats_.bytes_in += payload_bytes;
+  stats_.bytes_held += payload_bytes;
+  ++stats_.parked_beyond_window;
+  ++stats_.parked_now;
+  return absl::OkStatus();
+}
+
+void AggregationCore::AdoptParkedLocked(const RoundId& id, Round& round) {
+  Progress& progress = progress_[id.group];
+  for (auto it = progress.parked.begin(); it != progress.parked.end();) {
+    if (it->second.step != id.step) {
+      ++it;
+      continue;
+    }
+    const uint32_t w = it->first;
+    round.parts[w] = std::move(it->second.payload);
+    round.arrived[w] = true;
+    ++round.count;
+    round.bytes += it->second.bytes;  // already in bytes_held
+    for (PushCallback& waiting : it->second.waiting) round.waiting.push_back(std::move(waiting));
+    ++stats_.parked_joined;
+    --stats_.parked_now;
+    it = progress.parked.erase(it);
+  }
+}
+
+void AggregationCore::FailParkedLocked(
+    const std::function<absl::Status(uint32_t group, uint32_t worker, const ParkedPush&)>& fail,
+    std::vector<EndedRound>* ended) {
+  for (auto& [group, progress] : progress_) {
+    for (auto it = progress.parked.begin(); it != progress.parked.end();) {
+      absl::Status status = fail(group, it->first, it->second);
+      if (status.ok()) {
+        ++it;
+        continue;
+      }
+      ended->push_back(EndedRound{std::move(it->second.waiting), std::move(status), RoundReport{}, false});
+      stats_.bytes_held -= it->second.bytes;
+      ++stats_.parked_failed;
+      --stats_.parked_now;
+      it = progress.parked.erase(it);
+    }
+  }
 }
 
 void AggregationCore::ForgetRoundLocked(const RoundId& id, const Round& round) {
@@ -508,12 +628,15 @@ absl::Status AggregationCore::Restore(std::vector<KeptAnswer> answers) {
 }
 
 int AggregationCore::FailRounds(
-    const std::function<absl::Status(const RoundId&, const Round&)>& why) {
+    const std::function<absl::Status(const RoundId&, const Round&)>& why,
+    const std::function<absl::Status(uint32_t group, uint32_t worker, const ParkedPush&)>& why_parked) {
   std::vector<std::pair<std::vector<PushCallback>, absl::Status>> failed;
   std::vector<RoundReport> reports;
+  std::vector<EndedRound> parked;
   const absl::Time now = absl::Now();
   {
     std::lock_guard<std::mutex> lock(mu_);
+    FailParkedLocked(why_parked, &parked);
     for (auto it = rounds_.begin(); it != rounds_.end();) {
       absl::Status status = it->second.decoding ? absl::OkStatus() : why(it->first, it->second);
       if (status.ok()) {
@@ -535,6 +658,9 @@ int AggregationCore::FailRounds(
   for (auto& [waiting, status] : failed) {
     for (PushCallback& done : waiting) done(status);
   }
+  for (EndedRound& push : parked) {
+    for (PushCallback& done : push.waiting) done(push.status);
+  }
   if (config_.on_round_finished) {
     for (const RoundReport& report : reports) config_.on_round_finished(report);
   }
@@ -552,11 +678,18 @@ int AggregationCore::ExpireRounds(absl::Time now) {
         RoundName(config_.job, id.group, id.step, id.round), " did not complete within ",
         absl::FormatDuration(config_.round_deadline), ": missing workers ",
         absl::StrJoin(missing, ", "), " of ", config_.world_size));
+  }, [&](uint32_t group, uint32_t worker, const ParkedPush& push) {
+    if (now < push.deadline) return absl::OkStatus();
+    return absl::DeadlineExceededError(absl::StrCat(
+        "worker ", worker, "'s push of step ", push.step, " of group ", group, " (job '", config_.job,
+        "'), outside the step window, waited ", absl::FormatDuration(config_.round_deadline),
+        " for another worker to open its round (its own slot outside the window was taken)"));
   });
 }
 
 int AggregationCore::FailAllRounds(const absl::Status& status) {
-  return FailRounds([&](const RoundId&, const Round&) { return status; });
+  return FailRounds([&](const RoundId&, const Round&) { return status; },
+                    [&](uint32_t, uint32_t, const ParkedPush&) { return status; });
 }
 
 AggregationCore::Stats AggregationCore::stats() const {

@@ -33,18 +33,36 @@
 //     resuming away from the progress: its workers all push the same step,
 //     and the round, once complete, moves the progress). A push into a round
 //     already open always lands, so the job's round needs only one of its
-//     workers' slots. A worker's new push beyond the window supersedes its
-//     held round while no other worker has pushed into that round (the
-//     round fails UNAVAILABLE, which the worker's transport retries); a held
-//     round another worker joined is kept and the new push is refused with
-//     OUT_OF_RANGE. So a flood of far-future steps claiming one worker holds
-//     one round: the returning job's round opens in another worker's slot
-//     whichever arrives first, and a push of the flood's claimed worker
-//     takes that worker's slot back from the flood (to keep the job out a
-//     flooder must claim every worker, and then it could forge whole rounds
-//     anyway). A forged far-future round cannot make later steps look
-//     finished, and a flood of steps opens at most 2 step_window + 1 +
-//     world_size rounds per group.
+//     workers' slots. A worker whose slot is taken pushes a step outside the
+//     window that is not open (nearness below: distance from the progress):
+//       - nearer than its held round, which no other worker has pushed into:
+//         the held round is superseded (it fails UNAVAILABLE, which the
+//         worker's transport retries) and the new push takes the slot;
+//       - otherwise the push is parked: it opens nothing and waits until a
+//         round of its step opens (another worker's push; it then joins that
+//         round as if pushed into it) or the round deadline passes
+//         (DEADLINE_EXCEEDED naming the step); when every worker has
+//         parked a push of the same step, that round opens, complete, in
+//         no worker's slot. A worker parks one push per
+//         group. A later push nearer than the parked one replaces it (the
+//         parked push fails UNAVAILABLE), a repeat of it waits with it, and
+//         any other is refused with UNAVAILABLE naming the held and parked
+//         steps (the round may open meanwhile: a push again then lands).
+//     So a flood of far-future steps claiming a worker holds that worker's
+//     slot and one parked push, and cannot displace a round or a parked push
+//     of a step nearer the progress. A job returning at an earlier step than
+//     the flood's gets its round in every order of the race, with one push
+//     per worker: the claimed worker's push takes its slot back (or, with
+//     the slot held by a round nearer still, parks and joins), and another
+//     worker opens the round in its own slot or joins it. To keep the job
+//     out a flooder must claim every worker, and then it could forge whole
+//     rounds anyway. One that claims some workers and floods steps nearer
+//     the progress than the job's own takes their slots and parking, so
+//     those workers' pushes are refused UNAVAILABLE until another worker
+//     opens the job's round, and land when pushed again. A forged far-future
+//     round cannot make later steps look finished, and a flood of steps
+//     opens at most 2 step_window + 1 + world_size rounds and parks at most
+//     world_size pushes per group.
 //   - Bounded memory: a push that would open a round past `max_open_rounds`
 //     open rounds, or past `max_held_bytes` of payloads held in open rounds,
 //     is refused with RESOURCE_EXHAUSTED naming the limit. Pushes into rounds
@@ -88,6 +106,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -210,10 +229,12 @@ class AggregationCore {
   // answers of the same round.
   absl::Status Restore(std::vector<KeptAnswer> answers);
 
-  // Fails every open round whose deadline passed by `now`; returns how many.
+  // Fails every open round whose deadline passed by `now`, and every parked
+  // push whose wait did; returns how many rounds.
   int ExpireRounds(absl::Time now);
 
-  // Fails every open round with `status` (shutdown); returns how many.
+  // Fails every open round and parked push with `status` (shutdown);
+  // returns how many rounds.
   int FailAllRounds(const absl::Status& status);
 
   struct Stats {
@@ -231,6 +252,13 @@ class AggregationCore {
     // Rounds outside the window that their worker's next push beyond it
     // superseded (also counted in rounds_failed).
     uint64_t superseded_beyond_window = 0;
+    // Pushes outside the window that were parked, that then joined a round
+    // of their step, and that a nearer push replaced or that expired; and the
+    // pushes parked now (file comment).
+    uint64_t parked_beyond_window = 0;
+    uint64_t parked_joined = 0;
+    uint64_t parked_failed = 0;
+    uint64_t parked_now = 0;
     // Merging and decoding the completed rounds (RoundReport::decode_time).
     double decode_seconds = 0;
   };
@@ -261,6 +289,16 @@ class AggregationCore {
     // comment); -1 for a round within the window.
     int64_t beyond_window_holder = -1;
   };
+  // A push outside the window whose worker's slot was taken: it waits for a
+  // round of its step to open (file comment). Its payload counts in
+  // bytes_held.
+  struct ParkedPush {
+    uint64_t step = 0;
+    Payload payload;
+    uint64_t bytes = 0;
+    absl::Time deadline;
+    std::vector<PushCallback> waiting;
+  };
   // Where a group's steps stand (first rounds; a second round needs its
   // first round's kept answer, which bounds it).
   struct Progress {
@@ -268,6 +306,14 @@ class AggregationCore {
     uint64_t last_finished = 0;  // the most recently finished round's step
     // Each worker's held round outside the window: worker -> its step.
     std::map<uint32_t, uint64_t> beyond_window_rounds;
+    // Each worker's parked push outside the window: worker -> the push.
+    std::map<uint32_t, ParkedPush> parked;
+  };
+  // Where a push that opens no round already open goes (CheckNewRoundLocked).
+  enum class NewRoundPlace {
+    kWithinWindow,  // a new round, within the step window
+    kBeyondWindow,  // a new round outside it, in the worker's slot
+    kPark,          // no round: the worker's slot is taken; park the push
   };
   struct RoundId {
     uint32_t group = 0;
@@ -283,6 +329,7 @@ class AggregationCore {
     std::vector<PushCallback> waiting;
     absl::Status status;
     RoundReport report;
+    bool is_round = true;  // false: a parked push, which opened no round and is not reported
   };
 
   explicit AggregationCore(AggregationConfig config) : config_(std::move(config)) {}
@@ -300,15 +347,34 @@ class AggregationCore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Decodes a complete round and answers its waiting pushes.
   void Complete(Group& group, const RoundId& id);
-  int FailRounds(const std::function<absl::Status(const RoundId&, const Round&)>& why);
-  // OK if a push of `key` may open a new round (the step window, the caps);
-  // else the refusal. Sets *beyond_window for a round past the window, which
-  // `worker` then holds as its one; a round it held alone until now is
-  // superseded: removed, its waiters and report appended to *superseded, to
-  // be answered outside the lock.
-  absl::Status CheckNewRoundLocked(const RoundKey& key, uint32_t worker, uint64_t payload_bytes, bool* beyond_window,
-                                   std::vector<EndedRound>* superseded)
+  // Fails the open rounds `why` gives a status for, and the parked pushes
+  // `why_parked` gives one for; returns how many rounds.
+  int FailRounds(const std::function<absl::Status(const RoundId&, const Round&)>& why,
+                 const std::function<absl::Status(uint32_t group, uint32_t worker, const ParkedPush&)>& why_parked);
+  // The step a group's window is centred on (file comment): its most
+  // recently finished round's, else its lowest open round's; none before
+  // either.
+  std::optional<uint64_t> WindowAnchorLocked(uint32_t group) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK if a push of `key` may open a new round or park (the step window,
+  // the caps); else the refusal. Sets *place: a round past the window is
+  // `worker`'s one; a round it held alone until now, farther from the
+  // progress, is superseded: removed, its waiters and report appended to
+  // *superseded, to be answered outside the lock.
+  absl::Status CheckNewRoundLocked(const RoundKey& key, uint32_t worker, uint64_t payload_bytes,
+                                   NewRoundPlace* place, std::vector<EndedRound>* superseded)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Parks `worker`'s push of `key` (file comment), or refuses it. A parked
+  // push it replaces is appended to *ended, to be answered outside the lock.
+  // On OK `payload` and `done` were taken.
+  absl::Status ParkLocked(const RoundKey& key, uint32_t worker, Payload* payload, uint64_t payload_bytes,
+                          absl::Time now, PushCallback* done, std::vector<EndedRound>* ended)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the pushes parked for (group, step) into `round`, just opened.
+  void AdoptParkedLocked(const RoundId& id, Round& round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes every parked push that `fail` gives a status for out of its
+  // group's parking, appending it to *ended.
+  void FailParkedLocked(const std::function<absl::Status(uint32_t group, uint32_t worker, const ParkedPush&)>& fail,
+                        std::vector<EndedRound>* ended) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Frees an ended round's accounting (bytes held, its group's beyond-window
   // slot).
   void ForgetRoundLocked(const RoundId& id, const Round& round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

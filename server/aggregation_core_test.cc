@@ -312,59 +312,100 @@ TEST(AggregationCoreTest, AForgedFarFutureRoundDoesNotBlockLaterSteps) {
   }
 }
 
-TEST(AggregationCoreTest, AFloodOutsideTheWindowHoldsOneRoundPerWorker) {
+TEST(AggregationCoreTest, AFloodOutsideTheWindowHoldsOneRoundAndOneParkedPushPerWorker) {
   auto core = MakeCore(2, {{0, 2, "dense"}}, absl::Seconds(10), [](AggregationConfig& c) { c.step_window = 8; });
   ASSERT_TRUE(PushStep(*core, 2, 0).ok());
-  // A flood of single pushes of distinct steps from one worker: those within
-  // the window open; outside it the worker holds one round, each new push
-  // superseding the last (UNAVAILABLE, naming the step that took its place).
-  int superseded = 0;
+  // A flood of single pushes of ever farther steps from one worker: those
+  // within the window open; outside it the worker's first push takes its
+  // slot, its second parks, and every later one is refused at once
+  // (UNAVAILABLE, naming both), holding nothing.
+  const uint64_t bytes = Encode("dense", {1, 1}).WireBytes();
   std::deque<Answer> flood(20000);  // the open rounds' callbacks run when they expire
   for (uint64_t step = 1; step < 20000; ++step) {
     core->Push({"job", step, 0}, 0, Encode("dense", {1, 1}), kT0, flood[step].Callback());
-    if (step > 9) {
-      const Answer& previous = flood[step - 1];
-      ASSERT_TRUE(previous.called) << step;
-      ASSERT_EQ(previous.result.status().code(), absl::StatusCode::kUnavailable) << previous.result.status();
-      EXPECT_NE(previous.result.status().message().find(absl::StrCat("superseded by worker 0's push of step ", step)),
+    if (step > 10) {
+      ASSERT_TRUE(flood[step].called) << step;
+      ASSERT_EQ(flood[step].result.status().code(), absl::StatusCode::kUnavailable) << flood[step].result.status();
+      ASSERT_NE(flood[step].result.status().message().find(
+                    absl::StrCat("step ", step, " of group 0 is outside this shard's step window")),
                 std::string::npos)
-          << previous.result.status();
-      ++superseded;
+          << flood[step].result.status();
+      ASSERT_NE(flood[step].result.status().message().find(
+                    "worker 0 already holds step 9 outside it and waits on step 10, nearer the group's progress"),
+                std::string::npos)
+          << flood[step].result.status();
     }
   }
-  for (uint64_t step = 1; step <= 8; ++step) EXPECT_FALSE(flood[step].called) << step;
-  EXPECT_FALSE(flood[19999].called);
-  EXPECT_EQ(core->stats().rounds_open, 8u + 1u);  // worker 0's one round outside the window
-  EXPECT_EQ(superseded, 19999 - 9);
-  EXPECT_EQ(core->stats().superseded_beyond_window, 19999u - 9u);
-  EXPECT_EQ(core->stats().refused_out_of_window, 0u);
-  EXPECT_EQ(core->stats().bytes_held, 9u * Encode("dense", {1, 1}).WireBytes());
-  // The honest next step completes; the flood's rounds expire.
+  for (uint64_t step = 1; step <= 10; ++step) EXPECT_FALSE(flood[step].called) << step;
+  AggregationCore::Stats stats = core->stats();
+  EXPECT_EQ(stats.rounds_open, 8u + 1u);  // steps 1..8, and worker 0's one round outside the window
+  EXPECT_EQ(stats.parked_now, 1u);
+  EXPECT_EQ(stats.parked_beyond_window, 1u);
+  EXPECT_EQ(stats.superseded_beyond_window, 0u);
+  EXPECT_EQ(stats.refused_out_of_window, 19999u - 10u);
+  EXPECT_EQ(stats.bytes_held, 10u * bytes);
+  // The honest next step completes; the flood's rounds and parked push expire.
   Answer honest;
   core->Push({"job", 1, 0}, 1, Encode("dense", {1, 1}), kT0, honest.Callback());
   ASSERT_TRUE(honest.result.ok()) << honest.result.status();
   EXPECT_EQ(core->ExpireRounds(kT0 + absl::Seconds(11)), 8);
-  EXPECT_EQ(core->stats().rounds_open, 0u);
-  EXPECT_EQ(core->stats().bytes_held, 0u);
+  ASSERT_TRUE(flood[10].called);
+  EXPECT_EQ(flood[10].result.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(flood[10].result.status().message().find("worker 0's push of step 10 of group 0"), std::string::npos)
+      << flood[10].result.status();
+  stats = core->stats();
+  EXPECT_EQ(stats.rounds_open, 0u);
+  EXPECT_EQ(stats.parked_now, 0u);
+  EXPECT_EQ(stats.parked_failed, 1u);
+  EXPECT_EQ(stats.bytes_held, 0u);
 }
 
-TEST(AggregationCoreTest, StepsOutsideTheWindowAreRefusedNamingTheWindow) {
+// A flood of ever nearer steps supersedes its own held round each time: one
+// round at a time, whatever the flood's length.
+TEST(AggregationCoreTest, AFloodOfEverNearerStepsHoldsOneRound) {
+  auto core = MakeCore(2, {{0, 2, "dense"}}, absl::Seconds(10), [](AggregationConfig& c) { c.step_window = 8; });
+  ASSERT_TRUE(PushStep(*core, 2, 0).ok());
+  std::deque<Answer> flood(1000);
+  for (uint64_t i = 0; i < 1000; ++i) {
+    core->Push({"job", 5000 - i, 0}, 0, Encode("dense", {1, 1}), kT0, flood[i].Callback());
+    if (i > 0) {
+      ASSERT_TRUE(flood[i - 1].called);
+      ASSERT_EQ(flood[i - 1].result.status().code(), absl::StatusCode::kUnavailable);
+      EXPECT_NE(flood[i - 1].result.status().message().find(
+                    absl::StrCat("superseded by worker 0's push of step ", 5000 - i, ", nearer the group's progress")),
+                std::string::npos)
+          << flood[i - 1].result.status();
+    }
+  }
+  EXPECT_EQ(core->stats().rounds_open, 1u);
+  EXPECT_EQ(core->stats().superseded_beyond_window, 999u);
+  EXPECT_EQ(core->stats().parked_now, 0u);
+}
+
+TEST(AggregationCoreTest, APushWhoseSlotIsTakenParksJoinsItsRoundAndAFartherOneIsRefused) {
   auto core = MakeCore(3, {{0, 2, "dense"}}, absl::Seconds(10), [](AggregationConfig& c) { c.step_window = 8; });
   ASSERT_TRUE(PushStep(*core, 3, 0).ok());
   // Worker 0 opens a round outside the window and worker 1 joins it: the
   // round is the job's, not worker 0's alone, so worker 0's next push beyond
-  // the window is refused, naming the step, the window and the held round.
-  Answer opened, joined, far;
+  // the window parks (it waits, opening nothing), and one farther than the
+  // parked push is refused, naming the window, the held and the parked step.
+  Answer opened, joined, parked, repeat, farther;
   core->Push({"job", 1000, 0}, 0, Encode("dense", {1, 1}), kT0, opened.Callback());
   core->Push({"job", 1000, 0}, 1, Encode("dense", {1, 1}), kT0, joined.Callback());
-  core->Push({"job", 1u << 30, 0}, 0, Encode("dense", {1, 1}), kT0, far.Callback());
-  ASSERT_TRUE(far.called);
-  EXPECT_EQ(far.result.status().code(), absl::StatusCode::kOutOfRange) << far.result.status();
-  EXPECT_NE(far.result.status().message().find("step 1073741824 of group 0"), std::string::npos);
-  EXPECT_NE(far.result.status().message().find("--step_window"), std::string::npos);
-  EXPECT_NE(far.result.status().message().find("worker 0's one round outside the window, step 1000"),
-            std::string::npos);
-  EXPECT_EQ(core->stats().refused_out_of_window, 1u);
+  core->Push({"job", 2000, 0}, 0, Encode("dense", {4, 4}), kT0, parked.Callback());
+  core->Push({"job", 2000, 0}, 0, Encode("dense", {4, 4}), kT0, repeat.Callback());  // waits with it, added once
+  core->Push({"job", 1u << 30, 0}, 0, Encode("dense", {1, 1}), kT0, farther.Callback());
+  EXPECT_FALSE(parked.called);
+  EXPECT_FALSE(repeat.called);
+  ASSERT_TRUE(farther.called);
+  EXPECT_EQ(farther.result.status().code(), absl::StatusCode::kUnavailable) << farther.result.status();
+  EXPECT_NE(farther.result.status().message().find("step 1073741824 of group 0"), std::string::npos);
+  EXPECT_NE(farther.result.status().message().find("--step_window"), std::string::npos);
+  EXPECT_NE(farther.result.status().message().find("worker 0 already holds step 1000 outside it and waits on step 2000"),
+            std::string::npos)
+      << farther.result.status();
+  EXPECT_EQ(core->stats().rounds_open, 1u);
+  EXPECT_EQ(core->stats().parked_now, 1u);
   EXPECT_FALSE(opened.called);
   EXPECT_FALSE(joined.called);
   // The third worker completes the round; the progress moves to it.
@@ -373,8 +414,69 @@ TEST(AggregationCoreTest, StepsOutsideTheWindowAreRefusedNamingTheWindow) {
   ASSERT_TRUE(third.result.ok()) << third.result.status();
   ASSERT_TRUE(opened.result.ok());
   EXPECT_EQ(opened.result->update->values, (std::vector<float>{3, 3}));
-  ASSERT_TRUE(PushStep(*core, 3, 1001).ok());
+  // Step 2000 is still outside the window of 1000. Worker 1 opens it in its
+  // own slot, the parked push joins, and worker 2 completes it.
+  Answer second, last;
+  core->Push({"job", 2000, 0}, 1, Encode("dense", {2, 2}), kT0, second.Callback());
+  EXPECT_EQ(core->stats().parked_now, 0u);
+  EXPECT_EQ(core->stats().parked_joined, 1u);
+  core->Push({"job", 2000, 0}, 2, Encode("dense", {3, 3}), kT0, last.Callback());
+  for (Answer* a : {&parked, &repeat, &second, &last}) {
+    ASSERT_TRUE(a->called);
+    ASSERT_TRUE(a->result.ok()) << a->result.status();
+    EXPECT_EQ(a->result->update->values, (std::vector<float>{9, 9}));
+  }
+  ASSERT_TRUE(PushStep(*core, 3, 2001).ok());
   EXPECT_EQ(core->stats().rounds_open, 0u);
+  EXPECT_EQ(core->stats().bytes_held, 0u);
+}
+
+TEST(AggregationCoreTest, ANearerPushReplacesTheParkedOne) {
+  auto core = MakeCore(2, {{0, 2, "dense"}}, absl::Seconds(10), [](AggregationConfig& c) { c.step_window = 8; });
+  ASSERT_TRUE(PushStep(*core, 2, 0).ok());
+  Answer held, far, nearer;
+  core->Push({"job", 100, 0}, 0, Encode("dense", {1, 1}), kT0, held.Callback());
+  core->Push({"job", 9000, 0}, 0, Encode("dense", {1, 1}), kT0, far.Callback());  // farther than 100: parks
+  core->Push({"job", 500, 0}, 0, Encode("dense", {1, 1}), kT0, nearer.Callback());  // replaces it
+  ASSERT_TRUE(far.called);
+  EXPECT_EQ(far.result.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(far.result.status().message().find("worker 0's push of step 9000 of group 0"), std::string::npos)
+      << far.result.status();
+  EXPECT_NE(far.result.status().message().find("was replaced by its push of step 500"), std::string::npos)
+      << far.result.status();
+  EXPECT_FALSE(nearer.called);
+  EXPECT_FALSE(held.called);
+  EXPECT_EQ(core->stats().parked_now, 1u);
+  EXPECT_EQ(core->stats().bytes_held, 2 * Encode("dense", {1, 1}).WireBytes());
+  // Shutdown answers the parked push too.
+  core->FailAllRounds(absl::UnavailableError("shutting down"));
+  ASSERT_TRUE(nearer.called);
+  EXPECT_EQ(nearer.result.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(core->stats().bytes_held, 0u);
+  EXPECT_EQ(core->stats().parked_now, 0u);
+}
+
+// Each worker's slot holds a round it alone pushed, nearer the progress than
+// the job's next step: every worker parks that step, and the round opens
+// and completes from the parked pushes.
+TEST(AggregationCoreTest, WhenEveryWorkerParksTheSameStepItsRoundCompletes) {
+  auto core = MakeCore(2, {{0, 2, "dense"}}, absl::Seconds(10), [](AggregationConfig& c) { c.step_window = 8; });
+  ASSERT_TRUE(PushStep(*core, 2, 0).ok());
+  Answer held0, held1, parked0, parked1;
+  core->Push({"job", 100, 0}, 0, Encode("dense", {1, 1}), kT0, held0.Callback());
+  core->Push({"job", 200, 0}, 1, Encode("dense", {1, 1}), kT0, held1.Callback());
+  core->Push({"job", 5000, 0}, 0, Encode("dense", {1, 1}), kT0, parked0.Callback());
+  EXPECT_FALSE(parked0.called);
+  core->Push({"job", 5000, 0}, 1, Encode("dense", {2, 2}), kT0, parked1.Callback());
+  for (Answer* a : {&parked0, &parked1}) {
+    ASSERT_TRUE(a->called);
+    ASSERT_TRUE(a->result.ok()) << a->result.status();
+    EXPECT_EQ(a->result->update->values, (std::vector<float>{3, 3}));
+  }
+  EXPECT_EQ(core->stats().parked_now, 0u);
+  EXPECT_EQ(core->stats().parked_joined, 2u);
+  // The progress moved to 5000: the held rounds are now far behind it.
+  ASSERT_TRUE(PushStep(*core, 2, 5001).ok());
 }
 
 TEST(AggregationCoreTest, AJobReturningPastTheWindowTakesTheOneRoundOutsideIt) {
@@ -388,16 +490,17 @@ TEST(AggregationCoreTest, AJobReturningPastTheWindowTakesTheOneRoundOutsideIt) {
 }
 
 // A flood of far-future steps claiming one worker holds only that worker's
-// round outside the window. A job returning past the window (both workers
-// push step 500; a worker whose push fails UNAVAILABLE pushes again, as the
-// transport does) gets its round in every order of the race: the flood
-// first or the job first, the flood's claimed worker pushing before or after
-// the other, and the flood claiming either worker.
+// round and parked push outside the window. A job returning past the window
+// at an earlier step (both workers push step 500, once each) gets its round
+// in every order of the race: the flood first or the job first, the flood's
+// claimed worker pushing before or after the other, the flood going on
+// between them, and the flood claiming either worker.
 TEST(AggregationCoreTest, AFloodAsOneWorkerCannotKeepAReturningJobOut) {
   const std::vector<std::vector<std::string>> orders = {
-      {"flood", "other", "flood", "claimed"},          {"flood", "claimed", "flood", "other", "claimed"},
-      {"claimed", "flood", "other", "claimed"},        {"other", "flood", "claimed"},
-      {"flood", "claimed", "other"},                   {"claimed", "flood", "flood", "other", "flood", "claimed"},
+      {"flood", "other", "flood", "claimed"},          {"flood", "claimed", "flood", "other"},
+      {"claimed", "flood", "other"},                   {"other", "flood", "claimed"},
+      {"flood", "claimed", "other"},                   {"claimed", "flood", "flood", "other", "flood"},
+      {"claimed", "other", "flood"},                   {"flood", "other", "claimed", "flood"},
   };
   for (const std::vector<std::string>& order : orders) {
     for (const uint32_t claimed : {0u, 1u}) {
@@ -406,18 +509,7 @@ TEST(AggregationCoreTest, AFloodAsOneWorkerCannotKeepAReturningJobOut) {
       ASSERT_TRUE(PushStep(*core, 2, 0).ok());
       const uint32_t other = 1 - claimed;
       std::deque<Answer> flood;
-      std::deque<Answer> claimed_pushes, other_pushes;
-      // An honest worker pushes step 500 unless its last push still waits.
-      auto honest_push = [&](uint32_t worker, std::deque<Answer>& pushes) {
-        if (!pushes.empty() && !pushes.back().called) return;
-        if (!pushes.empty()) {
-          ASSERT_EQ(pushes.back().result.status().code(), absl::StatusCode::kUnavailable)
-              << pushes.back().result.status();
-        }
-        pushes.emplace_back();
-        const float value = worker == 0 ? 1.0f : 2.0f;
-        core->Push({"job", 500, 0}, worker, Encode("dense", {value, value}), kT0, pushes.back().Callback());
-      };
+      Answer claimed_push, other_push;
       for (const std::string& event : order) {
         if (event == "flood") {
           for (int i = 0; i < 50; ++i) {
@@ -426,22 +518,68 @@ TEST(AggregationCoreTest, AFloodAsOneWorkerCannotKeepAReturningJobOut) {
                        flood.back().Callback());
           }
         } else {
-          honest_push(event == "claimed" ? claimed : other, event == "claimed" ? claimed_pushes : other_pushes);
+          const uint32_t worker = event == "claimed" ? claimed : other;
+          const float value = worker == 0 ? 1.0f : 2.0f;
+          core->Push({"job", 500, 0}, worker, Encode("dense", {value, value}), kT0,
+                     (event == "claimed" ? claimed_push : other_push).Callback());
         }
       }
-      ASSERT_FALSE(claimed_pushes.empty());
-      ASSERT_FALSE(other_pushes.empty());
-      ASSERT_TRUE(claimed_pushes.back().called);
-      ASSERT_TRUE(claimed_pushes.back().result.ok()) << claimed_pushes.back().result.status();
-      ASSERT_TRUE(other_pushes.back().result.ok()) << other_pushes.back().result.status();
-      EXPECT_EQ(other_pushes.back().result->update->values, (std::vector<float>{3, 3}));
+      // One push each, and both have the sum.
+      for (Answer* a : {&claimed_push, &other_push}) {
+        ASSERT_TRUE(a->called);
+        EXPECT_EQ(a->calls, 1);
+        ASSERT_TRUE(a->result.ok()) << a->result.status();
+        EXPECT_EQ(a->result->update->values, (std::vector<float>{3, 3}));
+      }
       // The progress moved to 500: the next steps are within the window.
       ASSERT_TRUE(PushStep(*core, 2, 501).ok());
-      // The flood held at most its worker's one round outside the window.
-      int open = 0;
-      for (const Answer& a : flood) open += !a.called;
-      EXPECT_LE(open, 1);
-      EXPECT_EQ(core->stats().refused_out_of_window, 0u);
+      // The flood held at most its worker's one round and one parked push.
+      int waiting = 0;
+      for (const Answer& a : flood) {
+        waiting += !a.called;
+        if (a.called) {
+          EXPECT_EQ(a.result.status().code(), absl::StatusCode::kUnavailable) << a.result.status();
+        }
+      }
+      EXPECT_LE(waiting, 2);
+      EXPECT_LE(core->stats().rounds_open, 1u);
+      EXPECT_LE(core->stats().parked_now, 1u);
+    }
+  }
+}
+
+// A flooder that claims a worker and floods steps nearer the progress than
+// the job's takes that worker's slot and parking: the worker's push is
+// refused until the other worker opens the job's round, and lands when
+// pushed again. With only the slot taken, the worker's one push parks and
+// joins the round the other worker opens.
+TEST(AggregationCoreTest, AFloodNearerTheProgressDelaysTheClaimedWorkerUntilTheRoundOpens) {
+  for (const int flood_steps : {1, 2}) {
+    SCOPED_TRACE(testing::Message() << "the flood pushes " << flood_steps << " step(s) near the window");
+    auto core = MakeCore(2, {{0, 2, "dense"}}, absl::Seconds(10), [](AggregationConfig& c) { c.step_window = 8; });
+    ASSERT_TRUE(PushStep(*core, 2, 0).ok());
+    std::deque<Answer> flood(flood_steps);
+    for (int i = 0; i < flood_steps; ++i) {
+      core->Push({"job", 9u + i, 0}, 0, Encode("dense", {9, 9}), kT0, flood[i].Callback());
+    }
+    Answer first, other, again;
+    core->Push({"job", 500, 0}, 0, Encode("dense", {1, 1}), kT0, first.Callback());
+    if (flood_steps == 2) {
+      ASSERT_TRUE(first.called);
+      EXPECT_EQ(first.result.status().code(), absl::StatusCode::kUnavailable) << first.result.status();
+      EXPECT_NE(first.result.status().message().find("push again once another worker has opened step 500"),
+                std::string::npos)
+          << first.result.status();
+    } else {
+      EXPECT_FALSE(first.called);  // parked
+    }
+    core->Push({"job", 500, 0}, 1, Encode("dense", {2, 2}), kT0, other.Callback());
+    Answer& claimed = flood_steps == 2 ? again : first;
+    if (flood_steps == 2) core->Push({"job", 500, 0}, 0, Encode("dense", {1, 1}), kT0, again.Callback());
+    for (Answer* a : {&claimed, &other}) {
+      ASSERT_TRUE(a->called);
+      ASSERT_TRUE(a->result.ok()) << a->result.status();
+      EXPECT_EQ(a->result->update->values, (std::vector<float>{3, 3}));
     }
   }
 }
