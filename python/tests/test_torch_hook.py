@@ -6,6 +6,7 @@ scripts/build_python.sh:
     SKETCHFUSE_HOOK_REFERENCE=bazel-bin/worker/hook/hook_reference \\
         PYTHONPATH=python /usr/bin/python3 -m unittest python/tests/test_torch_hook.py
 """
+import functools
 import json
 import os
 import signal
@@ -357,24 +358,41 @@ def _unreachable(rank, world):
 
 
 class Server:
-    """A sketchfuse_server with the coordinator, on a free loopback port."""
+    """A sketchfuse_server on free loopback ports: shard `shard` of `num_shards`, with the job's
+    coordinator when it is shard 0, else registering with the coordinator at `coordinator`; its
+    metrics endpoint too."""
 
-    def __init__(self, job_config, tmp, name):
+    def __init__(self, job_config, tmp, name, shard=0, num_shards=1, coordinator=None):
         port_file = os.path.join(tmp, f"{name}.port")
+        metrics_file = os.path.join(tmp, f"{name}.metrics_port")
         self.log = open(os.path.join(tmp, f"{name}.log"), "w")
-        self.process = subprocess.Popen([SERVER, f"--job_config={job_config}", "--shard_index=0", "--num_shards=1",
-                                         "--coordinator", "--port=0", f"--port_file={port_file}"],
+        role = ["--coordinator"] if shard == 0 else [f"--coordinator_address={coordinator}"]
+        self.process = subprocess.Popen([SERVER, f"--job_config={job_config}", f"--shard_index={shard}",
+                                         f"--num_shards={num_shards}", *role, "--port=0", f"--port_file={port_file}",
+                                         "--metrics_port=0", f"--metrics_port_file={metrics_file}"],
                                         stdout=self.log, stderr=subprocess.STDOUT)
+        self.address = f"127.0.0.1:{self._wait_for(port_file)}"
+        self.metrics_address = f"127.0.0.1:{self._wait_for(metrics_file)}"
+
+    def _wait_for(self, port_file):
         deadline = time.monotonic() + 30
-        port = ""
-        while not port:
+        while True:
             if time.monotonic() > deadline or self.process.poll() is not None:
                 raise RuntimeError(f"{SERVER} did not start; see {self.log.name}")
-            time.sleep(0.05)
             if os.path.exists(port_file):
                 with open(port_file) as f:
                     port = f.read().strip()
-        self.address = f"127.0.0.1:{port}"
+                if port:
+                    return port
+            time.sleep(0.05)
+
+    def completed_rounds(self):
+        """The rounds this shard completed (its metrics endpoint)."""
+        import urllib.request
+        with urllib.request.urlopen(f"http://{self.metrics_address}/metrics", timeout=10) as response:
+            text = response.read().decode()
+        return sum(float(line.split()[-1]) for line in text.splitlines()
+                   if line.startswith("sketchfuse_server_rounds_total") and 'result="completed"' in line)
 
     def stop(self):
         if self.process.poll() is None:
@@ -393,6 +411,26 @@ def _spawn_with_servers(fn, world, tmp, configs):
     finally:
         for server in servers:
             server.stop()
+
+
+def _shards_of_one_job(fn, world, tmp, config, num_shards):
+    """_spawn(fn, world, coordinator) against `num_shards` shards of the job config `config` (in tmp);
+    returns the ranks' results and each shard's completed rounds."""
+    servers = []
+    try:
+        for s in range(num_shards):
+            servers.append(Server(os.path.join(tmp, config), tmp, f"{config}-{num_shards}-{s}", shard=s,
+                                  num_shards=num_shards, coordinator=servers[0].address if servers else None))
+        results = _spawn(fn, world, servers[0].address)
+        return results, [server.completed_rounds() for server in servers]
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def _centralized_run(rank, world, address, scheme, compressor):
+    params, _, stats = _train(rank, scheme, compressor, 6, 25, coordinator=address, job=scheme)
+    return {"params": params, "stats": stats}
 
 
 # -- the tests -------------------------------------------------------------------
@@ -479,6 +517,36 @@ class CentralizedRoute(unittest.TestCase):
             for a, b in zip(result["dense_ps"], result["dense_allreduce"]):
                 torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=f"rank {r}: dense_ps over partitions")
             self.assertIn("partition_elements: job has 1000, worker has 500", result["refused"])
+
+    def test_partitions_on_two_shards_end_as_on_one(self):
+        # The hook's centralized schemes over a job cut into 4 partitions: served by two shards (each
+        # completes rounds of its own partitions) they end, to the bit, where the same job on one shard
+        # ends, since every partition is summed and decoded alone wherever it is served.
+        schemes = [("sketch_ps", SKETCH), ("topk_ps", "topk:density=0.05"), ("dense_ps", None)]
+        with tempfile.TemporaryDirectory() as tmp:
+            for scheme, compressor in schemes:
+                with self.subTest(scheme=scheme):
+                    torch.manual_seed(0)
+                    config = f"{scheme}.json"
+                    sft.write_job_config(SmallNet(), os.path.join(tmp, config), scheme, compressor, world_size=2,
+                                         job=scheme, seed=5, partition_elements=1000)
+                    with open(os.path.join(tmp, config)) as f:
+                        self.assertEqual(len(json.load(f)["groups"]), 4)
+                    runs = {}
+                    for shards in (1, 2):
+                        results, rounds = _shards_of_one_job(
+                            functools.partial(_centralized_run, scheme=scheme, compressor=compressor), 2, tmp,
+                            config, shards)
+                        for r, result in enumerate(results):
+                            self.assertNotIn("exception", result, result.get("exception"))
+                        # 6 steps of 4 partitions (a partition's rounds: 1 per step for these schemes).
+                        self.assertEqual(sum(rounds), 6 * 4, rounds)
+                        self.assertTrue(all(n > 0 for n in rounds), f"{shards} shards: rounds per shard {rounds}")
+                        runs[shards] = results
+                    for r in range(2):
+                        for a, b in zip(runs[1][r]["params"], runs[2][r]["params"]):
+                            torch.testing.assert_close(a, b, rtol=0, atol=0, msg=f"{scheme}, rank {r}: 2 shards")
+                        self.assertEqual(runs[1][r]["stats"]["steps"], 6)
 
     def test_auto_trains_on_when_its_server_is_killed(self):
         # auto pushes to the shard, falls back to the process group (sketch_allreduce's algorithm) when the
