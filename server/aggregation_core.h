@@ -26,10 +26,10 @@
 //     is the step of its most recently finished round (before any: its
 //     lowest open round's step). A push of a step that is neither open nor
 //     kept is refused as finished (FAILED_PRECONDITION) when it is at most
-//     `step_window` below the oldest kept step; one more than `step_window`
-//     away from the progress, either way, is refused with OUT_OF_RANGE naming
-//     the step and the window, except that each worker may hold one round
-//     per group outside it (a job returning from the decentralized route or
+//     `step_window` below the oldest kept step. One more than `step_window`
+//     away from the progress, either way, opens no round freely: each worker
+//     may hold one round per group outside the window (a job returning from
+//     the decentralized route or
 //     resuming away from the progress: its workers all push the same step,
 //     and the round, once complete, moves the progress). A push into a round
 //     already open always lands, so the job's round needs only one of its
@@ -59,15 +59,18 @@
 //     rounds anyway. One that claims some workers and floods steps nearer
 //     the progress than the job's own takes their slots and parking, so
 //     those workers' pushes are refused UNAVAILABLE until another worker
-//     opens the job's round, and land when pushed again. A forged far-future
-//     round cannot make later steps look finished, and a flood of steps
-//     opens at most 2 step_window + 1 + world_size rounds and parks at most
-//     world_size pushes per group.
+//     opens the job's round, and land when pushed again (as the worker's
+//     transport does, within its retry budget, --push_attempts). A forged
+//     far-future round cannot make later steps look finished, and a flood of
+//     steps opens at most 2 step_window + 1 + world_size rounds and parks at
+//     most world_size pushes per group.
 //   - Bounded memory: a push that would open a round past `max_open_rounds`
-//     open rounds, or past `max_held_bytes` of payloads held in open rounds,
-//     is refused with RESOURCE_EXHAUSTED naming the limit. Pushes into rounds
-//     already open are always taken (a round holds at most W payloads), so
-//     honest rounds in flight complete.
+//     open rounds, or park or open one past `max_held_bytes` of payloads held
+//     in open rounds and parked pushes, is refused with RESOURCE_EXHAUSTED
+//     naming the limit. Pushes into rounds already open are always taken (a
+//     round holds at most W payloads), so honest rounds in flight complete;
+//     so is the round that every worker's parked push opens (its payloads are
+//     already held), past `max_open_rounds` if need be, until it is decoded.
 //   - Durable answers (optional): with `record_answer` set, every answer is
 //     recorded before any push is answered with it, and a restarted shard
 //     takes the recorded answers up again (Restore). A worker whose reply was
@@ -243,9 +246,10 @@ class AggregationCore {
     uint64_t rounds_failed = 0;
     uint64_t rounds_open = 0;
     uint64_t bytes_in = 0;
-    // Payload bytes held by open rounds.
+    // Payload bytes held by open rounds and parked pushes.
     uint64_t bytes_held = 0;
-    // Pushes refused by the step window (OUT_OF_RANGE) and by the caps on
+    // Pushes refused by the step window (UNAVAILABLE: slot and parking
+    // taken, see the file comment) and by the caps on
     // open rounds and held bytes (RESOURCE_EXHAUSTED).
     uint64_t refused_out_of_window = 0;
     uint64_t refused_over_capacity = 0;

@@ -475,8 +475,55 @@ TEST(AggregationCoreTest, WhenEveryWorkerParksTheSameStepItsRoundCompletes) {
   }
   EXPECT_EQ(core->stats().parked_now, 0u);
   EXPECT_EQ(core->stats().parked_joined, 2u);
+  // Only the two held rounds stay open, with their payloads.
+  EXPECT_EQ(core->stats().rounds_open, 2u);
+  EXPECT_EQ(core->stats().bytes_held, 2 * Encode("dense", {1, 1}).WireBytes());
   // The progress moved to 5000: the held rounds are now far behind it.
   ASSERT_TRUE(PushStep(*core, 2, 5001).ok());
+  EXPECT_EQ(core->ExpireRounds(kT0 + absl::Seconds(11)), 2);
+  EXPECT_EQ(core->stats().rounds_open, 0u);
+  EXPECT_EQ(core->stats().bytes_held, 0u);
+}
+
+// A parked push joins its step's round however that round opens: here
+// within the window, once the progress came near. The round it joined then
+// fails at its deadline, and the parked push's caller hears it once.
+TEST(AggregationCoreTest, AParkedPushJoinsARoundOpenedWithinTheWindowAndEndsWithIt) {
+  auto core = MakeCore(3, {{0, 2, "dense"}}, absl::Seconds(10), [](AggregationConfig& c) { c.step_window = 8; });
+  ASSERT_TRUE(PushStep(*core, 3, 0).ok());
+  Answer held, opened20;
+  core->Push({"job", 100, 0}, 0, Encode("dense", {1, 1}), kT0, held.Callback());
+  core->Push({"job", 20, 0}, 1, Encode("dense", {1, 1}), kT0, opened20.Callback());  // opens in worker 1's slot
+  Answer parked20;
+  core->Push({"job", 20, 0}, 0, Encode("dense", {5, 5}), kT0, parked20.Callback());  // 20 is open: it joins
+  Answer waits;
+  core->Push({"job", 150, 0}, 0, Encode("dense", {7, 7}), kT0, waits.Callback());  // farther than 100: parks
+  EXPECT_EQ(core->stats().parked_now, 1u);
+  // The job walks up to 145: step 150 comes within the window and worker 2
+  // opens it there; the parked push joins.
+  for (uint64_t step = 1; step <= 19; ++step) ASSERT_TRUE(PushStep(*core, 3, step).ok()) << step;
+  Answer twenty;
+  core->Push({"job", 20, 0}, 2, Encode("dense", {1, 1}), kT0, twenty.Callback());
+  ASSERT_TRUE(twenty.result.ok()) << twenty.result.status();
+  for (uint64_t step = 21; step <= 145; ++step) {
+    if (step == 100) continue;  // worker 0's held round: the others complete it below
+    ASSERT_TRUE(PushStep(*core, 3, step).ok()) << step;
+  }
+  Answer opener;
+  core->Push({"job", 150, 0}, 2, Encode("dense", {1, 1}), kT0, opener.Callback());
+  EXPECT_EQ(core->stats().parked_now, 0u);
+  EXPECT_EQ(core->stats().parked_joined, 1u);
+  EXPECT_FALSE(waits.called);
+  // Worker 1 never pushes step 150: the round fails at its deadline, and
+  // the adopted push's caller hears it once.
+  core->ExpireRounds(kT0 + absl::Seconds(11));
+  ASSERT_TRUE(waits.called);
+  EXPECT_EQ(waits.calls, 1);
+  EXPECT_EQ(waits.result.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(waits.result.status().message().find("missing workers 1 of 3"), std::string::npos)
+      << waits.result.status();
+  EXPECT_EQ(core->stats().rounds_open, 0u);
+  EXPECT_EQ(core->stats().bytes_held, 0u);
 }
 
 TEST(AggregationCoreTest, AJobReturningPastTheWindowTakesTheOneRoundOutsideIt) {

@@ -46,6 +46,7 @@ grpc::ServerUnaryReactor* AggregatorService::Push(grpc::CallbackServerContext* c
   if (metrics != nullptr) {
     const AggregationCore::Stats stats = core_->stats();
     metrics->SetOpenRounds(stats.rounds_open, stats.bytes_held);
+    metrics->SetParkedPushes(stats.parked_now);
   }
   return reactor;
 }

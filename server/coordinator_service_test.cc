@@ -84,6 +84,7 @@ TEST_F(CoordinatorServiceTest, AssemblesAJobAndServesTheStore) {
   shard.set_num_shards(1);
   shard.set_address("127.0.0.1:9");
   shard.set_sketch_hash_family(kSketchHashFamily);
+  shard.set_job_fingerprint(JobFingerprint(TestJob()));
   v1::RegisterShardReply shard_reply;
   ASSERT_TRUE(stub_->RegisterShard(Context().get(), shard, &shard_reply).ok());
 
@@ -141,13 +142,13 @@ class CoordinatorRolesTest : public CoordinatorServiceTest {
 
 TEST_F(CoordinatorRolesTest, AWorkersTokenCannotRegisterOrMoveAShard) {
   v1::RegisterShardReply reply;
-  grpc::Status status = stub_->RegisterShard(Context("shard-secret").get(), ShardZeroRegistration("127.0.0.1:7000"), &reply);
+  grpc::Status status = stub_->RegisterShard(Context("shard-secret").get(), ShardZeroRegistration(TestJob(), "127.0.0.1:7000"), &reply);
   ASSERT_TRUE(status.ok()) << status.error_message();
   // The worker token holder tries to move shard 0 to its own address.
-  status = stub_->RegisterShard(Context("secret").get(), ShardZeroRegistration("10.6.6.6:7000"), &reply);
+  status = stub_->RegisterShard(Context("secret").get(), ShardZeroRegistration(TestJob(), "10.6.6.6:7000"), &reply);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_NE(status.error_message().find("RegisterShard is for shards"), std::string::npos) << status.error_message();
-  status = stub_->RegisterShard(Context("wrong").get(), ShardZeroRegistration("10.6.6.6:7000"), &reply);
+  status = stub_->RegisterShard(Context("wrong").get(), ShardZeroRegistration(TestJob(), "10.6.6.6:7000"), &reply);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
   // The shard token is no worker's: Join, Set and Get refuse it.
   v1::JoinReply joined;

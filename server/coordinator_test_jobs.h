@@ -8,6 +8,7 @@
 #include "common/sketch_hash.h"
 #include "proto/coordinator.pb.h"
 #include "proto/job_config.pb.h"
+#include "proto/run_config.h"
 
 namespace sketchfuse {
 
@@ -27,10 +28,13 @@ inline v1::JobConfig SmallDenseJob(uint32_t world_size) {
   return job;
 }
 
-// Shard 0 of SmallDenseJob's single shard registering `address`.
-inline v1::RegisterShardRequest ShardZeroRegistration(const std::string& address) {
+// Shard 0 of `job`'s single shard registering `address`, stating the job's
+// config as the shard server does.
+inline v1::RegisterShardRequest ShardZeroRegistration(const v1::JobConfig& job, const std::string& address) {
   v1::RegisterShardRequest request;
-  request.set_job("j");
+  request.set_job(job.job());
+  request.set_job_fingerprint(JobFingerprint(job));
+  request.set_partitioning(DescribeGroups(job));
   request.set_shard(0);
   request.set_num_shards(1);
   request.set_address(address);

@@ -46,9 +46,14 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry)
                        .Add({})),
       bytes_held_(prometheus::BuildGauge()
                       .Name("sketchfuse_server_bytes_held")
-                      .Help("Payload bytes held by open rounds.")
+                      .Help("Payload bytes held by open rounds and parked pushes.")
                       .Register(registry)
                       .Add({})),
+      pushes_parked_(prometheus::BuildGauge()
+                         .Name("sketchfuse_server_pushes_parked")
+                         .Help("Pushes outside the step window waiting, parked, for their round to open.")
+                         .Register(registry)
+                         .Add({})),
       round_latency_(prometheus::BuildHistogram()
                          .Name("sketchfuse_server_round_latency_seconds")
                          .Help("Time from a round's first push to its answer or failure.")
@@ -77,5 +82,7 @@ void ServerMetrics::SetOpenRounds(uint64_t open, uint64_t bytes_held) {
   rounds_open_.Set(static_cast<double>(open));
   bytes_held_.Set(static_cast<double>(bytes_held));
 }
+
+void ServerMetrics::SetParkedPushes(uint64_t parked) { pushes_parked_.Set(static_cast<double>(parked)); }
 
 }  // namespace sketchfuse

@@ -1,13 +1,16 @@
 // A shard's Prometheus metrics (served on --metrics_port):
 //   sketchfuse_server_pushes_total{code}       pushes answered, by status code (refusals
-//                                              by reason: out_of_range is the step
-//                                              window, resource_exhausted the caps)
+//                                              by reason: resource_exhausted the caps;
+//                                              the step window's are unavailable)
 //   sketchfuse_server_bytes_in_total           request bytes received by pushes
 //   sketchfuse_server_bytes_out_total          reply bytes sent (updates)
 //   sketchfuse_server_rounds_total{result}     rounds completed or failed
 //   sketchfuse_server_rounds_open              rounds waiting for workers (updated by
 //                                              every push and every round that ends)
-//   sketchfuse_server_bytes_held               payload bytes held by open rounds
+//   sketchfuse_server_bytes_held               payload bytes held by open rounds and
+//                                              parked pushes
+//   sketchfuse_server_pushes_parked            pushes outside the step window waiting,
+//                                              parked, for their round to open
 //   sketchfuse_server_round_latency_seconds    first push to answer (histogram)
 //   sketchfuse_server_decode_seconds           merging and decoding a round (histogram)
 // NOTE: thread-safe (prometheus-cpp's metrics are).
@@ -36,6 +39,7 @@ class ServerMetrics {
   // A round ended; also sets the open rounds and bytes held it reports.
   void OnRound(const RoundReport& report);
   void SetOpenRounds(uint64_t open, uint64_t bytes_held);
+  void SetParkedPushes(uint64_t parked);
 
  private:
   prometheus::Family<prometheus::Counter>& pushes_;
@@ -45,6 +49,7 @@ class ServerMetrics {
   prometheus::Counter& rounds_failed_;
   prometheus::Gauge& rounds_open_;
   prometheus::Gauge& bytes_held_;
+  prometheus::Gauge& pushes_parked_;
   prometheus::Histogram& round_latency_;
   prometheus::Histogram& decode_time_;
 };

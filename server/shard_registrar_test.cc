@@ -91,7 +91,7 @@ TEST(ShardRegistrarTest, RetriesWhileTheCoordinatorIsNotUpYet) {
     return call == 2 ? absl::UnavailableError("connection refused") : absl::OkStatus();
   });
   Observed observed;
-  ShardRegistrar registrar(coordinator.Register(), ShardZeroRegistration("10.0.0.1:7000"), "c:1",
+  ShardRegistrar registrar(coordinator.Register(), ShardZeroRegistration(SmallDenseJob(1), "10.0.0.1:7000"), "c:1",
                            observed.Options(absl::Milliseconds(1), absl::Hours(1)), observed.OnFailure());
   ASSERT_TRUE(Eventually([&] { return registrar.registered(); }));
   EXPECT_EQ(coordinator.calls(), 4);
@@ -105,7 +105,7 @@ TEST(ShardRegistrarTest, RetriesWhileTheCoordinatorIsNotUpYet) {
 TEST(ShardRegistrarTest, ARefusalEndsTheFirstRegistrationAtOnce) {
   ScriptedCoordinator coordinator([](int) { return absl::PermissionDeniedError("RegisterShard is for shards"); });
   Observed observed;
-  ShardRegistrar registrar(coordinator.Register(), ShardZeroRegistration("10.0.0.1:7000"), "c:1",
+  ShardRegistrar registrar(coordinator.Register(), ShardZeroRegistration(SmallDenseJob(1), "10.0.0.1:7000"), "c:1",
                            observed.Options(absl::Milliseconds(1), absl::Hours(1)), observed.OnFailure());
   ASSERT_TRUE(observed.failed.WaitForNotificationWithTimeout(absl::Seconds(20)));
   registrar.Stop();
@@ -120,7 +120,7 @@ TEST(ShardRegistrarTest, ARefusalEndsTheFirstRegistrationAtOnce) {
 TEST(ShardRegistrarTest, GivesUpOnACoordinatorThatNeverComesUp) {
   ScriptedCoordinator coordinator([](int) { return absl::UnavailableError("connection refused"); });
   Observed observed;
-  ShardRegistrar registrar(coordinator.Register(), ShardZeroRegistration("10.0.0.1:7000"), "c:1",
+  ShardRegistrar registrar(coordinator.Register(), ShardZeroRegistration(SmallDenseJob(1), "10.0.0.1:7000"), "c:1",
                            observed.Options(absl::Milliseconds(2), absl::Hours(1), absl::Milliseconds(50)),
                            observed.OnFailure());
   ASSERT_TRUE(observed.failed.WaitForNotificationWithTimeout(absl::Seconds(20)));
@@ -137,7 +137,7 @@ TEST(ShardRegistrarTest, RefreshesAndLogsOnlyChangesOfOutcome) {
     return call == 2 || call == 3 ? absl::UnavailableError("connection refused") : absl::OkStatus();
   });
   Observed observed;
-  ShardRegistrar registrar(coordinator.Register(), ShardZeroRegistration("10.0.0.1:7000"), "c:1",
+  ShardRegistrar registrar(coordinator.Register(), ShardZeroRegistration(SmallDenseJob(1), "10.0.0.1:7000"), "c:1",
                            observed.Options(absl::Milliseconds(1), absl::Milliseconds(1)), observed.OnFailure());
   ASSERT_TRUE(Eventually([&] { return coordinator.calls() >= 8; }));
   registrar.Stop();
@@ -154,7 +154,7 @@ TEST(ShardRegistrarTest, RefreshesAndLogsOnlyChangesOfOutcome) {
 TEST(ShardRegistrarTest, StoppingWhileWaitingForTheCoordinatorReportsNoFailure) {
   ScriptedCoordinator coordinator([](int) { return absl::UnavailableError("connection refused"); });
   Observed observed;
-  auto registrar = std::make_unique<ShardRegistrar>(coordinator.Register(), ShardZeroRegistration("10.0.0.1:7000"), "c:1",
+  auto registrar = std::make_unique<ShardRegistrar>(coordinator.Register(), ShardZeroRegistration(SmallDenseJob(1), "10.0.0.1:7000"), "c:1",
                                                     observed.Options(absl::Hours(1), absl::Hours(1), absl::Hours(2)),
                                                     observed.OnFailure());
   ASSERT_TRUE(Eventually([&] { return coordinator.calls() == 1; }));
@@ -211,7 +211,7 @@ TEST_F(RegistrarWithCoordinatorTest, ACoordinatorLearnsTheShardAndLearnsItAgainA
   RpcChannelOptions options;
   options.token = "shard-secret";
   Observed observed;
-  ShardRegistrar registrar(ShardRegistrar::OverGrpc(address, options), ShardZeroRegistration("10.0.0.7:7000"), address,
+  ShardRegistrar registrar(ShardRegistrar::OverGrpc(address, options), ShardZeroRegistration(SmallDenseJob(1), "10.0.0.7:7000"), address,
                            observed.Options(absl::Milliseconds(20), absl::Milliseconds(20)), observed.OnFailure());
   ASSERT_TRUE(Eventually([&] { return registrar.registered(); }));
   absl::StatusOr<std::string> learned = AddressAWorkerGets();
@@ -234,7 +234,7 @@ TEST_F(RegistrarWithCoordinatorTest, TheWorkersTokenIsRefusedAndReportedOnce) {
   RpcChannelOptions options;
   options.token = "secret";  // the workers' token: RegisterShard is not theirs
   Observed observed;
-  ShardRegistrar registrar(ShardRegistrar::OverGrpc(server_->address(), options), ShardZeroRegistration("10.0.0.7:7000"),
+  ShardRegistrar registrar(ShardRegistrar::OverGrpc(server_->address(), options), ShardZeroRegistration(SmallDenseJob(1), "10.0.0.7:7000"),
                            server_->address(), observed.Options(absl::Milliseconds(20), absl::Milliseconds(20)),
                            observed.OnFailure());
   ASSERT_TRUE(observed.failed.WaitForNotificationWithTimeout(absl::Seconds(20)));

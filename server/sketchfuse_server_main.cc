@@ -76,8 +76,9 @@ ABSL_FLAG(std::string, state_dir, "",
           "Empty: answers are kept in memory only. Give each run a directory of its own.");
 ABSL_FLAG(int, reaper_period_ms, 100, "How often overdue rounds are failed, ms (1 to 60000).");
 ABSL_FLAG(int64_t, step_window, 64,
-          "A push may open a round at most this many steps past its group's most recently finished one "
-          "(one round per group may open past it: a job resuming or returning ahead); 1 to 2^31.");
+          "A push may open a round at most this many steps from its group's most recently finished one "
+          "(each worker may hold one round per group past it, for a job resuming or returning ahead; "
+          "a push whose worker's slot is taken parks until its round opens); 1 to 2^31.");
 ABSL_FLAG(int64_t, max_open_rounds, 4096, "Open rounds past which no new round opens (RESOURCE_EXHAUSTED); 1 to 2^31.");
 ABSL_FLAG(int64_t, max_held_mb, 1024,
           "Payload MiB held by open rounds past which no new round opens (RESOURCE_EXHAUSTED); 1 to 2^20.");

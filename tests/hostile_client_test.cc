@@ -390,13 +390,15 @@ TEST_F(HostileClientTest, AbusiveRequestsToEveryRpcLeaveTheHonestRoundExactAndMe
   }
 
   // The honest workers carry on with exact sums; the shard holds at most
-  // the one round outside its window (the flood's) and its memory is bounded.
+  // the one round outside its window (the flood's) and one parked push, and
+  // its memory is bounded.
   for (uint64_t step = 1001; step < 1004; ++step) ExpectHonestRound(step);
   const double rss_after = ResidentMiB(server_);
   std::printf("server resident memory: %.1f MiB before the abuse, %.1f MiB after\n", rss_before, rss_after);
   EXPECT_LT(rss_after, rss_before + 96) << "the flood of 1 GiB of payloads must not be held";
   const std::string scrape = HttpGet(std::stoi(ReadFileOrEmpty(dir_ + "/metrics_port")), "/metrics");
   EXPECT_LE(MetricValue(scrape, "sketchfuse_server_rounds_open"), 1);
+  EXPECT_LE(MetricValue(scrape, "sketchfuse_server_pushes_parked"), 1);
   EXPECT_GE(MetricValue(scrape, "sketchfuse_server_pushes_total{code=\"unavailable\"}"), 1023);
   kill(server_, SIGTERM);
   EXPECT_EQ(WaitFor(server_, std::chrono::seconds(30)), 0);
