@@ -371,7 +371,7 @@ absl::Status AggregationCore::ParkLocked(const RoundKey& key, uint32_t worker, P
   if (parked != progress.parked.end() &&
       Distance(key.step, anchor) >= Distance(parked->second.step, anchor)) {
     ++stats_.refused_out_of_window;
-    return absl::UnavailableError(absl::StrCat(
+    return absl::AbortedError(absl::StrCat(
         "step ", key.step, " of group ", key.group, " is outside this shard's step window (",
         config_.step_window, " steps, --step_window, of step ", anchor, ") and not open; worker ", worker,
         " already holds step ", held_step, " outside it and waits on step ", parked->second.step,

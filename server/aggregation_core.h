@@ -46,8 +46,10 @@
 //         no worker's slot. A worker parks one push per
 //         group. A later push nearer than the parked one replaces it (the
 //         parked push fails UNAVAILABLE), a repeat of it waits with it, and
-//         any other is refused with UNAVAILABLE naming the held and parked
-//         steps (the round may open meanwhile: a push again then lands).
+//         any other is refused with ABORTED naming the held and parked
+//         steps: the round may open meanwhile (another worker's push), and
+//         a push again then lands, so the worker's transport pushes again
+//         until its push deadline.
 //     So a flood of far-future steps claiming a worker holds that worker's
 //     slot and one parked push, and cannot displace a round or a parked push
 //     of a step nearer the progress. A job returning at an earlier step than
@@ -58,9 +60,9 @@
 //     out a flooder must claim every worker, and then it could forge whole
 //     rounds anyway. One that claims some workers and floods steps nearer
 //     the progress than the job's own takes their slots and parking, so
-//     those workers' pushes are refused UNAVAILABLE until another worker
-//     opens the job's round, and land when pushed again (as the worker's
-//     transport does, within its retry budget, --push_attempts). A forged
+//     those workers' pushes are refused ABORTED until another worker opens
+//     the job's round, and land when pushed again (the worker's transport
+//     pushes again until its push deadline, --push_timeout_s). A forged
 //     far-future round cannot make later steps look finished, and a flood of
 //     steps opens at most 2 step_window + 1 + world_size rounds and parks at
 //     most world_size pushes per group.
@@ -248,8 +250,8 @@ class AggregationCore {
     uint64_t bytes_in = 0;
     // Payload bytes held by open rounds and parked pushes.
     uint64_t bytes_held = 0;
-    // Pushes refused by the step window (UNAVAILABLE: slot and parking
-    // taken, see the file comment) and by the caps on
+    // Pushes refused by the step window (ABORTED: slot and parking taken,
+    // see the file comment) and by the caps on
     // open rounds and held bytes (RESOURCE_EXHAUSTED).
     uint64_t refused_out_of_window = 0;
     uint64_t refused_over_capacity = 0;

@@ -318,14 +318,14 @@ TEST(AggregationCoreTest, AFloodOutsideTheWindowHoldsOneRoundAndOneParkedPushPer
   // A flood of single pushes of ever farther steps from one worker: those
   // within the window open; outside it the worker's first push takes its
   // slot, its second parks, and every later one is refused at once
-  // (UNAVAILABLE, naming both), holding nothing.
+  // (ABORTED, naming both), holding nothing.
   const uint64_t bytes = Encode("dense", {1, 1}).WireBytes();
   std::deque<Answer> flood(20000);  // the open rounds' callbacks run when they expire
   for (uint64_t step = 1; step < 20000; ++step) {
     core->Push({"job", step, 0}, 0, Encode("dense", {1, 1}), kT0, flood[step].Callback());
     if (step > 10) {
       ASSERT_TRUE(flood[step].called) << step;
-      ASSERT_EQ(flood[step].result.status().code(), absl::StatusCode::kUnavailable) << flood[step].result.status();
+      ASSERT_EQ(flood[step].result.status().code(), absl::StatusCode::kAborted) << flood[step].result.status();
       ASSERT_NE(flood[step].result.status().message().find(
                     absl::StrCat("step ", step, " of group 0 is outside this shard's step window")),
                 std::string::npos)
@@ -398,7 +398,7 @@ TEST(AggregationCoreTest, APushWhoseSlotIsTakenParksJoinsItsRoundAndAFartherOneI
   EXPECT_FALSE(parked.called);
   EXPECT_FALSE(repeat.called);
   ASSERT_TRUE(farther.called);
-  EXPECT_EQ(farther.result.status().code(), absl::StatusCode::kUnavailable) << farther.result.status();
+  EXPECT_EQ(farther.result.status().code(), absl::StatusCode::kAborted) << farther.result.status();
   EXPECT_NE(farther.result.status().message().find("step 1073741824 of group 0"), std::string::npos);
   EXPECT_NE(farther.result.status().message().find("--step_window"), std::string::npos);
   EXPECT_NE(farther.result.status().message().find("worker 0 already holds step 1000 outside it and waits on step 2000"),
@@ -584,8 +584,10 @@ TEST(AggregationCoreTest, AFloodAsOneWorkerCannotKeepAReturningJobOut) {
       int waiting = 0;
       for (const Answer& a : flood) {
         waiting += !a.called;
-        if (a.called) {
-          EXPECT_EQ(a.result.status().code(), absl::StatusCode::kUnavailable) << a.result.status();
+        if (a.called) {  // superseded or replaced (UNAVAILABLE), or refused (ABORTED)
+          EXPECT_TRUE(a.result.status().code() == absl::StatusCode::kUnavailable ||
+                      a.result.status().code() == absl::StatusCode::kAborted)
+              << a.result.status();
         }
       }
       EXPECT_LE(waiting, 2);
@@ -597,8 +599,8 @@ TEST(AggregationCoreTest, AFloodAsOneWorkerCannotKeepAReturningJobOut) {
 
 // A flooder that claims a worker and floods steps nearer the progress than
 // the job's takes that worker's slot and parking: the worker's push is
-// refused until the other worker opens the job's round, and lands when
-// pushed again. With only the slot taken, the worker's one push parks and
+// refused (ABORTED) until the other worker opens the job's round, and lands
+// when pushed again. With only the slot taken, the worker's one push parks and
 // joins the round the other worker opens.
 TEST(AggregationCoreTest, AFloodNearerTheProgressDelaysTheClaimedWorkerUntilTheRoundOpens) {
   for (const int flood_steps : {1, 2}) {
@@ -613,7 +615,7 @@ TEST(AggregationCoreTest, AFloodNearerTheProgressDelaysTheClaimedWorkerUntilTheR
     core->Push({"job", 500, 0}, 0, Encode("dense", {1, 1}), kT0, first.Callback());
     if (flood_steps == 2) {
       ASSERT_TRUE(first.called);
-      EXPECT_EQ(first.result.status().code(), absl::StatusCode::kUnavailable) << first.result.status();
+      EXPECT_EQ(first.result.status().code(), absl::StatusCode::kAborted) << first.result.status();
       EXPECT_NE(first.result.status().message().find("push again once another worker has opened step 500"),
                 std::string::npos)
           << first.result.status();

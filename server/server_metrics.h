@@ -1,7 +1,7 @@
 // A shard's Prometheus metrics (served on --metrics_port):
 //   sketchfuse_server_pushes_total{code}       pushes answered, by status code (refusals
-//                                              by reason: resource_exhausted the caps;
-//                                              the step window's are unavailable)
+//                                              by reason: resource_exhausted the caps,
+//                                              aborted the step window)
 //   sketchfuse_server_bytes_in_total           request bytes received by pushes
 //   sketchfuse_server_bytes_out_total          reply bytes sent (updates)
 //   sketchfuse_server_rounds_total{result}     rounds completed or failed

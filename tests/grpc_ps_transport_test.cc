@@ -1,12 +1,14 @@
 // The gRPC transport's retries against a real aggregation server in this
 // process: injected faults, a shard that never answers, rounds the shard
-// fails (shutdown, round deadline), and a refusal that is not retried.
+// fails (shutdown, round deadline), a push that waits for its round outside
+// the step window, and a refusal that is not retried.
 #include "worker/rpc/grpc_ps_transport.h"
 
 #include <future>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -50,10 +52,11 @@ struct Shard {
   std::unique_ptr<AggregatorService> service;
   std::unique_ptr<InProcessServer> server;
 
-  static std::unique_ptr<Shard> Start(uint32_t world = 1) {
+  static std::unique_ptr<Shard> Start(uint32_t world = 1, uint64_t step_window = 64) {
     auto shard = std::make_unique<Shard>();
     absl::StatusOr<AggregationConfig> config = ShardConfig(DenseJob(world), 0, 1);
     EXPECT_TRUE(config.ok()) << config.status();
+    config->step_window = step_window;
     shard->core = *AggregationCore::Create(*config);
     shard->service = std::make_unique<AggregatorService>(shard->core.get(), "");
     absl::StatusOr<std::unique_ptr<InProcessServer>> server = InProcessServer::Start({shard->service.get()});
@@ -158,6 +161,59 @@ TEST(GrpcPsTransportTest, RoundsTheShardFailsAreRePushedUntilEveryWorkerIsIn) {
   EXPECT_EQ(first->update.values, sum);
   EXPECT_EQ(second->update.values, sum);
   EXPECT_EQ(first->contributors, 2u);
+}
+
+// A flood claiming worker 0 holds its slot and parking outside the shard's
+// step window with steps nearer the progress than the job's: worker 0's
+// push of the job's step is refused ABORTED, and its transport pushes again
+// past its attempts' budget until worker 1 opens the round, then lands.
+// With nobody to open it, the push fails at its push deadline, naming the
+// window.
+TEST(GrpcPsTransportTest, APushRefusedForTheStepWindowWaitsForItsRoundUntilItsDeadline) {
+  std::unique_ptr<Shard> shard = Shard::Start(/*world=*/2, /*step_window=*/8);
+  std::vector<std::promise<absl::StatusOr<RoundResult>>> answers(6);
+  auto core_push = [&](uint64_t step, uint32_t worker, int answer) {
+    Payload payload = *DensePayload(1.0f);
+    shard->core->Push({"transport-test", step, 0, 0}, worker, std::move(payload), absl::Now(),
+                      [&answers, answer](absl::StatusOr<RoundResult> r) { answers[answer].set_value(std::move(r)); });
+  };
+  core_push(0, 0, 0);
+  core_push(0, 1, 1);
+  ASSERT_TRUE(answers[1].get_future().get().ok());
+  core_push(9, 0, 2);   // the flood takes worker 0's slot outside the window
+  core_push(10, 0, 3);  // and its parking
+  RetryPolicy policy = QuickRetries(2);
+  policy.initial_backoff = absl::Milliseconds(5);
+  policy.max_backoff = absl::Milliseconds(20);
+  GrpcPsTransport claimed({shard->server->address()}, {}, policy), other({shard->server->address()}, {}, policy);
+  std::promise<absl::StatusOr<PushOutcome>> promise;
+  claimed.Push(PushTarget{0, "transport-test", 500, 0, /*round=*/0, /*worker=*/0}, DensePayload(1.0f),
+               [&promise](absl::StatusOr<PushOutcome> outcome) { promise.set_value(std::move(outcome)); });
+  absl::SleepFor(absl::Milliseconds(300));  // past the attempts' budget of 2
+  absl::StatusOr<PushOutcome> second = PushAndWait(other, 500, 0, 10.0f, /*worker=*/1);
+  absl::StatusOr<PushOutcome> first = promise.get_future().get();
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_GT(first->attempts, 2);
+  EXPECT_EQ(second->attempts, 1);
+  EXPECT_EQ(first->update.values, second->update.values);
+  EXPECT_EQ(first->contributors, 2u);
+
+  // The progress is at 500 now. The flood takes worker 0's slot and parking
+  // again, nearer than step 700 (superseding and replacing its own farther
+  // ones), and nobody opens step 700: the push fails at its deadline, saying
+  // why.
+  core_push(509, 0, 4);
+  core_push(510, 0, 5);
+  policy.push_deadline = absl::Milliseconds(300);
+  GrpcPsTransport alone({shard->server->address()}, {}, policy);
+  const absl::Time begin = absl::Now();
+  absl::StatusOr<PushOutcome> refused = PushAndWait(alone, 700, 0, 1.0f, /*worker=*/0);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kAborted) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("outside this shard's step window"));
+  EXPECT_GE(absl::Now() - begin, absl::Milliseconds(200));
+  shard->core->FailAllRounds(absl::UnavailableError("test over"));  // answers the flood's pushes
 }
 
 TEST(GrpcPsTransportTest, ARefusalIsReportedAtOnceWithoutRetrying) {

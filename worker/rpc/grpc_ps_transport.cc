@@ -39,7 +39,9 @@ struct GrpcPsTransport::Call {
   grpc::ByteBuffer reply;
   std::unique_ptr<grpc::ClientContext> context;
   absl::Time deadline;  // of the attempt in flight
+  absl::Time started;   // the first attempt's start: ABORTED is retried until push_deadline after it
   int attempts = 0;
+  int waits = 0;  // attempts answered ABORTED (not counted against max_attempts)
   absl::Duration backoff;
   PushDone done;
 };
@@ -103,6 +105,7 @@ void GrpcPsTransport::Send(PushTarget target, std::shared_ptr<const Payload> pay
   call->request = EncodePushRequest(round, target.worker, std::move(payload));
   call->backoff = policy_.initial_backoff;
   call->done = std::move(done);
+  call->started = absl::Now();
   Attempt(std::move(call));
 }
 
@@ -158,9 +161,16 @@ void GrpcPsTransport::Finish(std::shared_ptr<Call> call, const grpc::Status& sta
       status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && absl::Now() < call->deadline;
   // RESOURCE_EXHAUSTED: the shard's caps on open rounds or held bytes; its
   // rounds in flight complete and free them.
-  if ((status.error_code() == grpc::StatusCode::UNAVAILABLE || round_failed_by_shard ||
-       status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) &&
-      call->attempts < policy_.max_attempts) {
+  const bool retriable = status.error_code() == grpc::StatusCode::UNAVAILABLE || round_failed_by_shard ||
+                         status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+  // ABORTED: the round cannot open in this worker's name yet (the shard's
+  // step window: its slot and parking there are taken) but opens when
+  // another worker pushes it; pushed again until the push deadline, apart
+  // from the attempts' budget, so the worker does not race the others.
+  const bool waiting_for_round = status.error_code() == grpc::StatusCode::ABORTED &&
+                                 absl::Now() + call->backoff < call->started + policy_.push_deadline;
+  if (waiting_for_round) ++call->waits;
+  if (waiting_for_round || (retriable && call->attempts - call->waits < policy_.max_attempts)) {
     ++retries_;
     // Back off on a thread of our own: gRPC's callback threads must not block.
     const absl::Duration wait = call->backoff;

@@ -36,7 +36,9 @@ struct RetryPolicy {
   // Deadline of one push (it waits for the whole round).
   absl::Duration push_deadline = absl::Seconds(60);
   // Attempts in all, the first included (re-pushes after UNAVAILABLE and
-  // after the shard's round deadline share the budget).
+  // after the shard's round deadline share the budget; those after ABORTED,
+  // a round that opens when another worker pushes it, are not counted and
+  // go on until push_deadline after the first attempt).
   int max_attempts = 5;
   absl::Duration initial_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(2);
@@ -74,8 +76,10 @@ class GrpcPsTransport final : public PsTransport {
   void Send(PushTarget target, std::shared_ptr<const Payload> payload, PushDone done) override;
   void Attempt(std::shared_ptr<Call> call);
   void SendAttempt(std::shared_ptr<Call> call, bool drop_reply);
-  // Ends an attempt: retries after UNAVAILABLE within the budget, else
-  // completes the push.
+  // Ends an attempt: retries after UNAVAILABLE (or the shard's round
+  // deadline, or its caps) within the attempts' budget, and after ABORTED
+  // (the shard's step window: a round that opens when another worker pushes
+  // it) until push_deadline after the first attempt; else completes the push.
   void Finish(std::shared_ptr<Call> call, const grpc::Status& status);
 
   const RpcChannelOptions options_;
