@@ -831,5 +831,27 @@ class BucketCap(unittest.TestCase):
             sft.suggest_bucket_cap_mb(torch.nn.ReLU(), "sketch_allreduce", world_size=4)
 
 
+def _this_shards_tests(suite, index, total):
+    """The tests of shard `index` of `total` (Bazel's test sharding): every total-th test, in order."""
+    flat = []
+
+    def walk(node):
+        for child in node:
+            if isinstance(child, unittest.TestSuite):
+                walk(child)
+            else:
+                flat.append(child)
+    walk(suite)
+    return unittest.TestSuite(flat[index::total])
+
+
 if __name__ == "__main__":
+    total = int(os.environ.get("TEST_TOTAL_SHARDS", "1"))
+    if total > 1 and len(sys.argv) <= 2:  # under `bazel test` with shard_count (argv: [-v] at most)
+        if "TEST_SHARD_STATUS_FILE" in os.environ:
+            open(os.environ["TEST_SHARD_STATUS_FILE"], "w").close()  # this runner shards
+        suite = _this_shards_tests(unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__]),
+                                   int(os.environ.get("TEST_SHARD_INDEX", "0")), total)
+        result = unittest.TextTestRunner(verbosity=2).run(suite)
+        sys.exit(0 if result.wasSuccessful() else 1)
     unittest.main()
