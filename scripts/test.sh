@@ -40,18 +40,19 @@ if [ "$status" -eq 0 ] && [ -z "${SKETCHFUSE_SKIP_SANITIZERS:-}" ] && [ $# -eq 0
 fi
 
 # Count test cases: for each test target in the summary, its GoogleTest log
-# says how many cases passed, failed and skipped (GPU tests skip on machines
-# without a GPU). A target that failed without a log counts as one failure.
+# (or unittest's; each shard's, for a sharded target) says how many cases
+# passed, failed and skipped (GPU tests skip on machines without a GPU). A
+# target that failed without a log counts as one failure.
 passed=0; failed=0; skipped=0
-while read -r target result; do
-  pkg="${target#//}"; pkg="${pkg%%:*}"; name="${target##*:}"
-  testlog="bazel-testlogs/$pkg/$name/test.log"
+# count_log LOG: adds the cases LOG reports to the counts (and its failures
+# to target_failed); status 1, adding nothing, when LOG reports none.
+count_log() {
+  local testlog="$1" p f s n e verdict
   if [ -f "$testlog" ] && grep -q '^\[==========\] .* ran\.' "$testlog"; then
     p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\?\.$/\1/p' "$testlog" | tail -1)
     f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) tests\?, listed below:$/\1/p' "$testlog" | tail -1)
     s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) tests\?, listed below:$/\1/p' "$testlog" | tail -1)
-    passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0})); skipped=$((skipped + ${s:-0}))
-    if [ "$result" != PASSED ] && [ -z "$f" ]; then failed=$((failed + 1)); fi
+    p=${p:-0}
   elif [ -f "$testlog" ] && grep -q -E '^Ran [0-9]+ tests? in' "$testlog"; then
     # Python's unittest (the PyTorch front end's tests): "Ran N tests", then
     # "OK (skipped=S)" or "FAILED (failures=F, errors=E, skipped=S)".
@@ -61,14 +62,30 @@ while read -r target result; do
     f=$(sed -n -E 's/.*failures=([0-9]+).*/\1/p' <<< "$verdict")
     e=$(sed -n -E 's/.*errors=([0-9]+).*/\1/p' <<< "$verdict")
     f=$(( ${f:-0} + ${e:-0} ))
-    if [ "$result" != PASSED ] && [ "$f" -eq 0 ]; then f=1; fi
-    passed=$((passed + n - ${s:-0} - f)); failed=$((failed + f)); skipped=$((skipped + ${s:-0}))
-  elif [ "$result" = PASSED ]; then
-    passed=$((passed + 1))
+    p=$(( n - ${s:-0} - f ))
   else
+    return 1
+  fi
+  passed=$((passed + p)); failed=$((failed + ${f:-0})); skipped=$((skipped + ${s:-0}))
+  target_failed=$((target_failed + ${f:-0}))
+}
+while read -r target result; do
+  pkg="${target#//}"; pkg="${pkg%%:*}"; name="${target##*:}"
+  logs=("bazel-testlogs/$pkg/$name/test.log")
+  [ -f "${logs[0]}" ] || logs=(bazel-testlogs/"$pkg"/"$name"/shard_*_of_*/test.log)
+  counted=0 target_failed=0
+  for testlog in "${logs[@]}"; do
+    if count_log "$testlog"; then counted=1; fi
+  done
+  # A target that passed with no log to count is one case; one that failed
+  # without a failed case in its logs (a crash, a timeout, a shard cut off)
+  # is one failure.
+  if [ "$result" = PASSED ]; then
+    [ "$counted" -eq 1 ] || passed=$((passed + 1))
+  elif [ "$target_failed" -eq 0 ]; then
     failed=$((failed + 1))
   fi
-done < <(sed -n -E 's#^(//[^ ]+) +(\(cached\) )?(PASSED|FAILED|TIMEOUT|NO STATUS|FAILED TO BUILD).*#\1 \3#p' "$log" | sed 's/NO STATUS/NO_STATUS/; s/FAILED TO BUILD/FAILED_TO_BUILD/')
+done < <(sed -n -E 's#^(//[^ ]+) +(\([0-9/ ]*cached\) )?(PASSED|FAILED|TIMEOUT|NO STATUS|FAILED TO BUILD).*#\1 \3#p' "$log" | sed 's/NO STATUS/NO_STATUS/; s/FAILED TO BUILD/FAILED_TO_BUILD/')
 if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then
   echo "test.sh: bazel exited with status $status before reporting results" >&2
   failed=1
