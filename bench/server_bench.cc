@@ -3,8 +3,10 @@
 //     the same bytes (target: 80% of memcpy bandwidth);
 //   - pushes of 1 to 64 MiB and their replies over gRPC on loopback, on 1, 2
 //     and 4 channels at once, against raw TCP transfers of the same bytes
-//     both ways over as many connections (target at 16 MiB, one channel: 70%
-//     of raw TCP). bench/transport_table.py pairs the rows.
+//     both ways over as many connections (target at 16 MiB, one channel: 90%
+//     of raw TCP, issue 36). bench/transport_table.py pairs the rows;
+//   - where the push's time goes at 16 MiB: gRPC echoing the push's bytes
+//     with no copy out of its buffers, and with the decode's two copies.
 // Run: bazel run -c opt //bench:server_bench -- [--benchmark_out=out.json]
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -22,6 +24,7 @@
 #include "common/count_sketch.h"
 #include "common/payload.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "proto/push_codec.h"
 #include "proto/rpc_channel.h"
@@ -71,11 +74,25 @@ BENCHMARK(BM_MemcpySketch)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond)->UseR
 
 // gRPC channel settings: 0 = gRPC's defaults, 1 = the daemons' and workers'
 // (proto/rpc_channel.h ApplyBulkTransferSettings: 16 MiB HTTP/2 frames, 64 MiB
-// stream windows).
-void ApplyHttp2Tuning(bool tuned, grpc::ServerBuilder* builder, grpc::ChannelArguments* args) {
-  if (!tuned) return;
+// stream windows); 2 and 3 are the daemons' with one of gRPC's TCP options
+// that might help large messages, kept as measured alternatives (neither is
+// adopted: docs/BENCHMARKS.md, "Aggregation server"): 2 = reads into 1 MiB
+// chunks (up to 16 MiB) instead of gRPC's adaptive 8 KiB start, 3 = zero-copy
+// sends (MSG_ZEROCOPY).
+void ApplyHttp2Tuning(int tuned, grpc::ServerBuilder* builder, grpc::ChannelArguments* args) {
+  if (tuned == 0) return;
   if (builder != nullptr) ApplyBulkTransferSettings(builder);
   if (args != nullptr) ApplyBulkTransferSettings(args);
+  auto set = [&](const char* name, int value) {
+    if (builder != nullptr) builder->AddChannelArgument(name, value);
+    if (args != nullptr) args->SetInt(name, value);
+  };
+  if (tuned == 2) {
+    set(GRPC_ARG_TCP_READ_CHUNK_SIZE, 1 << 20);
+    set(GRPC_ARG_TCP_MIN_READ_CHUNK_SIZE, 1 << 20);
+    set(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, 16 << 20);
+  }
+  if (tuned == 3) set(GRPC_ARG_TCP_TX_ZEROCOPY_ENABLED, 1);
 }
 
 constexpr int kMaxMessageBytes = 80 << 20;
@@ -84,11 +101,11 @@ constexpr int kWarmupRounds = 2;
 // Push and reply over C channels at once: one worker, C dense groups of
 // `MiB` each, one channel (its own TCP connection) and one thread per group;
 // each push is answered with its group's update once decoded. Args: MiB,
-// channels, tuned.
+// channels, tuned (the settings above).
 void BM_GrpcPushReply(benchmark::State& state) {
   const size_t floats = static_cast<size_t>(state.range(0)) * (1u << 20) / 4;
   const int channels = static_cast<int>(state.range(1));
-  const bool tuned = state.range(2) == 1;
+  const int tuned = static_cast<int>(state.range(2));
   AggregationConfig config;
   config.job = "bench";
   config.world_size = 1;
@@ -164,12 +181,116 @@ void BM_GrpcPushReply(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * channels * 2 * floats * 4);
   server->Shutdown();
 }
-// 16 MiB with gRPC's defaults and the daemons' settings; then 1 to 64 MiB
+// 16 MiB with gRPC's defaults, the daemons' settings and the two
+// alternatives; then 1 to 64 MiB
 // on 1, 2 and 4 channels with the daemons' settings.
 BENCHMARK(BM_GrpcPushReply)
     ->ArgNames({"MiB", "channels", "tuned"})
     ->Args({16, 1, 0})
+    ->Args({16, 1, 2})
+    ->Args({16, 1, 3})
     ->ArgsProduct({{1, 4, 16, 64}, {1, 2, 4}, {1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// gRPC's own floor for the same round trip: the push's encoded bytes sent to
+// a generic service that answers with the very buffer it received, so
+// neither end reads the values out of gRPC's slices (copies = 0); with
+// copies = 2 each end copies the message out of its slices into one array,
+// as the push codec's decode does on the shard and on the worker. Args: MiB,
+// copies. Same settings as tuned:1.
+void CopyOut(const grpc::ByteBuffer& buffer, std::vector<char>* out) {
+  std::vector<grpc::Slice> slices;
+  (void)buffer.Dump(&slices);
+  out->resize(buffer.Length());
+  size_t at = 0;
+  for (const grpc::Slice& slice : slices) {
+    std::memcpy(out->data() + at, slice.begin(), slice.size());
+    at += slice.size();
+  }
+}
+
+class EchoService : public grpc::CallbackGenericService {
+ public:
+  explicit EchoService(bool copy) : copy_(copy) {}
+  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext*) override {
+    class Echo : public grpc::ServerGenericBidiReactor {
+     public:
+      explicit Echo(bool copy) : copy_(copy) { StartRead(&message_); }
+      void OnReadDone(bool ok) override {
+        if (!ok) {
+          Finish(grpc::Status::OK);
+          return;
+        }
+        if (copy_) {
+          CopyOut(message_, &copied_);
+          benchmark::DoNotOptimize(copied_.data());
+        }
+        StartWriteAndFinish(&message_, grpc::WriteOptions(), grpc::Status::OK);
+      }
+      void OnDone() override { delete this; }
+
+     private:
+      const bool copy_;
+      grpc::ByteBuffer message_;
+      std::vector<char> copied_;
+    };
+    return new Echo(copy_);
+  }
+
+ private:
+  const bool copy_;
+};
+
+void BM_GrpcEcho(benchmark::State& state) {
+  const size_t floats = static_cast<size_t>(state.range(0)) * (1u << 20) / 4;
+  const bool copies = state.range(1) == 2;
+  EchoService service(copies);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  ApplyHttp2Tuning(1, &builder, nullptr);
+  builder.RegisterCallbackGenericService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  ApplyHttp2Tuning(1, nullptr, &args);
+  grpc::GenericStub stub(grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port),
+                                                   grpc::InsecureChannelCredentials(), args));
+  auto payload = std::make_shared<Payload>();
+  payload->dim = floats;
+  payload->values.assign(floats, 0.25f);
+  v1::RoundKey key;
+  key.set_job("bench");
+  std::vector<char> copied;
+  bool failed = false;
+  auto round = [&] {
+    const grpc::ByteBuffer request = EncodePushRequest(key, 0, payload);
+    grpc::ByteBuffer reply;
+    grpc::ClientContext context;
+    std::promise<grpc::Status> done;
+    stub.UnaryCall(&context, "/bench.Echo/Echo", grpc::StubOptions(), &request, &reply,
+                   [&done](grpc::Status status) { done.set_value(std::move(status)); });
+    failed = !done.get_future().get().ok() || reply.Length() != request.Length();
+    if (copies) {
+      CopyOut(reply, &copied);
+      benchmark::DoNotOptimize(copied.data());
+    }
+  };
+  for (int i = 0; i < kWarmupRounds; ++i) round();  // as BM_GrpcPushReply
+  for (auto _ : state) {
+    round();
+    if (failed) state.SkipWithError("the echo failed or changed the message's length");
+  }
+  state.SetBytesProcessed(state.iterations() * 2 * floats * 4);
+  server->Shutdown();
+}
+BENCHMARK(BM_GrpcEcho)
+    ->ArgNames({"MiB", "copies"})
+    ->ArgsProduct({{16}, {0, 2}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Pairs server_bench's gRPC push-and-reply rows with the raw TCP rows of the
 same run (same MiB, as many channels as connections) and prints a table:
-time, GB/s in all and per channel, and gRPC's share of raw TCP.
+time, GB/s in all and per channel, and gRPC's share of raw TCP. Then, at
+16 MiB on one channel, where the push's time goes: gRPC echoing the same bytes
+with no copy out of its buffers and with the decode's two copies, and the push
+with gRPC's defaults and the two alternative TCP settings, each against raw TCP.
 
     bench/transport_table.py SERVER_BENCH_JSON OUT_PREFIX
 
@@ -46,6 +49,28 @@ def pair(benchmarks):
     return rows
 
 
+def breakdown(benchmarks, mib=16):
+    """The 16 MiB one-channel rows that explain the push's share of raw TCP."""
+    names = {
+        f"BM_RawTcpRoundTrip/MiB:{mib}/connections:1/real_time": "raw TCP round trip",
+        f"BM_GrpcEcho/MiB:{mib}/copies:0/real_time": "gRPC echo, values left in gRPC's buffers",
+        f"BM_GrpcEcho/MiB:{mib}/copies:2/real_time": "gRPC echo, one copy out at each end",
+        f"BM_GrpcPushReply/MiB:{mib}/channels:1/tuned:1/real_time": "push and reply (the daemons' settings)",
+        f"BM_GrpcPushReply/MiB:{mib}/channels:1/tuned:0/real_time": "push and reply, gRPC's defaults",
+        f"BM_GrpcPushReply/MiB:{mib}/channels:1/tuned:2/real_time": "push and reply, + 1 MiB TCP reads",
+        f"BM_GrpcPushReply/MiB:{mib}/channels:1/tuned:3/real_time": "push and reply, + zero-copy sends",
+    }
+    ms = {}
+    for b in benchmarks:
+        if b.get("run_type") != "aggregate" and not b.get("error_occurred") and b["name"] in names:
+            ms[b["name"]] = b["real_time"]
+    tcp = ms.get(f"BM_RawTcpRoundTrip/MiB:{mib}/connections:1/real_time")
+    if tcp is None:
+        return []
+    return [{"MiB": mib, "what": label, "ms": ms[name], "share_of_tcp": tcp / ms[name]}
+            for name, label in names.items() if name in ms]
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
@@ -69,7 +94,13 @@ def main():
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    json.dump({"context": data.get("context", {}), "rows": rows}, open(prefix + ".json", "w"), indent=2)
+    parts = breakdown(data["benchmarks"])
+    if parts:
+        print(f"where the time goes at {parts[0]['MiB']} MiB, one channel:")
+        for r in parts:
+            print(f"  {r['what']:<45} {r['ms']:>8.2f} ms  {100 * r['share_of_tcp']:>4.0f}% of raw TCP")
+    json.dump({"context": data.get("context", {}), "rows": rows, "breakdown": parts}, open(prefix + ".json", "w"),
+              indent=2)
     print(f"written: {prefix}.csv, {prefix}.json")
     if shutil.which("gnuplot"):
         cmds = []

@@ -70,10 +70,10 @@ fi
 
 if wants transport; then
   echo "== transport: gRPC push and reply against raw TCP, loopback"
-  bench_args=(--benchmark_filter='BM_GrpcPushReply|BM_RawTcpRoundTrip' --benchmark_out="$out/transport_raw.json"
+  bench_args=(--benchmark_filter='BM_GrpcPushReply|BM_GrpcEcho|BM_RawTcpRoundTrip' --benchmark_out="$out/transport_raw.json"
               --benchmark_out_format=json)
   if [ "$quick" -eq 1 ]; then
-    bench_args=(--benchmark_filter='BM_GrpcPushReply/MiB:1/|BM_RawTcpRoundTrip/MiB:1/' --benchmark_min_time=0.01
+    bench_args=(--benchmark_filter='BM_GrpcPushReply/MiB:1/|BM_GrpcEcho|BM_RawTcpRoundTrip/MiB:1/' --benchmark_min_time=0.01
                 --benchmark_out="$out/transport_raw.json" --benchmark_out_format=json)
   fi
   "$bin/bench/server_bench" "${bench_args[@]}" >"$out/transport_bench.txt"
