@@ -19,7 +19,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstddef>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <utility>
@@ -85,6 +87,64 @@ grpc::ByteBuffer HeaderThenValues(std::string header, const std::vector<float>& 
 
 // ---------------------------------------------------------------- reading
 
+// Reads floats from bytes at any alignment: a random-access iterator whose
+// element is copied out with memcpy, so std::vector::insert builds floats
+// straight from a slice's bytes.
+class UnalignedFloats {
+ public:
+  using iterator_category = std::random_access_iterator_tag;
+  using value_type = float;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const float*;
+  using reference = float;
+
+  explicit UnalignedFloats(const uint8_t* at) : at_(at) {}
+  float operator*() const {
+    float v;
+    std::memcpy(&v, at_, sizeof(v));
+    return v;
+  }
+  float operator[](difference_type i) const { return *(*this + i); }
+  UnalignedFloats& operator++() {
+    at_ += sizeof(float);
+    return *this;
+  }
+  UnalignedFloats operator++(int) {
+    UnalignedFloats before = *this;
+    ++*this;
+    return before;
+  }
+  UnalignedFloats& operator--() {
+    at_ -= sizeof(float);
+    return *this;
+  }
+  UnalignedFloats operator--(int) {
+    UnalignedFloats before = *this;
+    --*this;
+    return before;
+  }
+  UnalignedFloats& operator+=(difference_type n) {
+    at_ += n * static_cast<difference_type>(sizeof(float));
+    return *this;
+  }
+  UnalignedFloats& operator-=(difference_type n) { return *this += -n; }
+  friend UnalignedFloats operator+(UnalignedFloats it, difference_type n) { return it += n; }
+  friend UnalignedFloats operator+(difference_type n, UnalignedFloats it) { return it += n; }
+  friend UnalignedFloats operator-(UnalignedFloats it, difference_type n) { return it -= n; }
+  friend difference_type operator-(UnalignedFloats a, UnalignedFloats b) {
+    return (a.at_ - b.at_) / static_cast<difference_type>(sizeof(float));
+  }
+  friend bool operator==(UnalignedFloats a, UnalignedFloats b) { return a.at_ == b.at_; }
+  friend bool operator!=(UnalignedFloats a, UnalignedFloats b) { return a.at_ != b.at_; }
+  friend bool operator<(UnalignedFloats a, UnalignedFloats b) { return a.at_ < b.at_; }
+  friend bool operator>(UnalignedFloats a, UnalignedFloats b) { return a.at_ > b.at_; }
+  friend bool operator<=(UnalignedFloats a, UnalignedFloats b) { return a.at_ <= b.at_; }
+  friend bool operator>=(UnalignedFloats a, UnalignedFloats b) { return a.at_ >= b.at_; }
+
+ private:
+  const uint8_t* at_;
+};
+
 // Reads a message spread over gRPC's slices, which it holds references to.
 class SliceReader {
  public:
@@ -124,6 +184,26 @@ class SliceReader {
       out += take;
       n -= take;
       Advance(take);
+    }
+  }
+  // Appends the next `count` floats (little-endian bytes, as x86 and ARM hold
+  // them) to `out`, copying each byte once: no zero-fill of the new elements
+  // first, as resize-then-copy would, which costs a pass over a push's
+  // values. The caller checked that 4 * count bytes are left.
+  void AppendFloats(size_t count, std::vector<float>* out) {
+    out->reserve(out->size() + count);
+    while (count > 0) {
+      const size_t whole = std::min(count, static_cast<size_t>(end_ - cursor_) / sizeof(float));
+      if (whole == 0) {  // one float split between two slices
+        float v = 0;
+        CopyTo(&v, sizeof(v));
+        out->push_back(v);
+        --count;
+        continue;
+      }
+      out->insert(out->end(), UnalignedFloats(cursor_), UnalignedFloats(cursor_ + whole * sizeof(float)));
+      count -= whole;
+      Advance(whole * sizeof(float));
     }
   }
   void Skip(size_t n) {
@@ -259,9 +339,7 @@ class MessageParser {
     if (length % sizeof(float) != 0) {
       return Error(absl::StrCat(what, " has ", length, " bytes, not a multiple of 4"));
     }
-    const size_t before = out->size();
-    out->resize(before + length / sizeof(float));
-    r_.CopyTo(out->data() + before, length);
+    r_.AppendFloats(length / sizeof(float), out);
     return absl::OkStatus();
   }
 

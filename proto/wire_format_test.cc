@@ -240,6 +240,45 @@ TEST(WireFormatTest, ParsesWhatProtobufWritesSkippingUnknownFields) {
   }
 }
 
+// Packed floats of many lengths, in slices of up to a few thousand bytes cut
+// at random places, so runs of whole floats start at every alignment and
+// floats straddle slices: the values read back bit for bit (NaN payloads
+// included), appended after what the vector held.
+TEST(WireFormatTest, PackedFloatsInLargeUnalignedSlicesReadBackExactly) {
+  std::mt19937 rng(9);
+  for (size_t count : {0u, 1u, 2u, 3u, 7u, 64u, 1000u, 4097u, 65536u}) {
+    std::vector<uint32_t> bits(count);
+    for (uint32_t& b : bits) b = rng();
+    std::string message;
+    {
+      StringOutputStream stream(&message);
+      CodedOutputStream out(&stream);
+      out.WriteTag(4 << 3 | kLengthDelimited);
+      out.WriteVarint32(static_cast<uint32_t>(count * 4));
+      out.WriteRaw(bits.data(), static_cast<int>(count * 4));
+    }
+    std::vector<grpc::Slice> slices;
+    for (size_t at = 0; at < message.size();) {
+      const size_t n = std::min<size_t>(message.size() - at, 1 + rng() % 5000);
+      slices.emplace_back(message.data() + at, n);
+      at += n;
+    }
+    if (slices.empty()) slices.emplace_back("", 0);
+    SliceReader reader(grpc::ByteBuffer(slices.data(), slices.size()));
+    std::vector<float> floats = {1.5f};  // appended after what is there
+    MessageParser m(&reader, reader.size(), "Test");
+    const absl::Status status = m.Parse([&](const Field& f) { return m.Floats(f, "floats", &floats); });
+    ASSERT_TRUE(status.ok()) << count << ": " << status;
+    ASSERT_EQ(floats.size(), count + 1);
+    EXPECT_EQ(floats[0], 1.5f);
+    for (size_t i = 0; i < count; ++i) {
+      uint32_t got = 0;
+      std::memcpy(&got, &floats[i + 1], 4);
+      ASSERT_EQ(got, bits[i]) << "float " << i << " of " << count;
+    }
+  }
+}
+
 TEST(WireFormatTest, EveryCutInsideAFieldIsRefusedAndNothingIsReadPastTheEnd) {
   std::mt19937 rng(4);
   for (int trial = 0; trial < 100; ++trial) {
