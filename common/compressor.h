@@ -127,6 +127,16 @@ class Compressor {
   // (worker/pipeline/job_plan.h) writes the result into every group.
   virtual std::string SpecForJob(const JobContext& job) const { return spec(); }
 
+  // Whether the job plan may cut this compressor's groups into partitions by
+  // default, so that the shards share a model of few groups
+  // (worker/pipeline/job_plan.h). A cut gives each partition a table and a k
+  // of its own, in proportion to its elements; a method whose candidates
+  // suffer when one partition holds most of the gradient's mass answers
+  // false (the fixed-size candidates sketch: docs/BENCHMARKS.md, "Shards
+  // that share the load"). A run's explicit partition_elements is kept
+  // either way. By default true.
+  virtual bool cut_for_shards_by_default() const { return true; }
+
   // Why this compressor will serve a group of `dim` elements summed over
   // `world_size` workers poorly (a sketch too small for their payloads, or
   // larger than the dense gradient), in one sentence naming its parameters

@@ -58,7 +58,8 @@ ABSL_FLAG(std::string, partition_elements, "",
           "pushed, merged and decoded as a unit of its own, so the shards share a model of few groups "
           "(common/partitioning.h). 0: no cut. Empty: the job's, which --write_job_config sets by default for "
           "--num_shards shards (two partitions per shard, more where the groups are too unequal to load every "
-          "shard within 10% of the mean; none for one shard or a decentralized scheme).");
+          "shard within 10% of the mean; none for one shard, a decentralized scheme or the fixed-size candidates "
+          "sketch, whose selection suffers from the cut: docs/ARCHITECTURE.md, \"Partitions\").");
 ABSL_FLAG(int, num_shards, 1,
           "With --write_job_config: the aggregation shards the job runs on; the default partitions follow it "
           "(>= 1).");

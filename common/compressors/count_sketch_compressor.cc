@@ -124,6 +124,12 @@ class CountSketchCompressor final : public Compressor {
     return resolved.spec();
   }
 
+  // Not the candidates method: its table is sized by the group's elements,
+  // not by where the mass is, so a partition holding the MLP's last layers
+  // gets a quarter of the cells for most of the heavy coordinates (16
+  // workers, 4 partitions: 77.29% against 80.19% uncut, 3 seeds).
+  bool cut_for_shards_by_default() const override { return decoding_ != Decoding::kCandidates; }
+
   std::string FitWarning(uint64_t dim, uint32_t world_size) const override {
     if (decoding_ == Decoding::kCandidates && dim > 0) {
       const uint64_t cells = ShapeFor(dim).num_cells();

@@ -62,13 +62,14 @@ absl::StatusOr<v1::JobConfig> MakeJobConfig(const std::string& job_name, uint32_
   *job.mutable_run() = run;
 
   // Partitions: the run's bound, or the default for the shards (the
-  // decentralized schemes' collectives gain nothing from a cut).
+  // decentralized schemes' collectives gain nothing from a cut, and a
+  // compressor may refuse the default cut: Compressor::cut_for_shards_by_default).
   std::vector<int64_t> fused_sizes;
   for (const FusionGroup& fused : plan->groups) fused_sizes.push_back(fused.num_elements);
   if (!run.has_partition_elements()) {
-    const bool uses_shards = SchemeRoute(run.scheme()) != Route::kDecentralized;
+    const bool cut = SchemeRoute(run.scheme()) != Route::kDecentralized && (*compressor)->cut_for_shards_by_default();
     job.mutable_run()->set_partition_elements(
-        uses_shards ? static_cast<uint64_t>(DefaultPartitionElements(fused_sizes, static_cast<int>(num_shards))) : 0);
+        cut ? static_cast<uint64_t>(DefaultPartitionElements(fused_sizes, static_cast<int>(num_shards))) : 0);
   }
   const uint64_t bound = job.run().partition_elements();
   if (bound > static_cast<uint64_t>(INT64_MAX)) {

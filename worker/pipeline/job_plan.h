@@ -22,7 +22,8 @@ inline constexpr uint64_t kMaxPartitions = 4096;
 // shards. The fusion plan's groups are cut into partitions
 // (common/partitioning.h) of at most run.partition_elements elements, or,
 // where the run leaves it unset, of the default bound for `num_shards`
-// (none for one shard or a decentralized scheme); the job's run states the
+// (none for one shard, a decentralized scheme, or a compressor that is not
+// cut by default: Compressor::cut_for_shards_by_default); the job's run states the
 // bound it used, and each partition is one GroupConfig. Count-Sketch groups
 // get seed = run.seed; topk_ps groups get the server's re-selection at the
 // groups' k. INVALID_ARGUMENT for an unknown fusion mode, scheme or

@@ -120,6 +120,29 @@ TEST(JobPlanTest, AnExplicitBoundIsKeptAndCollectivesAreNotCut) {
   EXPECT_EQ(MakeJobConfig("j", 4, run, 60000, 0).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The fixed-size candidates sketch is not cut by default (its table follows
+// a partition's elements, not its mass); a bound the run states still cuts
+// it.
+TEST(JobPlanTest, TheCandidatesSketchIsNotCutUnlessTheRunSaysSo) {
+  const std::string fixed = "count_sketch:method=candidates,density=0.0333,rows=1,width=1,candidates=2";
+  absl::StatusOr<v1::JobConfig> job = MakeJobConfig("j", 16, MlpRun("fixed_sketch_ps", fixed), 60000, 2);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->groups_size(), 1);
+  EXPECT_EQ(job->run().partition_elements(), 0u);
+  job = MakeJobConfig("j", 16, MlpRun("fixed_sketch_auto", fixed), 60000, 2);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->groups_size(), 1);
+  v1::RunConfig run = MlpRun("fixed_sketch_ps", fixed);
+  run.set_partition_elements(58787);
+  job = MakeJobConfig("j", 16, run, 60000, 2);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->groups_size(), 4);
+  // The peel on the same shards is cut.
+  job = MakeJobConfig("j", 16, MlpRun("sketch_ps", "count_sketch:method=peel,density=0.00625,rows=4"), 60000, 2);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->groups_size(), 4);
+}
+
 // Fused groups of many layers are cut inside layers, and the job stays one
 // that the servers accept; the topk_ps re-selection is each partition's k.
 TEST(JobPlanTest, PartitionsOfSeveralGroupsAreValidJobs) {
