@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # scripts/local_cluster.sh under a dead shard, with real processes on
 # loopback: under --schemes=auto and fixed_sketch_auto, shard 1 (which owns
-# two of the job's four partitions) is killed with SIGKILL mid-run; the launcher logs it,
+# two of the job's four partitions under auto, and the second of the two
+# fused groups under fixed_sketch_auto, whose sketch is not cut) is killed
+# with SIGKILL mid-run; the launcher logs it,
 # restarts it on its address (--restart_shards), and the run trains to the
 # end. Under sketch_ps
 # the same kill ends the run with the launcher naming the shard and the step.
