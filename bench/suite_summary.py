@@ -99,9 +99,13 @@ def shaped(out):
     if target and d:
         best = min(target, key=lambda r: r["step_s"])
         speedup = d / best["step_s"]
-        lines += ["", f"Target: at 1 Gb/s, 4 workers, ResNet-50, a sketch route at least 5x faster than "
-                      f"dense_allreduce: best {best['scheme']} (S={best['shards']}) {speedup:.2f}x, "
-                      + ("met." if speedup >= 5 else f"**missed** (by {100 * (1 - speedup / 5):.0f}%).")]
+        if data["rate"] == "1gbit":
+            lines += ["", f"Target: at 1 Gb/s, 4 workers, ResNet-50, a sketch route at least 5x faster than "
+                          f"dense_allreduce: best {best['scheme']} (S={best['shards']}) {speedup:.2f}x, "
+                          + ("met." if speedup >= 5 else f"**missed** (by {100 * (1 - speedup / 5):.0f}%).")]
+        else:  # the suite's 5x target is stated for 1 Gb/s links
+            lines += ["", f"At {data['rate']}, 4 workers, ResNet-50, the fastest sketch route: {best['scheme']} "
+                          f"(S={best['shards']}) at {speedup:.2f}x dense_allreduce's step."]
     by_scheme = {}
     for r in runs:
         by_scheme.setdefault((r["profile"], r["scheme"], r["workers"], r["shards"]), {})[r["fusion"]] = r
