@@ -255,7 +255,7 @@ TEST(WireFormatTest, PackedFloatsInLargeUnalignedSlicesReadBackExactly) {
       CodedOutputStream out(&stream);
       out.WriteTag(4 << 3 | kLengthDelimited);
       out.WriteVarint32(static_cast<uint32_t>(count * 4));
-      out.WriteRaw(bits.data(), static_cast<int>(count * 4));
+      if (count > 0) out.WriteRaw(bits.data(), static_cast<int>(count * 4));  // no null pointer for 0
     }
     std::vector<grpc::Slice> slices;
     for (size_t at = 0; at < message.size();) {
