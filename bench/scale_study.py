@@ -1,0 +1,586 @@
+#!/usr/bin/env python3
+"""The scale study: every scheme at equal bytes per worker per step, from 4 to
+256 workers, on the models named, with the learning rate scaled with W.
+
+  python3 bench/scale_study.py --out=DIR [--models=mlp,cnn] [--workers=4,16,64,256]
+        [--ratios=10,100] [--schemes=...] [--baselines=dense_allreduce,dense_bf16_allreduce]
+        [--steps=116] [--batch_size=32] [--learning_rate=0.05] [--lr_base_workers=16]
+        [--lr_warmup_steps=29] [--lr_cap=0.2] [--seed=1] [--worker=PATH] [--worker_flags='...']
+        [--replace_stale] [--report_only]
+
+Every run is one process of W virtual workers (sketchfuse_worker
+--virtual_workers=W: each worker its own data shard, batch and compressor
+state, the collectives and the shards in process, bytes counted as the real
+transports count them).
+
+The protocol, the same for every scheme:
+  - about --steps steps of --batch_size examples per worker at every W: the
+    first steps*W*batch training examples for one epoch while they fit in
+    Fashion-MNIST's 60,000, else all of them for as many epochs as make the
+    steps (so more workers see more examples, as on a real cluster);
+  - the learning rate --learning_rate at --lr_base_workers workers, scaled
+    linearly with W, reached linearly over --lr_warmup_steps steps (Goyal et
+    al.; the worker's --lr_base_workers and --lr_warmup_steps), and held at
+    --lr_cap (0.05 at 16 workers, 0.2 from 64 on by default);
+  - at ratio R, every compressed scheme sends plus receives 2 D / R bytes per
+    worker per step, where D is the dense float32 gradient's bytes: what a
+    worker would send and receive if it sent its gradient R times smaller once
+    and received the sum once. The density that meets that budget is found
+    per scheme, model and W by probe runs of two steps: at the scheme's default
+    density and at a quarter of it (an affine fit), then at the fitted density
+    and, where that misses by more than 5%, at the secant's (bytes are not
+    quite affine in the density). The full run's measured bytes are reported
+    next to the budget, and flagged in the tables where they drift more than
+    5% from it over the run.
+  - the baselines run once per (model, W) at their own bytes.
+
+Writes DIR/scale.csv (one line per run), DIR/scale.json (the runs and the
+probes), DIR/scale.md (a table per model and ratio: accuracy against W, and
+the difference from dense_allreduce), DIR/accuracy_vs_workers.png (one panel
+per model and ratio) and DIR/bytes_vs_workers.png (each scheme's bytes at its
+default density against W, from the probes; gnuplot). Each run's output is
+kept as DIR/runs/<model>_W<W>_<scheme>_<ratio>.out and each probe's as
+DIR/probes/...; a run or probe whose output already holds a summary is not
+run again, so a study can be stopped and resumed (delete an output to redo
+it). An output made with other flags (its first line is its command) stops
+the study, or with --replace_stale is moved aside and made again. A run that
+diverges (the worker's exit status 3) is a result: "diverged" in the tables.
+"""
+import argparse
+import csv
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAIN_EXAMPLES = 60000  # Fashion-MNIST's training set
+MODELS = ["mlp", "cnn", "mlp_large", "cnn_wide"]  # the worker's Fashion-MNIST classifiers
+DEFAULT_SCHEMES = ["topk_allgather", "gtopk", "spardl", "topk_ps", "sketch_ps", "sketch_allreduce",
+                   "fixed_sketch_ps", "fixed_sketch_allreduce"]
+BASELINES = ["dense_allreduce", "dense_bf16_allreduce"]
+PROBE_STEPS = 2
+REFINE_PROBES = 3  # probes at the fitted density (and its secant correction) per scheme, W and ratio
+BUDGET_TOLERANCE = 0.05  # a run further than this from its byte budget is flagged in the tables
+DIVERGED_BELOW = 0.11
+DIVERGED_EXIT = 3  # the worker's exit status when a NaN stopped the run (its summary names the step)  # ten classes: a run at chance has diverged
+
+
+class StudyError(Exception):
+    pass
+
+
+class StaleOutput(StudyError):
+    """An output in --out was made with other flags: the study stops before running anything more."""
+
+
+class NotRun(Exception):
+    """--report_only, and the output of a run or probe is not there yet."""
+
+
+def int_list(text, name):
+    try:
+        values = [int(v) for v in text.split(",") if v]
+    except ValueError:
+        raise StudyError(f"--{name} is not a comma-separated list of integers: '{text}'")
+    if not values or any(v <= 0 for v in values):
+        raise StudyError(f"--{name}: every entry must be a positive integer, got '{text}'")
+    return values
+
+
+def float_list(text, name):
+    try:
+        values = [float(v) for v in text.split(",") if v]
+    except ValueError:
+        raise StudyError(f"--{name} is not a comma-separated list of numbers: '{text}'")
+    if not values or any(not math.isfinite(v) or v <= 1 for v in values):
+        raise StudyError(f"--{name}: every ratio must be a finite number above 1, got '{text}'")
+    return values
+
+
+def data_plan(workers, steps, batch):
+    """(train_examples, epochs) that make about `steps` steps of `batch` per worker at `workers`."""
+    per_step = workers * batch
+    if per_step > TRAIN_EXAMPLES:
+        raise StudyError(f"{workers} workers x batch {batch} is more than the {TRAIN_EXAMPLES} training examples")
+    if steps * per_step <= TRAIN_EXAMPLES:
+        return steps * per_step, 1
+    steps_per_epoch = TRAIN_EXAMPLES // per_step
+    return TRAIN_EXAMPLES, max(1, round(steps / steps_per_epoch))
+
+
+def with_density(spec, density):
+    """The compressor spec `spec` (name:key=value,...) with its density set to `density`."""
+    name, _, params = spec.partition(":")
+    kept = [p for p in params.split(",") if p and not p.startswith("density=")]
+    return f"{name}:" + ",".join([f"density={density:.6g}"] + kept)
+
+
+def density_of(spec):
+    m = re.search(r"(?:^|[:,])density=([0-9.eE+-]+)", spec)
+    if m is None:
+        raise StudyError(f"compressor '{spec}' has no density to scale")
+    return float(m.group(1))
+
+
+def read_summary(path):
+    """The worker's summary line of `path` as a dict, or None when it has none."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("summary "):
+                    return json.loads(line[len("summary "):])
+    except FileNotFoundError:
+        return None
+    return None
+
+
+class Runner:
+    """Runs the worker binary, reusing any output that already holds a summary."""
+
+    def __init__(self, args):
+        self.args = args
+        self.ran = 0
+        self.reused = 0
+
+    def command(self, model, workers, scheme, train_examples, epochs, compressor):
+        a = self.args
+        cmd = [a.worker, f"--virtual_workers={workers}", f"--workload={model}", f"--scheme={scheme}",
+               f"--epochs={epochs}", f"--train_examples={train_examples}", f"--batch_size={a.batch_size}",
+               f"--learning_rate={a.learning_rate}", f"--seed={a.seed}", "--report_every=0",
+               f"--collective_timeout_s={a.collective_timeout_s}"] + lr_flags(a, workers)
+        if compressor is not None:
+            cmd.append(f"--compressor={compressor}")
+        return cmd + a.worker_flags.split()
+
+    def run(self, out, model, workers, scheme, train_examples, epochs, compressor=None):
+        """The summary of the run `out` holds, or of a new run written there."""
+        cmd = self.command(model, workers, scheme, train_examples, epochs, compressor)
+        summary = read_summary(out)
+        if summary is not None:
+            # Reused only when made with the same flags (the binary's path aside).
+            with open(out) as f:
+                made_by = f.readline()[2:].split()
+            if made_by[1:] != cmd[1:] and self.args.replace_stale and not self.args.report_only:
+                os.replace(out, out + ".stale")
+                print(f"  {out} was made with other flags: moved to {out}.stale, run again", flush=True)
+                summary = None
+            elif made_by[1:] != cmd[1:]:
+                raise StaleOutput(f"{out} was made by '{' '.join(made_by)}', not by this study's "
+                                  f"'{' '.join(cmd)}': delete it, use another --out, or --replace_stale")
+        if summary is not None:
+            self.reused += 1
+            return summary
+        if self.args.report_only:
+            raise NotRun(out)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        partial = out + ".partial"
+        with open(partial, "w") as f:
+            f.write("# " + " ".join(cmd) + "\n")
+            f.flush()
+            done = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT)
+        summary = read_summary(partial)
+        if summary is None or done.returncode not in (0, DIVERGED_EXIT):
+            raise StudyError(f"{' '.join(cmd)} failed (exit {done.returncode}); its output is {partial}")
+        os.replace(partial, out)
+        self.ran += 1
+        return summary
+
+
+def lr_flags(args, workers):
+    """The worker's learning-rate flags at `workers`: linear scaling from --lr_base_workers, the peak held
+    at --lr_cap (a larger base worker count, rounded up)."""
+    if args.lr_base_workers == 0:
+        return []
+    base = args.lr_base_workers
+    if args.lr_cap > 0 and args.learning_rate * workers / base > args.lr_cap:
+        base = math.ceil(args.learning_rate * workers / args.lr_cap - 1e-9)
+    return [f"--lr_base_workers={base}", f"--lr_warmup_steps={args.lr_warmup_steps}"]
+
+
+def peak_learning_rate(args, workers):
+    flags = lr_flags(args, workers)
+    if not flags:
+        return args.learning_rate
+    return args.learning_rate * workers / int(flags[0].split("=")[1])
+
+
+def total_bytes(summary):
+    return summary["bytes_sent_per_step"] + summary["bytes_received_per_step"]
+
+
+def dense_bytes(summary):
+    """The dense float32 gradient's bytes per step: the worker's ratio is dense bytes / bytes sent."""
+    return summary["compression_ratio"] * summary["bytes_sent_per_step"]
+
+
+def calibrate(runner, args, model, workers, scheme):
+    """Probes `scheme` at its default density and a quarter of it; returns
+    (default summary, affine fit {a, b}: total bytes = a + b * density, spec,
+    the probes' (density, total bytes) points)."""
+    first = probe(runner, args, model, workers, scheme, "default", None)
+    spec = first["compressor"]
+    d0 = density_of(spec)
+    second = probe(runner, args, model, workers, scheme, "quarter", with_density(spec, d0 / 4))
+    t0, t1 = total_bytes(first), total_bytes(second)
+    b = (t0 - t1) / (d0 - d0 / 4)
+    a = t0 - b * d0
+    if b <= 0:
+        raise StudyError(f"{scheme} on {model} at W={workers}: its bytes do not grow with the density "
+                         f"({t1:.0f} B at {d0 / 4:g}, {t0:.0f} B at {d0:g})")
+    return first, {"a": a, "b": b}, spec, [(d0, t0), (d0 / 4, t1)]
+
+
+def probe(runner, args, model, workers, scheme, name, compressor):
+    """A PROBE_STEPS-step run of `scheme` (its summary), kept as probes/<model>_W<W>_<scheme>_<name>.out."""
+    return runner.run(os.path.join(args.out, "probes", f"{model}_W{workers}_{scheme}_{name}.out"), model, workers,
+                      scheme, PROBE_STEPS * workers * args.batch_size, 1, compressor)
+
+
+def density_for(runner, args, model, workers, scheme, ratio, spec, points, budget):
+    """The density whose bytes are `budget`, or None when no density in (0, 1] meets it.
+
+    The affine fit of the first two probes is checked by a probe at its
+    answer; where that misses by more than BUDGET_TOLERANCE (bytes that are
+    not affine in the density: the peel's decoded coordinates, the union of
+    the workers' selections), the secant through the two probes nearest the
+    budget is tried, at most REFINE_PROBES times. Returns the last density
+    tried (each probe moves closer)."""
+    density = None
+    for attempt in range(1 + REFINE_PROBES):
+        (da, ta), (db, tb) = sorted(points, key=lambda p: abs(p[1] - budget))[:2]
+        if ta == tb:
+            return density
+        density = float(f"{da + (budget - ta) * (db - da) / (tb - ta):.6g}")
+        if density <= 0 and attempt < REFINE_PROBES:
+            # The line's intercept is above the budget (a table clamped at the
+            # group's size at the probed densities, say): look further down.
+            density = float(f"{min(d for d, _ in points) / 4:.6g}")
+        if not 0 < density <= 1:
+            return None
+        if attempt == REFINE_PROBES:
+            return density
+        s = probe(runner, args, model, workers, scheme, f"{ratio:g}x_check{attempt + 1}", with_density(spec, density))
+        points.append((density, total_bytes(s)))
+        if abs(total_bytes(s) / budget - 1) <= BUDGET_TOLERANCE:
+            return density
+    return density
+
+
+def plan_rows(args):
+    """Every (model, workers, scheme, ratio) of the study, baselines with ratio None."""
+    rows = []
+    for model in args.models:
+        for w in args.workers:
+            for b in args.baselines:
+                rows.append((model, w, b, None))
+            for s in args.schemes:
+                for r in args.ratios:
+                    rows.append((model, w, s, r))
+    return rows
+
+
+def run_study(args):
+    runner = Runner(args)
+    results, probes = [], []
+    start = time.time()
+    jobs = plan_rows(args)
+    fits = {}
+    for n, (model, w, scheme, ratio) in enumerate(jobs, 1):
+        examples, epochs = data_plan(w, args.steps, args.batch_size)
+        label = f"{model} W={w} {scheme}" + ("" if ratio is None else f" {ratio:g}x")
+        print(f"[{n}/{len(jobs)}] {label} ({time.time() - start:.0f}s)", flush=True)
+        row = {"model": model, "workers": w, "scheme": scheme, "ratio": ratio, "train_examples": examples,
+               "epochs": epochs, "peak_learning_rate": peak_learning_rate(args, w)}
+        try:
+            compressor = None
+            if ratio is not None:
+                key = (model, w, scheme)
+                if key not in fits:
+                    first, fit, spec, points = calibrate(runner, args, model, w, scheme)
+                    fits[key] = (first, spec, points)
+                    probes.append({"model": model, "workers": w, "scheme": scheme, "default_compressor": spec,
+                                   "default_bytes_sent": first["bytes_sent_per_step"],
+                                   "default_bytes_received": first["bytes_received_per_step"],
+                                   "dense_bytes": dense_bytes(first), "fit_a": fit["a"], "fit_b": fit["b"]})
+                first, spec, points = fits[key]
+                budget = 2 * dense_bytes(first) / ratio
+                row["budget_bytes"] = budget
+                density = density_for(runner, args, model, w, scheme, ratio, spec, list(points), budget)
+                if density is None:
+                    row["skipped"] = (f"no density in (0, 1] meets {budget:.0f} B per worker per step (probes: "
+                                      + ", ".join(f"{t:.0f} B at {d:g}" for d, t in points) + ")")
+                    print(f"  skipped: {row['skipped']}", flush=True)
+                    results.append(row)
+                    continue
+                compressor = with_density(spec, density)
+            out = os.path.join(args.out, "runs", f"{model}_W{w}_{scheme}_{'base' if ratio is None else f'{ratio:g}x'}.out")
+            s = runner.run(out, model, w, scheme, examples, epochs, compressor)
+        except NotRun:
+            row["not_run"] = True
+            results.append(row)
+            continue
+        except StaleOutput:
+            raise
+        except StudyError as e:
+            row["failed"] = str(e)
+            print(f"  failed: {e}", flush=True)
+            results.append(row)
+            continue
+        acc = s["final_test_accuracy"]
+        diverged = acc is None or acc < DIVERGED_BELOW or s.get("diverged") is not None
+        row.update({"compressor": s["compressor"], "steps": s["steps"],
+                    "final_test_accuracy": acc, "diverged": diverged,
+                    "bytes_sent_per_worker_per_step": s["bytes_sent_per_step"],
+                    "bytes_received_per_worker_per_step": s["bytes_received_per_step"],
+                    "wall_s": s["wall_s"]})
+        if "budget_bytes" in row:
+            row["budget_deviation"] = total_bytes(s) / row["budget_bytes"] - 1
+        results.append(row)
+        extra = "" if "budget_bytes" not in row else f", {100 * row['budget_deviation']:+.1f}% of the budget"
+        print(f"  {'diverged' if diverged else f'{100 * acc:.2f}%'} after {s['steps']} steps, "
+              f"{total_bytes(s):.0f} B per worker per step{extra}", flush=True)
+    # The gap to dense_allreduce of the same model and W.
+    dense = {(r["model"], r["workers"]): r.get("final_test_accuracy") for r in results
+             if r["scheme"] == "dense_allreduce" and "final_test_accuracy" in r}
+    for r in results:
+        ref = dense.get((r["model"], r["workers"]))
+        if ref is not None and r.get("final_test_accuracy") is not None and not r.get("diverged"):
+            r["vs_dense_points"] = 100 * (r["final_test_accuracy"] - ref)
+    return results, probes, runner
+
+
+CSV_FIELDS = ["model", "workers", "scheme", "ratio", "compressor", "train_examples", "epochs", "steps",
+              "peak_learning_rate",
+              "final_test_accuracy", "diverged", "vs_dense_points", "bytes_sent_per_worker_per_step",
+              "bytes_received_per_worker_per_step", "budget_bytes", "budget_deviation", "wall_s", "skipped",
+              "not_run", "failed"]
+
+
+def write_csv(path, results):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_FIELDS, extrasaction="ignore")
+        w.writeheader()
+        for r in results:
+            w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in CSV_FIELDS})
+
+
+def cell(r):
+    if r is None:
+        return ""
+    if r.get("not_run"):
+        return "not run"
+    if "skipped" in r:
+        return "out of reach"
+    if "failed" in r:
+        return "failed"
+    if r["diverged"]:
+        return "diverged"
+    gap = r.get("vs_dense_points")
+    text = f"{100 * r['final_test_accuracy']:.2f}%" + ("" if gap is None or r["scheme"] == "dense_allreduce"
+                                                       else f" ({gap:+.2f})")
+    dev = r.get("budget_deviation")
+    if dev is not None and abs(dev) > BUDGET_TOLERANCE:
+        text += f" [{100 * dev:+.0f}% bytes]"
+    return text
+
+
+def write_markdown(path, results, args):
+    rate = (f"learning rate {args.learning_rate} at {args.lr_base_workers} workers, scaled linearly with W after "
+            f"{args.lr_warmup_steps} warm-up steps" + (f", held at {args.lr_cap}" if args.lr_cap else "")
+            + " (peak " + ", ".join(f"{peak_learning_rate(args, w):g} at {w}" for w in args.workers) + ")"
+            if args.lr_base_workers else f"learning rate {args.learning_rate} at every W")
+    lines = [f"# Scale study: {', '.join(args.models)}", "",
+             f"Virtual workers; {rate}; about {args.steps} steps of batch {args.batch_size} per worker; seed "
+             f"{args.seed}. Final test accuracy (points from dense_allreduce at the same W); at each ratio every "
+             "compressed scheme sends plus receives the same bytes per worker per step.", ""]
+    ws = args.workers
+    for model in args.models:
+        sets = [(None, args.baselines)] + [(r, args.schemes) for r in args.ratios]
+        for ratio, schemes in sets:
+            found = [x for x in results if x["model"] == model and x["ratio"] == ratio and x["scheme"] in schemes]
+            if found and all(x.get("not_run") for x in found):
+                continue  # a table this --report_only has no run of
+            title = ("baselines" if ratio is None else
+                     f"{ratio:g}x: sent + received {2 / ratio:.3g} times the dense gradient's bytes per worker per step")
+            lines += [f"## {model}, {title}", "", "| scheme | " + " | ".join(f"W = {w}" for w in ws) + " |",
+                      "| --- |" + " ---: |" * len(ws)]
+            for s in schemes:
+                cells = []
+                for w in ws:
+                    r = next((x for x in results if x["model"] == model and x["workers"] == w
+                              and x["scheme"] == s and x["ratio"] == ratio), None)
+                    cells.append(cell(r))
+                lines.append(f"| `{s}` | " + " | ".join(cells) + " |")
+            if ratio is not None:
+                dev = [abs(r["budget_deviation"]) for r in results if r["model"] == model and r["ratio"] == ratio
+                       and "budget_deviation" in r]
+                if dev:
+                    lines += ["", f"Measured bytes within {100 * max(dev):.1f}% of the budget; [±N% bytes] marks a "
+                              f"run further than {100 * BUDGET_TOLERANCE:g}% from it (the probes' two steps "
+                              "misjudged its steady state)."]
+            lines.append("")
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+
+
+def plot(args, results, probes):
+    """accuracy_vs_workers.png and bytes_vs_workers.png with gnuplot; returns the files written."""
+    if shutil.which("gnuplot") is None:
+        print("scale_study: gnuplot not found; no plots", file=sys.stderr)
+        return []
+    data = os.path.join(args.out, "plot_data")
+    os.makedirs(data, exist_ok=True)
+    # One panel per (model, ratio) with a compressed run to show.
+    panels = [(m, r) for m in args.models for r in args.ratios
+              if any(x["model"] == m and x["ratio"] == r and x.get("final_test_accuracy") is not None
+                     for x in results)] or [(args.models[0], args.ratios[0])]
+    cols = min(len(args.ratios), len(panels))
+    rows = -(-len(panels) // cols)
+    script = [f"set terminal png size {680 * cols},{400 * rows}",
+              f"set output '{os.path.join(args.out, 'accuracy_vs_workers.png')}'", "set termoption noenhanced",
+              f"set multiplot layout {rows},{cols}", "set logscale x",
+              "set xlabel 'workers (virtual)'", "set ylabel 'test accuracy (%)'",
+              "set key outside right top font ',8'"]
+    for model, ratio in panels:
+        cmds = []
+        for s in args.baselines + args.schemes:
+            pts = sorted((r["workers"], 100 * r["final_test_accuracy"]) for r in results
+                         if r["model"] == model and r["scheme"] == s and (r["ratio"] in (None, ratio))
+                         and r.get("final_test_accuracy") is not None and not r.get("diverged"))
+            if not pts:
+                continue
+            name = os.path.join(data, f"acc_{model}_{ratio:g}_{s}.dat")
+            with open(name, "w") as f:
+                f.writelines(f"{w} {a}\n" for w, a in pts)
+            cmds.append(f"'{name}' using 1:2 with linespoints title '{s}'")
+        script.append(f"set title '{model}, {ratio:g}x (same bytes per worker)'")
+        script.append("plot " + ", ".join(cmds) if cmds else "plot [1:2][0:1] -1 notitle")
+    script.append("unset multiplot")
+    if probes:
+        script += [f"set terminal png size 900,{420 * len(args.models)}",
+                   f"set output '{os.path.join(args.out, 'bytes_vs_workers.png')}'", "set termoption noenhanced",
+                   "set xlabel 'workers (virtual)'",
+                   f"set multiplot layout {len(args.models)},1", "set logscale xy",
+                   "set ylabel 'KiB per worker per step, sent + received'", "set key outside font ',8'"]
+        for model in args.models:
+            cmds = []
+            for s in args.schemes:
+                pts = sorted((p["workers"], (p["default_bytes_sent"] + p["default_bytes_received"]) / 1024)
+                             for p in probes if p["model"] == model and p["scheme"] == s)
+                if not pts:
+                    continue
+                name = os.path.join(data, f"bytes_{model}_{s}.dat")
+                with open(name, "w") as f:
+                    f.writelines(f"{w} {b}\n" for w, b in pts)
+                cmds.append(f"'{name}' using 1:2 with linespoints title '{s}'")
+            script.append(f"set title '{model}: each scheme at its default density'")
+            script.append("plot " + ", ".join(cmds) if cmds else "plot [1:2][0:1] -1 notitle")
+        script.append("unset multiplot")
+    done = subprocess.run(["gnuplot"], input="\n".join(script), text=True, capture_output=True)
+    shutil.rmtree(data, ignore_errors=True)
+    if done.returncode != 0:
+        print(f"scale_study: gnuplot failed: {done.stderr.strip()}", file=sys.stderr)
+        return []
+    return [p for p in ("accuracy_vs_workers.png", "bytes_vs_workers.png")
+            if os.path.exists(os.path.join(args.out, p))]
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--models", default="mlp,cnn")
+    parser.add_argument("--workers", default="4,16,64,256")
+    parser.add_argument("--ratios", default="10,100")
+    parser.add_argument("--schemes", default=",".join(DEFAULT_SCHEMES))
+    parser.add_argument("--baselines", default=",".join(BASELINES))
+    parser.add_argument("--steps", type=int, default=116)
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--learning_rate", type=float, default=0.05)
+    parser.add_argument("--lr_base_workers", type=int, default=16)
+    parser.add_argument("--lr_warmup_steps", type=int, default=29)
+    parser.add_argument("--lr_cap", type=float, default=0.2,
+                        help="the scaled rate is held here (0: no cap); dense_allreduce on the MLP diverges at 0.8 "
+                             "(256 workers) and trains worse at 0.4 than at 0.2 (64 workers): bench/data/scale/"
+                             "study/README.md")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--collective_timeout_s", type=int, default=3600,
+                        help="the in-process collective's limit: long steps at 256 workers on a loaded machine")
+    parser.add_argument("--worker", default=os.path.join(ROOT, "bazel-bin/worker/sketchfuse_worker"))
+    parser.add_argument("--worker_flags", default="", help="more worker flags for every run, space-separated")
+    parser.add_argument("--replace_stale", action="store_true",
+                        help="an output made with other flags is moved aside (.stale) and made again, instead of "
+                             "stopping the study")
+    parser.add_argument("--report_only", action="store_true",
+                        help="run nothing: the tables and plots from the outputs already in --out ('not run' where "
+                             "one is missing)")
+    args = parser.parse_args(argv)
+    args.models = [m for m in args.models.split(",") if m]
+    unknown = [m for m in args.models if m not in MODELS]
+    if unknown or not args.models:
+        raise StudyError(f"--models takes {', '.join(MODELS)}; got '{','.join(unknown)}'")
+    args.workers = int_list(args.workers, "workers")
+    args.ratios = float_list(args.ratios, "ratios")
+    args.schemes = [s for s in args.schemes.split(",") if s]
+    args.baselines = [s for s in args.baselines.split(",") if s]
+    if "dense_allreduce" not in args.baselines:
+        raise StudyError("--baselines must include dense_allreduce: every gap is measured from it")
+    if args.steps < 1 or args.batch_size < 1:
+        raise StudyError("--steps and --batch_size must be positive")
+    if not (math.isfinite(args.learning_rate) and args.learning_rate > 0):
+        raise StudyError(f"--learning_rate must be a positive number, got {args.learning_rate}")
+    if args.lr_base_workers < 0 or args.lr_warmup_steps < 0:
+        raise StudyError("--lr_base_workers and --lr_warmup_steps must be >= 0")
+    if not (math.isfinite(args.lr_cap) and args.lr_cap >= 0):
+        raise StudyError(f"--lr_cap must be a number >= 0, got {args.lr_cap}")
+    if args.collective_timeout_s < 1:
+        raise StudyError("--collective_timeout_s must be >= 1")
+    if any(not f.startswith("--") for f in args.worker_flags.split()):
+        raise StudyError(f"--worker_flags takes worker flags (--name=value), got '{args.worker_flags}'")
+    if not (os.path.isfile(args.worker) and os.access(args.worker, os.X_OK)):
+        raise StudyError(f"--worker {args.worker} is not an executable (bash scripts/bazel.sh build "
+                         "//worker:sketchfuse_worker)")
+    for w in args.workers:
+        data_plan(w, args.steps, args.batch_size)
+    return args
+
+
+def check_names(args):
+    """Asks the worker for its schemes and workloads, so a typo fails before any run."""
+    listed = subprocess.run([args.worker, "--help"], capture_output=True, text=True)
+    text = listed.stdout + listed.stderr
+    section = text.split("Schemes:", 1)[1].split("\n\n", 1)[0] if "Schemes:" in text else ""
+    known = set(re.findall(r"^  ([a-z0-9_]+): ", section, re.M))
+    if not known:
+        raise StudyError(f"{args.worker} --help lists no schemes: is it sketchfuse_worker?")
+    for s in args.schemes + args.baselines:
+        if s not in known:
+            raise StudyError(f"unknown scheme '{s}' (the worker knows {', '.join(sorted(known))})")
+
+
+def main(argv):
+    try:
+        args = parse_args(argv)
+        check_names(args)
+        os.makedirs(args.out, exist_ok=True)
+        results, probes, runner = run_study(args)
+    except StudyError as e:
+        sys.exit(f"scale_study: {e}")
+    write_csv(os.path.join(args.out, "scale.csv"), results)
+    with open(os.path.join(args.out, "scale.json"), "w") as f:
+        json.dump({"settings": {k: v for k, v in vars(args).items() if k != "worker"}, "runs": results,
+                   "probes": probes}, f, indent=1)
+    write_markdown(os.path.join(args.out, "scale.md"), results, args)
+    plots = plot(args, results, probes)
+    print(f"scale_study: {runner.ran} runs made, {runner.reused} reused; wrote scale.csv, scale.json, scale.md"
+          + "".join(f", {p}" for p in plots) + f" in {args.out}")
+    return 1 if any("failed" in r for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# bench/scale_study.py on the real worker binary: it refuses malformed flags
+# by name before any run; a small study (the MLP at 2 and 4 virtual workers,
+# two compressed schemes at 10x) meets its byte budget per scheme and W within
+# 5%, writes its CSV, JSON and tables with the gap to dense; a second
+# invocation reuses every output; --report_only runs nothing.
+set -uo pipefail
+study="$1"    # bench/scale_study.py
+worker="$2"   # bazel-bin/worker/sketchfuse_worker
+dir="${TEST_TMPDIR:-$(mktemp -d)}"
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+expect_refusal() {
+  local needle="$1"; shift
+  if timeout 60 python3 "$study" --out="$dir/refused" --worker="$worker" "$@" >/dev/null 2>"$dir/stderr"; then
+    fail "'$*' succeeded"; return
+  fi
+  if ! grep -qF -- "$needle" "$dir/stderr"; then
+    fail "'$*' did not say '$needle'; it said: $(cat "$dir/stderr")"; return
+  fi
+  echo "ok: $* -> $(grep -F -- "$needle" "$dir/stderr" | head -1)"
+}
+
+expect_refusal "--workers: every entry must be a positive integer" --workers=0,2
+expect_refusal "--workers is not a comma-separated list of integers" --workers=four
+expect_refusal "every ratio must be a finite number above 1" --ratios=10,1
+expect_refusal "every ratio must be a finite number above 1" --ratios=nan
+expect_refusal "--models takes mlp, cnn, mlp_large, cnn_wide; got 'alexnet'" --models=mlp,alexnet
+expect_refusal "unknown scheme 'magic'" --schemes=topk_allgather,magic
+expect_refusal "--baselines must include dense_allreduce" --baselines=dense_bf16_allreduce
+expect_refusal "--learning_rate must be a positive number" --learning_rate=nan
+expect_refusal "--lr_cap must be a number >= 0" --lr_cap=-0.1
+expect_refusal "--worker_flags takes worker flags" --worker_flags=seed=3
+expect_refusal "4096 workers x batch 32 is more than the 60000 training examples" --workers=4096
+expect_refusal "is not an executable" --worker=/nonexistent/sketchfuse_worker
+[ -e "$dir/refused/scale.csv" ] && fail "a refused study wrote $dir/refused/scale.csv"
+
+small=(--models=mlp --workers=2,4 --ratios=10 --schemes=topk_allgather,fixed_sketch_ps --baselines=dense_allreduce
+       --steps=4 --worker_flags=--test_examples=1000)
+if ! python3 "$study" --out="$dir/s" --worker="$worker" "${small[@]}" >"$dir/first.log" 2>&1; then
+  fail "the small study failed:"; cat "$dir/first.log"
+fi
+python3 - "$dir/s" <<'PY' || failures=$((failures + 1))
+import csv, json, os, sys
+out = sys.argv[1]
+rows = list(csv.DictReader(open(os.path.join(out, "scale.csv"))))
+problems = []
+want = {(w, s) for w in ("2", "4") for s in ("dense_allreduce", "topk_allgather", "fixed_sketch_ps")}
+got = {(r["workers"], r["scheme"]) for r in rows}
+if got != want:
+    problems.append(f"rows {sorted(got)}, expected {sorted(want)}")
+for r in rows:
+    name = f"W={r['workers']} {r['scheme']}"
+    if r["failed"] or r["skipped"] or r["not_run"]:
+        problems.append(f"{name} did not run: {r}")
+        continue
+    # 4 steps of 32 examples per worker: the first 4 W 32 examples, one epoch.
+    if (int(r["train_examples"]), int(r["epochs"]), int(r["steps"])) != (128 * int(r["workers"]), 1, 4):
+        problems.append(f"{name}: data plan {r['train_examples']} examples, {r['epochs']} epochs, {r['steps']} steps")
+    if not 0.1 < float(r["final_test_accuracy"]) <= 1:
+        problems.append(f"{name}: accuracy {r['final_test_accuracy']}")
+    if r["scheme"] == "dense_allreduce":
+        continue
+    sent, received = float(r["bytes_sent_per_worker_per_step"]), float(r["bytes_received_per_worker_per_step"])
+    budget = float(r["budget_bytes"])
+    # The MLP's gradient is 235,146 floats: at 10x a worker sends plus receives 2/10 of its bytes.
+    if abs(budget - 2 * 4 * 235146 / 10) > 0.01 * budget:
+        problems.append(f"{name}: budget {budget:.0f} B, expected {2 * 4 * 235146 / 10:.0f}")
+    if abs((sent + received) / budget - 1) > 0.05 or abs(float(r["budget_deviation"])) > 0.05:
+        problems.append(f"{name}: {sent + received:.0f} B per worker per step against a budget of {budget:.0f}")
+    if r["vs_dense_points"] == "":
+        problems.append(f"{name}: no gap to dense")
+report = json.load(open(os.path.join(out, "scale.json")))
+if len(report["probes"]) != 4:
+    problems.append(f"{len(report['probes'])} probes, expected 4 (two schemes at two W)")
+md = open(os.path.join(out, "scale.md")).read()
+for needle in ("## mlp, 10x", "| `fixed_sketch_ps` |", "W = 4"):
+    if needle not in md:
+        problems.append(f"scale.md lacks '{needle}'")
+for p in problems:
+    print("FAIL:", p)
+if problems:
+    sys.exit(1)
+print(f"ok: {len(rows)} runs within 5% of their budgets")
+PY
+if ! python3 "$study" --out="$dir/s" --worker="$worker" "${small[@]}" >"$dir/second.log" 2>&1 \
+   || ! grep -qE "^scale_study: 0 runs made, (1[89]|2[0-2]) reused" "$dir/second.log"; then
+  fail "a second invocation did not reuse every output:"; cat "$dir/second.log"
+else
+  echo "ok: $(tail -1 "$dir/second.log")"
+fi
+# Outputs made with other flags are not mixed into a study.
+if python3 "$study" --out="$dir/s" --worker="$worker" "${small[@]}" --seed=2 >"$dir/stale.log" 2>&1 \
+   || ! grep -q "was made by .* --seed=1 .*not by this study's .* --seed=2" "$dir/stale.log" \
+   || ls "$dir/s/runs" | grep -q partial; then
+  fail "a study with another seed reused or ran beside the first one's outputs:"; cat "$dir/stale.log"
+else
+  echo "ok: $(grep -o 'scale_study: .*was made by' "$dir/stale.log" | cut -c1-100)..."
+fi
+if ! python3 "$study" --out="$dir/empty" --worker="$worker" "${small[@]}" --report_only >"$dir/report.log" 2>&1 \
+   || ! grep -q "0 runs made, 0 reused" "$dir/report.log" \
+   || [ "$(tail -n +2 "$dir/empty/scale.csv" | grep -c ',True,')" != 6 ] || ls "$dir/empty/runs" >/dev/null 2>&1; then
+  fail "--report_only on an empty folder:"; cat "$dir/report.log"
+else
+  echo "ok: --report_only ran nothing"
+fi
+[ "$failures" -eq 0 ] && echo PASS || echo "$failures failure(s)"
+exit $((failures > 0))
