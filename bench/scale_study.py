@@ -191,22 +191,25 @@ class Runner:
         return summary
 
 
-def lr_flags(args, workers):
-    """The worker's learning-rate flags at `workers`: linear scaling from --lr_base_workers, the peak held
-    at --lr_cap (a larger base worker count, rounded up)."""
+def lr_base_workers(args, workers):
+    """The worker's --lr_base_workers at `workers`: --lr_base_workers, or a larger count (rounded up)
+    where the scaled rate would pass --lr_cap; None without scaling."""
     if args.lr_base_workers == 0:
-        return []
-    base = args.lr_base_workers
-    if args.lr_cap > 0 and args.learning_rate * workers / base > args.lr_cap:
-        base = math.ceil(args.learning_rate * workers / args.lr_cap - 1e-9)
-    return [f"--lr_base_workers={base}", f"--lr_warmup_steps={args.lr_warmup_steps}"]
+        return None
+    if args.lr_cap > 0 and args.learning_rate * workers / args.lr_base_workers > args.lr_cap:
+        return math.ceil(args.learning_rate * workers / args.lr_cap - 1e-9)
+    return args.lr_base_workers
+
+
+def lr_flags(args, workers):
+    """The worker's learning-rate flags at `workers`."""
+    base = lr_base_workers(args, workers)
+    return [] if base is None else [f"--lr_base_workers={base}", f"--lr_warmup_steps={args.lr_warmup_steps}"]
 
 
 def peak_learning_rate(args, workers):
-    flags = lr_flags(args, workers)
-    if not flags:
-        return args.learning_rate
-    return args.learning_rate * workers / int(flags[0].split("=")[1])
+    base = lr_base_workers(args, workers)
+    return args.learning_rate if base is None else args.learning_rate * workers / base
 
 
 def total_bytes(summary):
@@ -268,7 +271,6 @@ def density_for(runner, args, model, workers, scheme, ratio, spec, points, budge
         points.append((density, total_bytes(s)))
         if abs(total_bytes(s) / budget - 1) <= BUDGET_TOLERANCE:
             return density
-    return density
 
 
 def plan_rows(args):
@@ -428,6 +430,20 @@ def write_markdown(path, results, args):
         f.write("\n".join(lines))
 
 
+def plot_command(data, prefix, series):
+    """A gnuplot `plot` of one line per named series of (x, y) points (empty ones left out), each
+    written to data/<prefix>_<name>.dat; an empty frame when no series has a point."""
+    cmds = []
+    for name, points in series.items():
+        if not points:
+            continue
+        path = os.path.join(data, f"{prefix}_{name}.dat")
+        with open(path, "w") as f:
+            f.writelines(f"{x} {y}\n" for x, y in sorted(points))
+        cmds.append(f"'{path}' using 1:2 with linespoints title '{name}'")
+    return "plot " + ", ".join(cmds) if cmds else "plot [1:2][0:1] -1 notitle"
+
+
 def plot(args, results, probes):
     """accuracy_vs_workers.png and bytes_vs_workers.png with gnuplot; returns the files written."""
     if shutil.which("gnuplot") is None:
@@ -447,19 +463,12 @@ def plot(args, results, probes):
               "set xlabel 'workers (virtual)'", "set ylabel 'test accuracy (%)'",
               "set key outside right top font ',8'"]
     for model, ratio in panels:
-        cmds = []
-        for s in args.baselines + args.schemes:
-            pts = sorted((r["workers"], 100 * r["final_test_accuracy"]) for r in results
-                         if r["model"] == model and r["scheme"] == s and (r["ratio"] in (None, ratio))
-                         and r.get("final_test_accuracy") is not None and not r.get("diverged"))
-            if not pts:
-                continue
-            name = os.path.join(data, f"acc_{model}_{ratio:g}_{s}.dat")
-            with open(name, "w") as f:
-                f.writelines(f"{w} {a}\n" for w, a in pts)
-            cmds.append(f"'{name}' using 1:2 with linespoints title '{s}'")
+        series = {s: [(r["workers"], 100 * r["final_test_accuracy"]) for r in results
+                      if r["model"] == model and r["scheme"] == s and (r["ratio"] in (None, ratio))
+                      and r.get("final_test_accuracy") is not None and not r.get("diverged")]
+                  for s in args.baselines + args.schemes}
         script.append(f"set title '{model}, {ratio:g}x (same bytes per worker)'")
-        script.append("plot " + ", ".join(cmds) if cmds else "plot [1:2][0:1] -1 notitle")
+        script.append(plot_command(data, f"acc_{model}_{ratio:g}", series))
     script.append("unset multiplot")
     if probes:
         script += [f"set terminal png size 900,{420 * len(args.models)}",
@@ -468,18 +477,10 @@ def plot(args, results, probes):
                    f"set multiplot layout {len(args.models)},1", "set logscale xy",
                    "set ylabel 'KiB per worker per step, sent + received'", "set key outside font ',8'"]
         for model in args.models:
-            cmds = []
-            for s in args.schemes:
-                pts = sorted((p["workers"], (p["default_bytes_sent"] + p["default_bytes_received"]) / 1024)
-                             for p in probes if p["model"] == model and p["scheme"] == s)
-                if not pts:
-                    continue
-                name = os.path.join(data, f"bytes_{model}_{s}.dat")
-                with open(name, "w") as f:
-                    f.writelines(f"{w} {b}\n" for w, b in pts)
-                cmds.append(f"'{name}' using 1:2 with linespoints title '{s}'")
+            series = {s: [(p["workers"], (p["default_bytes_sent"] + p["default_bytes_received"]) / 1024)
+                          for p in probes if p["model"] == model and p["scheme"] == s] for s in args.schemes}
             script.append(f"set title '{model}: each scheme at its default density'")
-            script.append("plot " + ", ".join(cmds) if cmds else "plot [1:2][0:1] -1 notitle")
+            script.append(plot_command(data, f"bytes_{model}", series))
         script.append("unset multiplot")
     done = subprocess.run(["gnuplot"], input="\n".join(script), text=True, capture_output=True)
     shutil.rmtree(data, ignore_errors=True)
