@@ -3,7 +3,8 @@
 # by name before any run; a small study (the MLP at 2 and 4 virtual workers,
 # two compressed schemes at 10x) meets its byte budget per scheme and W within
 # 5%, writes its CSV, JSON and tables with the gap to dense; a second
-# invocation reuses every output; --report_only runs nothing.
+# invocation reuses every output, and so does one with --baselines= (which
+# reports the schemes only); --report_only runs nothing.
 set -uo pipefail
 study="$1"    # bench/scale_study.py
 worker="$2"   # bazel-bin/worker/sketchfuse_worker
@@ -89,6 +90,14 @@ if ! python3 "$study" --out="$dir/s" --worker="$worker" "${small[@]}" >"$dir/sec
   fail "a second invocation did not reuse every output:"; cat "$dir/second.log"
 else
   echo "ok: $(tail -1 "$dir/second.log")"
+fi
+# --baselines= runs only the schemes (a second process sharing a study's folder): here all reused.
+if ! python3 "$study" --out="$dir/s" --worker="$worker" "${small[@]}" --baselines= >"$dir/schemes.log" 2>&1 \
+   || ! grep -q "^scale_study: 0 runs made" "$dir/schemes.log" || grep -q "dense_allreduce" "$dir/s/scale.csv" \
+   || [ "$(tail -n +2 "$dir/s/scale.csv" | wc -l)" != 4 ]; then
+  fail "a schemes-only invocation ran something or reported a baseline:"; cat "$dir/schemes.log"
+else
+  echo "ok: --baselines= reported the 4 scheme runs only"
 fi
 # Outputs made with other flags are not mixed into a study.
 if python3 "$study" --out="$dir/s" --worker="$worker" "${small[@]}" --seed=2 >"$dir/stale.log" 2>&1 \
