@@ -1,6 +1,9 @@
 #include "worker/worker_flags.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <iostream>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -48,7 +51,9 @@ ABSL_FLAG(std::string, collective, "gloo",
 ABSL_FLAG(std::string, collective_host, "127.0.0.1",
           "Address this worker's collective endpoint listens on and its peers reach it at (gloo).");
 ABSL_FLAG(int, collective_device, 0, "CUDA device of this worker (nccl).");
-ABSL_FLAG(int, collective_timeout_s, 120, "Limit of the collectives' rendezvous and of each operation, seconds.");
+ABSL_FLAG(int, collective_timeout_s, 120,
+          "Limit of the collectives' rendezvous and of each operation, seconds; with --virtual_workers also the "
+          "in-process shards' round deadline.");
 ABSL_FLAG(int, probe_every, 20, "auto: steps on the decentralized route between health probes of the servers.");
 ABSL_FLAG(std::string, fusion, "optimal",
           "Fusion planner mode: optimal, omgs, mergecomp (its two-group search on the planning model), per_layer, "
@@ -242,6 +247,13 @@ absl::StatusOr<VirtualWorkersConfig> VirtualWorkersConfigFromFlags(const v1::Run
   if (config.collective_timeout < absl::Seconds(1)) {
     return absl::InvalidArgumentError("--collective_timeout_s must be >= 1");
   }
+  // The in-process shards stand for the servers and their rounds for the
+  // collectives: a round waits for W pushes made one after another in this
+  // process, so it gets the collectives' limit. The servers' default (a
+  // minute) is shorter than one step of 256 workers of mlp_large on a loaded
+  // 2-core machine, where it failed a scale-study run at step 0.
+  config.round_deadline_ms = static_cast<uint32_t>(
+      std::min<int64_t>(absl::ToInt64Milliseconds(config.collective_timeout), std::numeric_limits<uint32_t>::max()));
   config.data_dir = absl::GetFlag(FLAGS_data_dir);
   config.eval_every = absl::GetFlag(FLAGS_eval_every);
   config.eval_examples = absl::GetFlag(FLAGS_eval_examples);

@@ -84,7 +84,9 @@ absl::StatusOr<WorkerRunConfig> WorkerRunConfigFromFlags(const v1::RunConfig& ru
 
 // The settings of --virtual_workers; INVALID_ARGUMENT naming a flag of a
 // worker process that does not apply to it (--coordinator, --checkpoint_dir,
-// --trace_file, --metrics_port, --inject_faults).
+// --trace_file, --metrics_port, --inject_faults). --collective_timeout_s is
+// both the in-process collective's limit and the in-process shards' round
+// deadline (clamped to 2^32 - 1 ms).
 absl::StatusOr<VirtualWorkersConfig> VirtualWorkersConfigFromFlags(const v1::RunConfig& run);
 
 }  // namespace sketchfuse

@@ -51,6 +51,7 @@ struct VirtualWorkersConfig {
   // The centralized route's shards (in process).
   int shards = 1;
   std::string job = "virtual";
+  // The shards' round deadline (the daemon sets --collective_timeout_s).
   uint32_t round_deadline_ms = 60000;
   // A collective operation's limit (a worker that never arrives).
   absl::Duration collective_timeout = absl::Minutes(10);
