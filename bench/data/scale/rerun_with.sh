@@ -15,5 +15,10 @@ if [ "${first:0:2}" != "# " ] || [[ "$first" != *" --virtual_workers="* ]]; then
 fi
 read -r -a cmd <<<"${first:2}"
 cmd[0]="${SKETCHFUSE_WORKER:-${cmd[0]}}"
-"${cmd[@]}" "$@" >"$out" 2>&1 || true
-echo "$(basename "$out" .out): $(grep -o '"final_test_accuracy": [^,]*' "$out"), $(grep -o 'diverged at step [0-9]*' "$out" | head -1)"
+status=0
+"${cmd[@]}" "$@" >"$out" 2>&1 || status=$?
+accuracy="$(grep -o '"final_test_accuracy": [^,]*' "$out" || true)"
+if [ -z "$accuracy" ]; then  # no summary: the run failed before it ended; say how
+  echo "$(basename "$out" .out): no summary (exit $status): $(tail -n 1 "$out")"; exit 0
+fi
+echo "$(basename "$out" .out): $accuracy, $(grep -o 'diverged at step [0-9]*' "$out" | head -1)"
