@@ -73,6 +73,8 @@ TEST(CompressorRegistryTest, RefusesBadNamesAndParameters) {
   ExpectRefused("count_sketch:hash=job", "hash is a parameter of method=candidates");
   ExpectRefused("count_sketch:method=estimate,hash=step", "hash is a parameter of method=candidates");
   ExpectRefused("count_sketch:method=candidates,hash=row", "hash='row' is not one of job, step");
+  ExpectRefused("count_sketch:table=bf16", "table is a parameter of method=candidates");
+  ExpectRefused("count_sketch:method=candidates,table=f16", "table='f16' is not one of f32, bf16");
   ExpectRefused("count_sketch:workers=0", "workers");
   ExpectRefused("count_sketch:workers=-3", "workers");
   ExpectRefused("count_sketch:cols=999999999999", "outside");

@@ -1,9 +1,100 @@
 #include "proto/payload_convert.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
+#include "common/bf16.h"
 #include "common/error_feedback.h"
 
 namespace sketchfuse {
+
+bool SendsAsGaps(const std::vector<uint32_t>& indices) {
+  if (indices.empty()) return false;
+  for (size_t i = 1; i < indices.size(); ++i) {
+    if (indices[i] <= indices[i - 1]) return false;
+  }
+  return true;
+}
+
+absl::Status IndicesFromGaps(absl::Span<const uint32_t> gaps, absl::string_view what,
+                             std::vector<uint32_t>* indices) {
+  if (gaps.empty()) return absl::OkStatus();
+  if (!indices->empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " gives both indices and index_gaps (", indices->size(), " and ", gaps.size(), ")"));
+  }
+  indices->reserve(gaps.size());
+  uint64_t index = 0;
+  for (size_t i = 0; i < gaps.size(); ++i) {
+    if (i > 0 && gaps[i] == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " index_gaps[", i, "] = 0: every gap after the first is at least 1 (indices ascend)"));
+    }
+    index += gaps[i];
+    if (index > UINT32_MAX) {
+      indices->clear();
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " index_gaps[", i, "] takes the index to ", index, ", past 2^32 - 1"));
+    }
+    indices->push_back(static_cast<uint32_t>(index));
+  }
+  return absl::OkStatus();
+}
+
+std::string Bf16Bytes(absl::Span<const float> values) {
+  std::string bytes(2 * values.size(), '\0');
+  for (size_t i = 0; i < values.size(); ++i) {
+    const uint16_t b = FloatToBf16(values[i]);
+    std::memcpy(bytes.data() + 2 * i, &b, sizeof(b));
+  }
+  return bytes;
+}
+
+absl::Status ValuesFromBf16(absl::string_view bytes, absl::string_view what, std::vector<float>* values) {
+  if (bytes.empty()) return absl::OkStatus();
+  if (!values->empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " gives both values and bf16_values (", values->size(),
+                                                   " values and ", bytes.size(), " bytes)"));
+  }
+  if (bytes.size() % 2 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " bf16_values has ", bytes.size(), " bytes, not two a value"));
+  }
+  values->resize(bytes.size() / 2);
+  for (size_t i = 0; i < values->size(); ++i) {
+    uint16_t b;
+    std::memcpy(&b, bytes.data() + 2 * i, sizeof(b));
+    (*values)[i] = Bf16ToFloat(b);
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Writes `indices` into `message` as gaps where they ascend, else as they are.
+template <typename Message>
+void PutIndices(const std::vector<uint32_t>& indices, Message* message) {
+  if (!SendsAsGaps(indices)) {
+    message->mutable_indices()->Add(indices.begin(), indices.end());
+    return;
+  }
+  message->mutable_index_gaps()->Reserve(static_cast<int>(indices.size()));
+  uint32_t previous = 0;
+  for (uint32_t index : indices) {
+    message->add_index_gaps(index - previous);
+    previous = index;
+  }
+}
+
+// Reads a message's indices, from either field.
+template <typename Message>
+absl::Status GetIndices(const Message& message, absl::string_view what, std::vector<uint32_t>* indices) {
+  indices->assign(message.indices().begin(), message.indices().end());
+  return IndicesFromGaps(absl::MakeConstSpan(message.index_gaps().data(), message.index_gaps().size()), what,
+                         indices);
+}
+
+}  // namespace
 
 int PayloadKindToProto(PayloadKind kind) {
   switch (kind) {
@@ -50,8 +141,9 @@ absl::StatusOr<Payload> PayloadFromProto(const v1::Payload& message) {
   if (!kind.ok()) return kind.status();
   p.kind = *kind;
   p.dim = message.dim();
-  p.indices.assign(message.indices().begin(), message.indices().end());
+  if (absl::Status indices = GetIndices(message, "payload", &p.indices); !indices.ok()) return indices;
   p.values.assign(message.values().begin(), message.values().end());
+  if (absl::Status values = ValuesFromBf16(message.bf16_values(), "payload", &p.values); !values.ok()) return values;
   if (p.kind == PayloadKind::kSketch) {
     absl::StatusOr<SketchShape> shape = SketchShapeFromProto(message.sketch());
     if (!shape.ok()) return shape.status();
@@ -67,17 +159,21 @@ void PayloadToProto(const Payload& payload, v1::Payload* message) {
   message->set_kind(static_cast<v1::Payload::Kind>(PayloadKindToProto(payload.kind)));
   if (payload.kind == PayloadKind::kSketch) SketchShapeToProto(payload.sketch, message->mutable_sketch());
   message->set_dim(payload.dim);
-  message->mutable_indices()->Add(payload.indices.begin(), payload.indices.end());
-  message->mutable_values()->Add(payload.values.begin(), payload.values.end());
+  PutIndices(payload.indices, message);
+  if (HoldsExactlyAsBf16(payload.values)) {
+    message->set_bf16_values(Bf16Bytes(payload.values));
+  } else {
+    message->mutable_values()->Add(payload.values.begin(), payload.values.end());
+  }
 }
 
 namespace {
 
-Update UpdateFields(const v1::Update& message) {
+absl::StatusOr<Update> UpdateFields(const v1::Update& message) {
   Update u;
   u.dense = message.dense();
   u.dim = message.dim();
-  u.indices.assign(message.indices().begin(), message.indices().end());
+  if (absl::Status indices = GetIndices(message, "update", &u.indices); !indices.ok()) return indices;
   u.values.assign(message.values().begin(), message.values().end());
   return u;
 }
@@ -85,14 +181,16 @@ Update UpdateFields(const v1::Update& message) {
 }  // namespace
 
 absl::StatusOr<Update> UpdateFromProto(const v1::Update& message) {
-  Update u = UpdateFields(message);
-  if (absl::Status valid = ValidateUpdate(u, u.dim); !valid.ok()) return valid;
+  absl::StatusOr<Update> u = UpdateFields(message);
+  if (!u.ok()) return u.status();
+  if (absl::Status valid = ValidateUpdate(*u, u->dim); !valid.ok()) return valid;
   return u;
 }
 
 absl::StatusOr<Update> AnswerFromProto(const v1::Update& message) {
-  Update u = UpdateFields(message);
-  if (absl::Status valid = ValidateAnswer(u, u.dim); !valid.ok()) return valid;
+  absl::StatusOr<Update> u = UpdateFields(message);
+  if (!u.ok()) return u.status();
+  if (absl::Status valid = ValidateAnswer(*u, u->dim); !valid.ok()) return valid;
   return u;
 }
 
@@ -100,7 +198,7 @@ void UpdateToProto(const Update& update, v1::Update* message) {
   message->Clear();
   message->set_dense(update.dense);
   message->set_dim(update.dim);
-  message->mutable_indices()->Add(update.indices.begin(), update.indices.end());
+  PutIndices(update.indices, message);
   message->mutable_values()->Add(update.values.begin(), update.values.end());
 }
 

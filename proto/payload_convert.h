@@ -4,8 +4,14 @@
 #ifndef SKETCHFUSE_PROTO_PAYLOAD_CONVERT_H_
 #define SKETCHFUSE_PROTO_PAYLOAD_CONVERT_H_
 
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "common/payload.h"
 #include "proto/payload.pb.h"
 
@@ -23,6 +29,31 @@ void SketchShapeToProto(const SketchShape& shape, v1::SketchShape* message);
 // range (ValidateSketchShape), then FAILED_PRECONDITION (CheckSketchHashFamily)
 // for a sketch hashed by another family.
 absl::StatusOr<SketchShape> SketchShapeFromProto(const v1::SketchShape& message);
+
+// Index gaps (payload.proto's index_gaps): the first index, then each index
+// minus the one before. Every index list SketchFuse sends strictly ascends,
+// so its senders write gaps; a list that does not ascend goes as plain
+// indices, for the receiver to refuse by name. Receivers take either.
+
+// True if `indices` is not empty and strictly ascends.
+bool SendsAsGaps(const std::vector<uint32_t>& indices);
+// Replaces the empty `*indices` with the indices whose gaps are `gaps`.
+// INVALID_ARGUMENT naming `what` for a gap of 0 after the first (the indices
+// would not ascend), a running sum past 2^32 - 1, or `*indices` not empty (a
+// message that gives both indices and index_gaps).
+absl::Status IndicesFromGaps(absl::Span<const uint32_t> gaps, absl::string_view what,
+                             std::vector<uint32_t>* indices);
+
+// bfloat16 values (payload.proto's bf16_values): a payload's senders write
+// them when bfloat16 holds every value exactly (common/bf16.h
+// HoldsExactlyAsBf16), else float32; receivers take either.
+
+// The bytes of bf16_values for `values`, which bfloat16 must hold exactly.
+std::string Bf16Bytes(absl::Span<const float> values);
+// Replaces the empty `*values` with the floats of bf16_values `bytes`.
+// INVALID_ARGUMENT naming `what` for an odd length or `*values` not empty (a
+// message that gives both values and bf16_values).
+absl::Status ValuesFromBf16(absl::string_view bytes, absl::string_view what, std::vector<float>* values);
 
 // INVALID_ARGUMENT naming the problem for an unspecified kind or a payload
 // that breaks its kind's invariants; FAILED_PRECONDITION for a sketch of

@@ -106,5 +106,90 @@ TEST(PayloadConvertTest, AnAnswerMayListCandidatesWithoutValues) {
   EXPECT_EQ(AnswerFromProto(listed).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Ascending indices travel as gaps (payload.proto's index_gaps): about a
+// byte an index where they lie close, against up to five for the index
+// itself. A message with plain indices (another sender) reads the same.
+TEST(PayloadConvertTest, IndicesTravelAsGapsAndEitherFormIsRead) {
+  Payload p;
+  p.kind = PayloadKind::kSparse;
+  p.dim = 1 << 24;
+  for (uint32_t i = 0; i < 1000; ++i) p.indices.push_back(10'000'000 + 7 * i);
+  p.values.assign(p.indices.size(), 0.5f);
+  v1::Payload message;
+  PayloadToProto(p, &message);
+  EXPECT_EQ(message.indices_size(), 0);
+  ASSERT_EQ(message.index_gaps_size(), 1000);
+  EXPECT_EQ(message.index_gaps(0), 10'000'000u);
+  EXPECT_EQ(message.index_gaps(1), 7u);
+  v1::Payload plain = message;
+  plain.clear_index_gaps();
+  plain.mutable_indices()->Add(p.indices.begin(), p.indices.end());
+  // 4 bytes an index for the plain varints of ~10^7, 1 for the gaps of 7.
+  EXPECT_EQ(plain.ByteSizeLong() - message.ByteSizeLong(), 3 * 999u);
+  for (const v1::Payload* form : {&message, &plain}) {
+    v1::Payload wire;
+    ASSERT_TRUE(wire.ParseFromString(form->SerializeAsString()));
+    absl::StatusOr<Payload> back = PayloadFromProto(wire);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->indices, p.indices);
+  }
+  Update u;
+  u.dim = 100;
+  u.indices = {0, 1, 99};
+  u.values = {1, 2, 3};
+  v1::Update update;
+  UpdateToProto(u, &update);
+  EXPECT_EQ(std::vector<uint32_t>(update.index_gaps().begin(), update.index_gaps().end()),
+            std::vector<uint32_t>({0, 1, 98}));
+  absl::StatusOr<Update> back = UpdateFromProto(update);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->indices, u.indices);
+  // Indices that do not ascend go as they are, and are refused on arrival.
+  u.indices = {5, 3, 4};
+  UpdateToProto(u, &update);
+  EXPECT_EQ(update.index_gaps_size(), 0);
+  EXPECT_EQ(update.indices_size(), 3);
+  EXPECT_EQ(UpdateFromProto(update).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(PayloadConvertTest, BadGapsAreRefusedByName) {
+  v1::Update update;
+  update.set_dim(100);
+  auto refused = [&](const std::vector<uint32_t>& gaps, const std::string& fragment) {
+    update.clear_index_gaps();
+    update.clear_values();
+    for (uint32_t g : gaps) {
+      update.add_index_gaps(g);
+      update.add_values(1);
+    }
+    absl::Status s = UpdateFromProto(update).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << fragment;
+    EXPECT_NE(s.message().find(fragment), std::string::npos) << s;
+  };
+  refused({3, 4, 0}, "update index_gaps[2] = 0: every gap after the first is at least 1");
+  refused({0xFFFFFFFFu, 1}, "update index_gaps[1] takes the index to 4294967296, past 2^32 - 1");
+  refused({60, 50}, "indices[1] = 110 is out of range");  // the sum past the dim
+  update.add_indices(1);
+  refused({3}, "update gives both indices and index_gaps");
+  // A first gap of 0 is index 0.
+  v1::Update zero;
+  zero.set_dim(3);
+  zero.add_index_gaps(0);
+  zero.add_values(1);
+  absl::StatusOr<Update> back = UpdateFromProto(zero);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->indices, std::vector<uint32_t>({0}));
+  // The same checks on payloads.
+  v1::Payload payload;
+  payload.set_kind(v1::Payload::SPARSE);
+  payload.set_dim(10);
+  payload.add_index_gaps(2);
+  payload.add_index_gaps(0);
+  payload.add_values(1);
+  payload.add_values(1);
+  absl::Status s = PayloadFromProto(payload).status();
+  EXPECT_NE(s.message().find("payload index_gaps[1] = 0"), std::string::npos) << s;
+}
+
 }  // namespace
 }  // namespace sketchfuse

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/bf16.h"
 #include "common/count_sketch.h"
 #include "common/error_feedback.h"
 #include "common/status_macros.h"
@@ -18,8 +19,9 @@ namespace {
 // Field numbers, from aggregator.proto and payload.proto.
 constexpr uint32_t kRequestRound = 1, kRequestWorker = 2, kRequestPayload = 3;
 constexpr uint32_t kReplyUpdate = 1, kReplyContributors = 2, kReplyHashFamily = 3;
-constexpr uint32_t kPayloadKind = 1, kPayloadDim = 2, kPayloadIndices = 3, kPayloadValues = 4, kPayloadSketch = 5;
-constexpr uint32_t kUpdateDense = 1, kUpdateDim = 2, kUpdateIndices = 3, kUpdateValues = 4;
+constexpr uint32_t kPayloadKind = 1, kPayloadDim = 2, kPayloadIndices = 3, kPayloadValues = 4, kPayloadSketch = 5,
+                   kPayloadIndexGaps = 6, kPayloadBf16Values = 7;
+constexpr uint32_t kUpdateDense = 1, kUpdateDim = 2, kUpdateIndices = 3, kUpdateValues = 4, kUpdateIndexGaps = 5;
 
 using wire::Field;
 using wire::MessageParser;
@@ -29,8 +31,21 @@ using wire::SliceReader;
 struct PayloadFields {
   int64_t kind = 0;
   Payload payload;  // dim, indices, values
+  std::vector<uint32_t> index_gaps;
+  std::string bf16_values;
   v1::SketchShape shape;
 };
+
+// Writes ascending `indices` as gaps (payload_convert.h SendsAsGaps), any
+// others as they are.
+void PutIndices(uint32_t indices_field, uint32_t gaps_field, const std::vector<uint32_t>& indices,
+                std::string* out) {
+  if (SendsAsGaps(indices)) {
+    wire::PutPackedIndexGaps(gaps_field, indices, out);
+  } else {
+    wire::PutPackedIndices(indices_field, indices, out);
+  }
+}
 
 absl::Status ParsePayload(SliceReader* r, size_t end, PayloadFields* out) {
   MessageParser m(r, end, "PushRequest.payload");
@@ -46,6 +61,10 @@ absl::Status ParsePayload(SliceReader* r, size_t end, PayloadFields* out) {
         return m.Varint(f, "dim", &out->payload.dim);
       case kPayloadIndices:
         return m.Indices(f, "indices", &out->payload.indices);
+      case kPayloadIndexGaps:
+        return m.Indices(f, "index_gaps", &out->index_gaps);
+      case kPayloadBf16Values:  // a bytes field given twice: the last one, as protobuf reads it
+        return m.Bytes(f, "bf16_values", &out->bf16_values);
       case kPayloadValues:
         return m.Floats(f, "values", &out->payload.values);
       case kPayloadSketch: {
@@ -60,7 +79,7 @@ absl::Status ParsePayload(SliceReader* r, size_t end, PayloadFields* out) {
   });
 }
 
-absl::Status ParseUpdate(SliceReader* r, size_t end, Update* out) {
+absl::Status ParseUpdate(SliceReader* r, size_t end, Update* out, std::vector<uint32_t>* index_gaps) {
   MessageParser m(r, end, "PushReply.update");
   return m.Parse([&](const Field& f) -> absl::Status {
     switch (f.number) {
@@ -74,6 +93,8 @@ absl::Status ParseUpdate(SliceReader* r, size_t end, Update* out) {
         return m.Varint(f, "dim", &out->dim);
       case kUpdateIndices:
         return m.Indices(f, "indices", &out->indices);
+      case kUpdateIndexGaps:
+        return m.Indices(f, "index_gaps", index_gaps);
       case kUpdateValues:
         return m.Floats(f, "values", &out->values);
       default:
@@ -94,14 +115,19 @@ grpc::ByteBuffer EncodePushRequest(const v1::RoundKey& round, uint32_t worker,
     SketchShapeToProto(payload->sketch, &shape);
     wire::PutBytesField(kPayloadSketch, shape.SerializeAsString(), &fields);
   }
-  wire::PutPackedIndices(kPayloadIndices, payload->indices, &fields);
-  wire::PutValuesHeader(kPayloadValues, payload->values, &fields);
+  PutIndices(kPayloadIndices, kPayloadIndexGaps, payload->indices, &fields);
+  // Values bfloat16 holds exactly go at 2 bytes each, copied into the header;
+  // the others at 4, referenced where they lie.
+  static const std::vector<float>* const kNoValues = new std::vector<float>();
+  const bool bf16 = HoldsExactlyAsBf16(payload->values);
+  if (bf16) wire::PutBytesField(kPayloadBf16Values, Bf16Bytes(payload->values), &fields);
+  const std::vector<float>& values = bf16 ? *kNoValues : payload->values;
+  wire::PutValuesHeader(kPayloadValues, values, &fields);
 
   std::string header;
   wire::PutBytesField(kRequestRound, round.SerializeAsString(), &header);
   wire::PutVarintField(kRequestWorker, worker, &header);
-  wire::PutSubmessageBeforeValues(kRequestPayload, fields, payload->values, &header);
-  const std::vector<float>& values = payload->values;
+  wire::PutSubmessageBeforeValues(kRequestPayload, fields, values, &header);
   return wire::HeaderThenValues(std::move(header), values, std::move(payload));
 }
 
@@ -132,6 +158,8 @@ absl::StatusOr<PushRequestParts> DecodePushRequest(const grpc::ByteBuffer& buffe
   absl::StatusOr<PayloadKind> kind = PayloadKindFromProto(payload.kind);
   if (!kind.ok()) return absl::InvalidArgumentError(absl::StrCat("payload: ", kind.status().message()));
   parts.payload = std::move(payload.payload);
+  RETURN_IF_ERROR(IndicesFromGaps(payload.index_gaps, "payload", &parts.payload.indices));
+  RETURN_IF_ERROR(ValuesFromBf16(payload.bf16_values, "payload", &parts.payload.values));
   parts.payload.kind = *kind;
   if (*kind == PayloadKind::kSketch) {
     absl::StatusOr<SketchShape> shape = SketchShapeFromProto(payload.shape);
@@ -149,7 +177,7 @@ grpc::ByteBuffer EncodePushReply(std::shared_ptr<const Update> update, uint32_t 
   std::string fields;  // the update's fields before its values' bytes
   wire::PutVarintField(kUpdateDense, update->dense ? 1 : 0, &fields);
   wire::PutVarintField(kUpdateDim, update->dim, &fields);
-  wire::PutPackedIndices(kUpdateIndices, update->indices, &fields);
+  PutIndices(kUpdateIndices, kUpdateIndexGaps, update->indices, &fields);
   wire::PutValuesHeader(kUpdateValues, update->values, &fields);
 
   std::string header;
@@ -163,13 +191,14 @@ grpc::ByteBuffer EncodePushReply(std::shared_ptr<const Update> update, uint32_t 
 absl::StatusOr<PushReplyParts> DecodePushReply(const grpc::ByteBuffer& buffer) {
   SliceReader r(buffer);
   PushReplyParts parts;
+  std::vector<uint32_t> index_gaps;
   MessageParser m(&r, r.size(), "PushReply");
   RETURN_IF_ERROR(m.Parse([&](const Field& f) -> absl::Status {
     switch (f.number) {
       case kReplyUpdate: {
         size_t end = 0;
         RETURN_IF_ERROR(m.Submessage(f, "update", &end));
-        return ParseUpdate(&r, end, &parts.update);
+        return ParseUpdate(&r, end, &parts.update, &index_gaps);
       }
       case kReplyContributors:
         return m.Uint32(f, "contributors", &parts.contributors);
@@ -179,6 +208,7 @@ absl::StatusOr<PushReplyParts> DecodePushReply(const grpc::ByteBuffer& buffer) {
         return wire::SkipThisField();
     }
   }));
+  RETURN_IF_ERROR(IndicesFromGaps(index_gaps, "update", &parts.update.indices));
   absl::Status valid = ValidateAnswer(parts.update, parts.update.dim);
   if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat("update: ", valid.message()));
   RETURN_IF_ERROR(CheckSketchHashFamily(parts.sketch_hash_family, "the shard's reply"));

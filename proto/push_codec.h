@@ -49,8 +49,9 @@ struct PushReplyParts {
 
 // The encoded request. `payload`'s values are not copied: the buffer keeps
 // `payload` alive until gRPC (and every copy of the buffer) is done with it,
-// so it must not be modified meanwhile. Indices and the small fields are
-// encoded into a header of their own.
+// so it must not be modified meanwhile. Indices (as gaps where they ascend)
+// and the small fields are encoded into a header of their own, and so are
+// values that bfloat16 holds exactly (bf16_values: 2 bytes each, copied).
 grpc::ByteBuffer EncodePushRequest(const v1::RoundKey& round, uint32_t worker,
                                    std::shared_ptr<const Payload> payload);
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/bf16.h"
 #include "common/error_feedback.h"
 #include "common/sketch_hash.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -158,19 +159,25 @@ std::string UnusualEncoding(const v1::PushRequest& message, std::mt19937_64& rng
     CodedOutputStream o(&stream);
     o.WriteTag((99 << 3) | 5);  // unknown fixed32
     o.WriteLittleEndian32(7);
+    // The indices as they came: gaps (field 6), which the two parts
+    // concatenate, or plain (field 3).
+    const bool gaps = p.index_gaps_size() > 0;
+    const int index_field = gaps ? 6 : 3;
+    const int index_count = gaps ? p.index_gaps_size() : p.indices_size();
     for (int i = from; i < to; ++i) {
-      if (i < p.indices_size()) {
+      if (i < index_count) {
+        const uint32_t index = gaps ? p.index_gaps(i) : p.indices(i);
         if (rng() % 2) {
-          o.WriteTag((3 << 3) | 0);  // unpacked index
-          o.WriteVarint32(p.indices(i));
+          o.WriteTag((index_field << 3) | 0);  // unpacked index
+          o.WriteVarint32(index);
         } else {
           std::string packed;
           StringOutputStream ps(&packed);
           {
             CodedOutputStream po(&ps);
-            po.WriteVarint32(p.indices(i));
+            po.WriteVarint32(index);
           }
-          o.WriteTag((3 << 3) | 2);
+          o.WriteTag((index_field << 3) | 2);
           o.WriteVarint32(packed.size());
           o.WriteString(packed);
         }
@@ -420,6 +427,117 @@ TEST(PushCodecTest, MalformedRepliesAreRefused) {
   short_values.mutable_update()->add_values(1);
   s = DecodePushReply(Sliced(short_values.SerializeAsString(), rng)).status();
   EXPECT_NE(s.message().find("sparse update has 2 indices but 1 values"), std::string::npos) << s;
+}
+
+// The codec writes ascending indices as gaps, as protobuf's side does
+// (payload_convert.h): a candidate list of 1000 indices ~10^7 at gaps of 15
+// costs a byte an index, not four.
+TEST(PushCodecTest, AscendingIndicesTravelAsGaps) {
+  std::mt19937_64 rng(12);
+  auto listed = std::make_shared<Update>();
+  listed->dim = 1 << 24;
+  for (uint32_t i = 0; i < 1000; ++i) listed->indices.push_back(10'000'000 + 15 * i);
+  const grpc::ByteBuffer encoded = EncodePushReply(listed, 2);
+  v1::PushReply parsed;
+  ASSERT_TRUE(parsed.ParseFromString(Flatten(encoded)));
+  EXPECT_EQ(parsed.update().indices_size(), 0);
+  EXPECT_EQ(parsed.update().index_gaps_size(), 1000);
+  // 4 bytes for the first gap, 1 for each other one, and at most 20 of
+  // framing (tags, lengths, dim, contributors, hash family).
+  EXPECT_LE(encoded.Length(), 4 + 999 + 20u);
+  absl::StatusOr<PushReplyParts> back = DecodePushReply(Sliced(Flatten(encoded), rng));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->update.indices, listed->indices);
+
+  auto sparse = std::make_shared<Payload>();
+  sparse->kind = PayloadKind::kSparse;
+  sparse->dim = listed->dim;
+  sparse->indices = listed->indices;
+  sparse->values.assign(1000, -0.25f);
+  const grpc::ByteBuffer request = EncodePushRequest(Round(sparse->dim, 0), 1, sparse);
+  absl::StatusOr<PushRequestParts> parts = DecodePushRequest(Sliced(Flatten(request), rng));
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  ExpectSamePayload(parts->payload, *sparse);
+}
+
+TEST(PushCodecTest, BadGapsAreRefusedNamingTheField) {
+  std::mt19937_64 rng(13);
+  v1::PushReply reply;
+  reply.mutable_update()->set_dim(50);
+  reply.mutable_update()->add_index_gaps(4);
+  reply.mutable_update()->add_index_gaps(0);
+  absl::Status s = DecodePushReply(Sliced(reply.SerializeAsString(), rng)).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("update index_gaps[1] = 0"), std::string::npos) << s;
+  reply.mutable_update()->set_index_gaps(1, 1);
+  reply.mutable_update()->add_indices(2);
+  s = DecodePushReply(Sliced(reply.SerializeAsString(), rng)).status();
+  EXPECT_NE(s.message().find("update gives both indices and index_gaps"), std::string::npos) << s;
+
+  v1::PushRequest request;
+  *request.mutable_round() = Round(50, 0);
+  v1::Payload* p = request.mutable_payload();
+  p->set_kind(v1::Payload::SPARSE);
+  p->set_dim(50);
+  p->add_index_gaps(0xFFFFFFFFu);
+  p->add_index_gaps(5);
+  p->add_values(1);
+  p->add_values(1);
+  s = DecodePushRequest(Sliced(request.SerializeAsString(), rng)).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("payload index_gaps[1] takes the index to 4294967300, past 2^32 - 1"),
+            std::string::npos)
+      << s;
+}
+
+// A payload whose values bfloat16 holds exactly (a table count_sketch
+// rounded with table=bf16) goes at 2 bytes a value, as protobuf serializes
+// it through PayloadToProto, and decodes to the same floats.
+TEST(PushCodecTest, ValuesBfloat16HoldsTravelAtTwoBytes) {
+  std::mt19937_64 rng(14);
+  auto table = std::make_shared<Payload>(RandomPayload(PayloadKind::kSketch, 5000, rng));
+  const size_t float_bytes = EncodePushRequest(Round(1, 0), 2, table).Length();
+  auto rounded = std::make_shared<Payload>(*table);
+  RoundToBf16(absl::MakeSpan(rounded->values));
+  const grpc::ByteBuffer encoded = EncodePushRequest(Round(1, 0), 2, rounded);
+  // 2 bytes a value fewer, give or take a byte of each of the two lengths.
+  EXPECT_GE(float_bytes - encoded.Length() + 2, 2 * table->values.size());
+  EXPECT_LE(float_bytes - encoded.Length(), 2 * table->values.size() + 2);
+  v1::PushRequest parsed;
+  ASSERT_TRUE(parsed.ParseFromString(Flatten(encoded)));
+  v1::PushRequest expected;
+  *expected.mutable_round() = Round(1, 0);
+  expected.set_worker(2);
+  PayloadToProto(*rounded, expected.mutable_payload());
+  EXPECT_TRUE(MessageDifferencer::Equals(parsed, expected));
+  EXPECT_EQ(parsed.payload().values_size(), 0);
+  EXPECT_EQ(parsed.payload().bf16_values().size(), 2 * rounded->values.size());
+  absl::StatusOr<PushRequestParts> back = DecodePushRequest(Sliced(Flatten(encoded), rng));
+  ASSERT_TRUE(back.ok()) << back.status();
+  ExpectSamePayload(back->payload, *rounded);
+}
+
+TEST(PushCodecTest, BadBf16ValuesAreRefusedNamingTheField) {
+  std::mt19937_64 rng(15);
+  v1::PushRequest request;
+  *request.mutable_round() = Round(1, 0);
+  v1::Payload* p = request.mutable_payload();
+  p->set_kind(v1::Payload::DENSE);
+  p->set_dim(2);
+  p->set_bf16_values(std::string("\x80\x3f\x00", 3));
+  absl::Status s = DecodePushRequest(Sliced(request.SerializeAsString(), rng)).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("payload bf16_values has 3 bytes, not two a value"), std::string::npos) << s;
+  p->set_bf16_values(std::string("\x80\x3f", 2));
+  p->add_values(1);
+  s = DecodePushRequest(Sliced(request.SerializeAsString(), rng)).status();
+  EXPECT_NE(s.message().find("payload gives both values and bf16_values"), std::string::npos) << s;
+  // Two bf16 values for a dense group of 2: 1.0 and 1.0.
+  p->clear_values();
+  p->set_bf16_values(std::string("\x80\x3f\x80\x3f", 4));
+  absl::StatusOr<PushRequestParts> parts = DecodePushRequest(Sliced(request.SerializeAsString(), rng));
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  EXPECT_EQ(parts->payload.values, std::vector<float>({1.0f, 1.0f}));
 }
 
 // The first answer of a two-round group lists its candidates without the

@@ -33,6 +33,18 @@ void PutPackedIndices(uint32_t field, const std::vector<uint32_t>& indices, std:
   PutBytesField(field, packed, out);
 }
 
+void PutPackedIndexGaps(uint32_t field, const std::vector<uint32_t>& indices, std::string* out) {
+  if (indices.empty()) return;
+  std::string packed;
+  packed.reserve(indices.size() * 2);
+  uint32_t previous = 0;
+  for (uint32_t i : indices) {
+    PutVarint(i - previous, &packed);
+    previous = i;
+  }
+  PutBytesField(field, packed, out);
+}
+
 void PutValuesHeader(uint32_t field, const std::vector<float>& values, std::string* out) {
   if (values.empty()) return;
   PutTag(field, kLengthDelimited, out);

@@ -57,6 +57,10 @@ void PutVarintField(uint32_t field, uint64_t v, std::string* out);
 void PutBytesField(uint32_t field, absl::string_view bytes, std::string* out);
 // A packed repeated uint32 field (nothing when empty).
 void PutPackedIndices(uint32_t field, const std::vector<uint32_t>& indices, std::string* out);
+// The strictly ascending `indices` as a packed repeated uint32 field of their
+// gaps: the first index, then each index minus the one before (nothing when
+// empty).
+void PutPackedIndexGaps(uint32_t field, const std::vector<uint32_t>& indices, std::string* out);
 // The tag and length of packed `values`, whose bytes follow in a slice of
 // their own (nothing when empty).
 void PutValuesHeader(uint32_t field, const std::vector<float>& values, std::string* out);

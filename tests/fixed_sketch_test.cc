@@ -8,8 +8,9 @@
 //   - error feedback conserves the gradient exactly: the workers' residuals
 //     plus every applied update are the sum of every gradient;
 //   - the bytes a worker pushes per step on the centralized route are the
-//     same at every number of workers: its table and its candidate values,
-//     4 bytes each, plus the request's framing.
+//     same at every number of workers: its table (2 bytes a cell, bf16 by
+//     default) and its candidate values (4 bytes each), plus the request's
+//     framing.
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -276,11 +277,12 @@ TEST(FixedSketchTest, ACentralizedWorkerPushesTheSameBytesAtAnyNumberOfWorkers) 
   }
   EXPECT_EQ(bytes_at[4], bytes_at[2]);
   EXPECT_EQ(bytes_at[8], bytes_at[2]);
-  // 4 bytes per cell and per candidate value, plus at most 96 bytes of
-  // framing per push (two pushes per group): rows x ceil(width k) cells and
-  // candidates x k values, k = density x dim.
+  // 2 bytes per cell of a bf16 table (the default: table=bf16) or 4 of a
+  // float32 one, 4 per candidate value, plus at most 96 bytes of framing per
+  // push (two pushes per group): rows x ceil(width k) cells and candidates
+  // x k values, k = density x dim.
   const v1::JobConfig job = Job("fixed_sketch_ps", 4);
-  uint64_t floats = 0;
+  uint64_t payload_bytes = 0;
   for (const v1::GroupConfig& group : job.groups()) {
     const CompressorSpec spec = *ParseCompressorSpec(group.compressor());
     const uint64_t k = *SpecSelectionSize(group.compressor(), group.dim());
@@ -288,18 +290,21 @@ TEST(FixedSketchTest, ACentralizedWorkerPushesTheSameBytesAtAnyNumberOfWorkers) 
     ASSERT_TRUE(absl::SimpleAtod(spec.params.at("width"), &width));
     ASSERT_TRUE(absl::SimpleAtod(spec.params.at("rows"), &rows));
     ASSERT_TRUE(absl::SimpleAtod(spec.params.at("candidates"), &candidates));
-    floats += static_cast<uint64_t>(rows * std::ceil(width * k) + candidates * k);
+    const uint64_t cell_bytes = spec.params.count("table") && spec.params.at("table") == "bf16" ? 2 : 4;
+    payload_bytes += cell_bytes * static_cast<uint64_t>(rows * std::ceil(width * k)) +
+                     4 * static_cast<uint64_t>(candidates * k);
   }
   for (size_t bytes : bytes_at[2]) {
-    EXPECT_GE(bytes, 4 * floats);
-    EXPECT_LE(bytes, 4 * floats + 2 * 96 * job.groups_size());
+    EXPECT_GE(bytes, payload_bytes);
+    EXPECT_LE(bytes, payload_bytes + 2 * 96 * job.groups_size());
   }
 }
 
 // What a centralized worker receives per step: the candidates of each group
 // (p k indices, without their estimates) and the k applied coordinates with
 // their sums, whatever the number of workers: 1 to VarintBytes(dim - 1)
-// bytes an index (packed varints) and 4 a value, plus framing.
+// bytes an index (packed varints of the gaps between ascending indices,
+// proto/payload.proto's index_gaps) and 4 a value, plus framing.
 TEST(FixedSketchTest, ACentralizedWorkerReceivesTheSameBytesAtAnyNumberOfWorkers) {
   const auto varint_bytes = [](uint64_t v) {
     uint64_t n = 1;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/bf16.h"
 #include "common/compressor_registry.h"
 #include "common/count_sketch.h"
 #include "common/sketch_hash.h"
@@ -335,6 +336,28 @@ TEST(CountSketchCompressorTest, CandidatesDecodeTheTopEstimatesOfAFixedTable) {
   }
   EXPECT_EQ(Make("count_sketch:method=candidates,k=5,rows=1,width=2")->spec(),
             "count_sketch:method=candidates,k=5,rows=1,width=2,seed=1,candidates=2,hash=job");
+}
+
+// table=bf16: the same table rounded to bfloat16 cell by cell (so the push
+// codec sends it at 2 bytes a cell), and the candidates its estimates rank
+// first; without it, float32 cells.
+TEST(CountSketchCompressorTest, ABf16TableIsTheTableRoundedCellByCell) {
+  const uint64_t dim = 20000;
+  const std::vector<float> x = HeavyTailed(dim, 9);
+  std::unique_ptr<Compressor> f32 = Make("count_sketch:method=candidates,k=40,rows=1,width=1");
+  std::unique_ptr<Compressor> bf16 = Make("count_sketch:method=candidates,k=40,rows=1,width=1,table=bf16");
+  EXPECT_EQ(bf16->spec(), "count_sketch:method=candidates,k=40,rows=1,width=1,seed=1,candidates=2,hash=job,table=bf16");
+  EXPECT_EQ(Make(bf16->spec())->spec(), bf16->spec());
+  const Payload exact = *f32->Encode(x, {});
+  const Payload rounded = *bf16->Encode(x, {});
+  EXPECT_FALSE(HoldsExactlyAsBf16(exact.values));
+  EXPECT_TRUE(HoldsExactlyAsBf16(rounded.values));
+  ASSERT_EQ(rounded.values.size(), exact.values.size());
+  for (size_t i = 0; i < exact.values.size(); ++i) {
+    EXPECT_EQ(rounded.values[i], Bf16ToFloat(FloatToBf16(exact.values[i]))) << i;
+  }
+  const Update candidates = *bf16->Decode(rounded);
+  EXPECT_EQ(candidates.indices, SketchView(rounded.sketch, rounded.values.data()).HeavyHitters(dim, 80).indices);
 }
 
 TEST(CountSketchCompressorTest, PeelNeedsTwoRowsAndAKnownMethod) {

@@ -44,12 +44,18 @@
 // FetchSGD's c/k), or cols, an absolute column count (one of the three);
 // seed (default 1; the job's seed in a job), shared by every worker of a
 // job; momentum (fetchsgd only); candidates (candidates only: candidates per
-// applied coordinate, default 2, 1..64); hash (candidates only: job or step).
+// applied coordinate, default 2, 1..64); hash (candidates only: job or step);
+// table (candidates only: f32, the default, or bf16: each cell of the
+// worker's table rounded to bfloat16, common/bf16.h, so the push codec sends
+// 2 bytes a cell instead of 4 (proto/payload.proto's bf16_values). The table
+// only selects the candidates, whose exact values the second round sums, so
+// its rounding moves no mass: it can only change which candidates rank first.)
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/bf16.h"
 #include "common/compressors/builtin.h"
 #include "common/compressors/selection.h"
 #include "common/count_sketch.h"
@@ -87,9 +93,11 @@ class CountSketchCompressor final : public Compressor {
   // `workers` > 0 sizes a peel table for that many workers' selections
   // (width and cols unused); else `cols` > 0 is the column count, else
   // ceil(width * k).
-  // `hash_per_step`: candidates only (peel always hashes per step).
+  // `hash_per_step`, `table_bf16`: candidates only (peel always hashes per
+  // step, and its exact decode needs float32 tables).
   CountSketchCompressor(Decoding decoding, SelectionParams selection, uint32_t rows, uint32_t workers, double width,
-                        uint32_t cols, uint64_t seed, float momentum, uint32_t candidates, bool hash_per_step)
+                        uint32_t cols, uint64_t seed, float momentum, uint32_t candidates, bool hash_per_step,
+                        bool table_bf16)
       : decoding_(decoding),
         peel_(decoding == Decoding::kPeel),
         step_seeded_(decoding == Decoding::kPeel || (decoding == Decoding::kCandidates && hash_per_step)),
@@ -100,7 +108,8 @@ class CountSketchCompressor final : public Compressor {
         cols_(cols),
         seed_(seed),
         momentum_(momentum),
-        candidates_(candidates) {}
+        candidates_(candidates),
+        table_bf16_(table_bf16) {}
 
   std::string spec() const override {
     std::string shape = workers_ > 0 ? absl::StrCat(",workers=", workers_)
@@ -110,7 +119,8 @@ class CountSketchCompressor final : public Compressor {
                         shape, ",seed=", seed_,
                         decoding_ == Decoding::kFetchSgd ? absl::StrCat(",momentum=", momentum_) : std::string(),
                         decoding_ == Decoding::kCandidates
-                            ? absl::StrCat(",candidates=", candidates_, ",hash=", step_seeded_ ? "step" : "job")
+                            ? absl::StrCat(",candidates=", candidates_, ",hash=", step_seeded_ ? "step" : "job",
+                                           table_bf16_ ? ",table=bf16" : "")
                             : std::string());
   }
 
@@ -210,6 +220,7 @@ class CountSketchCompressor final : public Compressor {
     p.dim = grad.size();
     p.sketch = sketch->shape();
     p.values = std::move(*sketch).ReleaseTable();
+    if (table_bf16_) RoundToBf16(absl::MakeSpan(p.values));
     return p;
   }
 
@@ -272,6 +283,7 @@ class CountSketchCompressor final : public Compressor {
   uint64_t seed_;
   float momentum_;  // fetchsgd
   uint32_t candidates_;  // candidates: candidates decoded per applied coordinate
+  bool table_bf16_;      // candidates: the encoded table rounded to bfloat16
 };
 
 }  // namespace
@@ -324,10 +336,16 @@ absl::StatusOr<std::unique_ptr<Compressor>> MakeCountSketchCompressor(ParamReade
   }
   absl::StatusOr<std::string> hash = params.Choice("hash", "job", {"job", "step"});
   if (!hash.ok()) return hash.status();
+  if (params.Has("table") && decoding != Decoding::kCandidates) {
+    return absl::InvalidArgumentError(
+        "count_sketch: table is a parameter of method=candidates (the other methods decode from float32 tables)");
+  }
+  absl::StatusOr<std::string> table = params.Choice("table", "f32", {"f32", "bf16"});
+  if (!table.ok()) return table.status();
   return std::unique_ptr<Compressor>(new CountSketchCompressor(
       decoding, *selection, static_cast<uint32_t>(*rows), static_cast<uint32_t>(*workers), *width,
       static_cast<uint32_t>(*cols), *seed, static_cast<float>(*momentum), static_cast<uint32_t>(*candidates),
-      *hash == "step"));
+      *hash == "step", *table == "bf16"));
 }
 
 }  // namespace sketchfuse

@@ -32,24 +32,6 @@ uint16_t Bf16At(const std::string& bytes, size_t i) {
 
 }  // namespace
 
-uint16_t FloatToBf16(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof(bits));
-  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((bits >> 16) | 0x0040u);  // quiet NaN
-  // Round to nearest, ties to even: add just under half an ulp, plus the
-  // lowest kept bit. A carry out of the mantissa correctly bumps the
-  // exponent, up to infinity.
-  bits += 0x7FFFu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
-
-float Bf16ToFloat(uint16_t b) {
-  const uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float x;
-  std::memcpy(&x, &bits, sizeof(x));
-  return x;
-}
-
 absl::Status RingAllReduceSumBf16(Collective& collective, absl::Span<float> data,
                                   const std::function<uint32_t(int round)>& tag_of_round) {
   const int size = collective.size(), rank = collective.rank();

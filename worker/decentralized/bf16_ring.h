@@ -2,9 +2,9 @@
 // over the Collective interface's point-to-point exchanges (Gloo has no
 // bfloat16 type, and its float16 allreduce accumulates in float16).
 //
-// bfloat16 keeps float32's 8-bit exponent and the top 7 bits of its
-// mantissa: every finite gradient keeps its order of magnitude (no overflow,
-// no flush to zero, so no loss scaling), at a relative precision of 2^-8.
+// bfloat16 (common/bf16.h) keeps float32's 8-bit exponent: every finite
+// gradient keeps its order of magnitude (no loss scaling), at a relative
+// precision of 2^-8.
 //
 // NOTE: stateless; the Collective's own rules on threads apply.
 #ifndef SKETCHFUSE_WORKER_DECENTRALIZED_BF16_RING_H_
@@ -15,20 +15,10 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "common/bf16.h"
 #include "worker/collective/collective.h"
 
 namespace sketchfuse {
-
-// The bfloat16 nearest to x (ties to even); NaN stays NaN (quiet, same
-// sign), infinities stay infinite, and finite values beyond bfloat16's
-// largest round to infinity as IEEE rounding says.
-uint16_t FloatToBf16(float x);
-// Exact: the float whose upper 16 bits are `b`.
-float Bf16ToFloat(uint16_t b);
-
-// Unit roundoff of bfloat16 (8 significant bits): |FloatToBf16(x) - x| <=
-// kBf16UnitRoundoff * |x| for finite x within range.
-inline constexpr double kBf16UnitRoundoff = 1.0 / 256.0;
 
 // data[i] = sum over ranks of data[i], the same bits on every rank.
 // Ring reduce-scatter over P chunks, then a ring allgather: in each of the

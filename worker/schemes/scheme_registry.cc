@@ -45,7 +45,7 @@ const std::vector<SchemeInfo>& Schemes() {
       // centralized and hybrid forms are fixed_sketch_ps and
       // fixed_sketch_auto.
       {"fixed_sketch_allreduce", Route::kDecentralized, "count_sketch",
-       "count_sketch:method=candidates,density=0.0333,rows=1,width=1,candidates=2",
+       "count_sketch:method=candidates,density=0.0333,rows=1,width=1,candidates=2,table=bf16",
        "allreduce of fixed-size sketches, then of the exact values at the decoded candidates (no indices); the top "
        "k of those sums applied: bytes per worker independent of the number of workers",
        T().WorkerMomentum().CappedRelease().TwoRounds().ReselectsTopK(), &RoundsAllreduce},
@@ -53,7 +53,7 @@ const std::vector<SchemeInfo>& Schemes() {
       // pushes its table, the shard decodes the candidates; each pushes its
       // values there (no indices), the shard answers the top k of the sums.
       {"fixed_sketch_ps", Route::kCentralized, "count_sketch",
-       "count_sketch:method=candidates,density=0.0333,rows=1,width=1,candidates=2",
+       "count_sketch:method=candidates,density=0.0333,rows=1,width=1,candidates=2,table=bf16",
        "fixed-size sketches summed on the servers, which decode the candidates; the workers' exact values there "
        "(no indices) summed in a second push and the top k applied: bytes per worker independent of the number "
        "of workers",
@@ -83,7 +83,7 @@ const std::vector<SchemeInfo>& Schemes() {
        "sketch_ps while the servers answer, sketch_allreduce when they fail; back when they are healthy",
        T().WorkerMomentum().CappedRelease().RunsOnGpu(), &RoundsAllreduce, {"sketch_ps", "sketch_allreduce"}},
       {"fixed_sketch_auto", Route::kHybrid, "count_sketch",
-       "count_sketch:method=candidates,density=0.0333,rows=1,width=1,candidates=2",
+       "count_sketch:method=candidates,density=0.0333,rows=1,width=1,candidates=2,table=bf16",
        "fixed_sketch_ps while the servers answer, fixed_sketch_allreduce when they fail; back when they are healthy",
        T().WorkerMomentum().CappedRelease().TwoRounds().ReselectsTopK(), &RoundsAllreduce,
        {"fixed_sketch_ps", "fixed_sketch_allreduce"}},
