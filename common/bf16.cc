@@ -22,6 +22,21 @@ float Bf16ToFloat(uint16_t b) {
   return x;
 }
 
+std::string Bf16Bytes(absl::Span<const float> x) {
+  std::string bytes(2 * x.size(), '\0');
+  for (size_t i = 0; i < x.size(); ++i) {
+    const uint16_t b = FloatToBf16(x[i]);
+    std::memcpy(bytes.data() + 2 * i, &b, sizeof(b));
+  }
+  return bytes;
+}
+
+float Bf16ValueAt(absl::string_view bytes, size_t i) {
+  uint16_t b;
+  std::memcpy(&b, bytes.data() + 2 * i, sizeof(b));
+  return Bf16ToFloat(b);
+}
+
 void RoundToBf16(absl::Span<float> x) {
   for (float& v : x) v = Bf16ToFloat(FloatToBf16(v));
 }

@@ -8,8 +8,11 @@
 #ifndef SKETCHFUSE_COMMON_BF16_H_
 #define SKETCHFUSE_COMMON_BF16_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
 
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace sketchfuse {
@@ -24,6 +27,14 @@ float Bf16ToFloat(uint16_t b);
 // Unit roundoff of bfloat16 (8 significant bits): |FloatToBf16(x) - x| <=
 // kBf16UnitRoundoff * |x| for finite x within range.
 inline constexpr double kBf16UnitRoundoff = 1.0 / 256.0;
+
+// The values of `x` rounded to bfloat16 (FloatToBf16), as 2 little-endian
+// bytes each: the wire form of the bf16 ring's messages and of a payload's
+// bf16_values.
+std::string Bf16Bytes(absl::Span<const float> x);
+// The float of value `i` of such bytes (exact: Bf16ToFloat). The caller
+// checks that 2 * i + 2 <= bytes.size().
+float Bf16ValueAt(absl::string_view bytes, size_t i);
 
 // x[i] = Bf16ToFloat(FloatToBf16(x[i])) for every i.
 void RoundToBf16(absl::Span<float> x);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -97,6 +98,12 @@ TEST(Bf16Test, RoundedSpansHoldExactlyAndOthersDoNot) {
     EXPECT_FALSE(HoldsExactlyAsBf16(rounded)) << n;
   }
   EXPECT_FALSE(HoldsExactlyAsBf16({}));  // nothing to carry
+  // The bytes: 2 a value, little-endian, read back as the rounded floats.
+  const std::vector<float> x = {1.0f, -2.5f, 3.14159f, 0.0f};
+  const std::string bytes = Bf16Bytes(x);
+  ASSERT_EQ(bytes.size(), 8u);
+  EXPECT_EQ(bytes.substr(0, 2), std::string("\x80\x3f", 2));  // 1.0 is 0x3F80
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(Bf16ValueAt(bytes, i), Bf16ToFloat(FloatToBf16(x[i])));
   EXPECT_TRUE(HoldsExactlyAsBf16(std::vector<float>{0.0f, -2.0f, 1.5f}));
 }
 

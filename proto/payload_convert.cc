@@ -1,7 +1,5 @@
 #include "proto/payload_convert.h"
 
-#include <cstring>
-
 #include "absl/strings/str_cat.h"
 #include "common/bf16.h"
 #include "common/error_feedback.h"
@@ -41,15 +39,6 @@ absl::Status IndicesFromGaps(absl::Span<const uint32_t> gaps, absl::string_view 
   return absl::OkStatus();
 }
 
-std::string Bf16Bytes(absl::Span<const float> values) {
-  std::string bytes(2 * values.size(), '\0');
-  for (size_t i = 0; i < values.size(); ++i) {
-    const uint16_t b = FloatToBf16(values[i]);
-    std::memcpy(bytes.data() + 2 * i, &b, sizeof(b));
-  }
-  return bytes;
-}
-
 absl::Status ValuesFromBf16(absl::string_view bytes, absl::string_view what, std::vector<float>* values) {
   if (bytes.empty()) return absl::OkStatus();
   if (!values->empty()) {
@@ -61,11 +50,7 @@ absl::Status ValuesFromBf16(absl::string_view bytes, absl::string_view what, std
         absl::StrCat(what, " bf16_values has ", bytes.size(), " bytes, not two a value"));
   }
   values->resize(bytes.size() / 2);
-  for (size_t i = 0; i < values->size(); ++i) {
-    uint16_t b;
-    std::memcpy(&b, bytes.data() + 2 * i, sizeof(b));
-    (*values)[i] = Bf16ToFloat(b);
-  }
+  for (size_t i = 0; i < values->size(); ++i) (*values)[i] = Bf16ValueAt(bytes, i);
   return absl::OkStatus();
 }
 

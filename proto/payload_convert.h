@@ -45,11 +45,9 @@ absl::Status IndicesFromGaps(absl::Span<const uint32_t> gaps, absl::string_view 
                              std::vector<uint32_t>* indices);
 
 // bfloat16 values (payload.proto's bf16_values): a payload's senders write
-// them when bfloat16 holds every value exactly (common/bf16.h
-// HoldsExactlyAsBf16), else float32; receivers take either.
+// them (common/bf16.h Bf16Bytes) when bfloat16 holds every value exactly
+// (HoldsExactlyAsBf16), else float32; receivers take either.
 
-// The bytes of bf16_values for `values`, which bfloat16 must hold exactly.
-std::string Bf16Bytes(absl::Span<const float> values);
 // Replaces the empty `*values` with the floats of bf16_values `bytes`.
 // INVALID_ARGUMENT naming `what` for an odd length or `*values` not empty (a
 // message that gives both values and bf16_values).

@@ -1,6 +1,5 @@
 #include "worker/decentralized/bf16_ring.h"
 
-#include <cstring>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -12,22 +11,6 @@ namespace {
 // Chunk `chunk` of P over n elements: [chunk * n / P, (chunk + 1) * n / P).
 uint64_t ChunkBegin(int chunk, uint64_t n, int size) {
   return static_cast<uint64_t>(chunk) * n / static_cast<uint64_t>(size);
-}
-
-// The chunk's values as bfloat16 bytes.
-std::string EncodeChunk(absl::Span<const float> values) {
-  std::string bytes(2 * values.size(), '\0');
-  for (size_t i = 0; i < values.size(); ++i) {
-    const uint16_t b = FloatToBf16(values[i]);
-    std::memcpy(bytes.data() + 2 * i, &b, sizeof(b));
-  }
-  return bytes;
-}
-
-uint16_t Bf16At(const std::string& bytes, size_t i) {
-  uint16_t b;
-  std::memcpy(&b, bytes.data() + 2 * i, sizeof(b));
-  return b;
 }
 
 }  // namespace
@@ -56,21 +39,21 @@ absl::Status RingAllReduceSumBf16(Collective& collective, absl::Span<float> data
   // of it), receive chunk rank - s - 1 and add this rank's values into it.
   for (int s = 0; s < size - 1; ++s) {
     const absl::Span<float> in = chunk((rank - s - 1 + 2 * size) % size);
-    absl::StatusOr<std::string> received = exchange(EncodeChunk(chunk((rank - s + size) % size)), s, in);
+    absl::StatusOr<std::string> received = exchange(Bf16Bytes(chunk((rank - s + size) % size)), s, in);
     if (!received.ok()) return received.status();
-    for (size_t i = 0; i < in.size(); ++i) in[i] += Bf16ToFloat(Bf16At(*received, i));
+    for (size_t i = 0; i < in.size(); ++i) in[i] += Bf16ValueAt(*received, i);
   }
   // This rank completed chunk rank + 1: round it once; the owner takes the
   // rounded values too, so every rank ends with the same bits.
   const absl::Span<float> owned = chunk((rank + 1) % size);
-  std::string message = EncodeChunk(owned);
-  for (size_t i = 0; i < owned.size(); ++i) owned[i] = Bf16ToFloat(Bf16At(message, i));
+  std::string message = Bf16Bytes(owned);
+  for (size_t i = 0; i < owned.size(); ++i) owned[i] = Bf16ValueAt(message, i);
   // Allgather: forward each completed chunk as received, without rounding again.
   for (int s = 0; s < size - 1; ++s) {
     const absl::Span<float> in = chunk((rank - s + size) % size);
     absl::StatusOr<std::string> received = exchange(message, size - 1 + s, in);
     if (!received.ok()) return received.status();
-    for (size_t i = 0; i < in.size(); ++i) in[i] = Bf16ToFloat(Bf16At(*received, i));
+    for (size_t i = 0; i < in.size(); ++i) in[i] = Bf16ValueAt(*received, i);
     message = *std::move(received);
   }
   return absl::OkStatus();
