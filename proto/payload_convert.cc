@@ -39,6 +39,10 @@ absl::Status IndicesFromGaps(absl::Span<const uint32_t> gaps, absl::string_view 
   return absl::OkStatus();
 }
 
+bool SendsAsBf16(const Payload& payload) {
+  return payload.kind == PayloadKind::kSketch && HoldsExactlyAsBf16(payload.values);
+}
+
 absl::Status ValuesFromBf16(absl::string_view bytes, absl::string_view what, std::vector<float>* values) {
   if (bytes.empty()) return absl::OkStatus();
   if (!values->empty()) {
@@ -145,7 +149,7 @@ void PayloadToProto(const Payload& payload, v1::Payload* message) {
   if (payload.kind == PayloadKind::kSketch) SketchShapeToProto(payload.sketch, message->mutable_sketch());
   message->set_dim(payload.dim);
   PutIndices(payload.indices, message);
-  if (HoldsExactlyAsBf16(payload.values)) {
+  if (SendsAsBf16(payload)) {
     message->set_bf16_values(Bf16Bytes(payload.values));
   } else {
     message->mutable_values()->Add(payload.values.begin(), payload.values.end());

@@ -44,9 +44,14 @@ bool SendsAsGaps(const std::vector<uint32_t>& indices);
 absl::Status IndicesFromGaps(absl::Span<const uint32_t> gaps, absl::string_view what,
                              std::vector<uint32_t>* indices);
 
-// bfloat16 values (payload.proto's bf16_values): a payload's senders write
-// them (common/bf16.h Bf16Bytes) when bfloat16 holds every value exactly
-// (HoldsExactlyAsBf16), else float32; receivers take either.
+// bfloat16 values (payload.proto's bf16_values): a sketch payload's
+// senders write them (common/bf16.h Bf16Bytes) when bfloat16 holds every
+// cell exactly (a table count_sketch rounded: table=bf16), else float32;
+// other payloads always go as float32, so their bytes never depend on their
+// values. Receivers take either, for any kind.
+
+// True if `payload` goes as bf16_values.
+bool SendsAsBf16(const Payload& payload);
 
 // Replaces the empty `*values` with the floats of bf16_values `bytes`.
 // INVALID_ARGUMENT naming `what` for an odd length or `*values` not empty (a

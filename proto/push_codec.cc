@@ -116,10 +116,10 @@ grpc::ByteBuffer EncodePushRequest(const v1::RoundKey& round, uint32_t worker,
     wire::PutBytesField(kPayloadSketch, shape.SerializeAsString(), &fields);
   }
   PutIndices(kPayloadIndices, kPayloadIndexGaps, payload->indices, &fields);
-  // Values bfloat16 holds exactly go at 2 bytes each, copied into the header;
-  // the others at 4, referenced where they lie.
+  // A sketch whose cells bfloat16 holds exactly goes at 2 bytes a cell,
+  // copied into the header; other values at 4, referenced where they lie.
   static const std::vector<float>* const kNoValues = new std::vector<float>();
-  const bool bf16 = HoldsExactlyAsBf16(payload->values);
+  const bool bf16 = SendsAsBf16(*payload);
   if (bf16) wire::PutBytesField(kPayloadBf16Values, Bf16Bytes(payload->values), &fields);
   const std::vector<float>& values = bf16 ? *kNoValues : payload->values;
   wire::PutValuesHeader(kPayloadValues, values, &fields);

@@ -51,7 +51,8 @@ struct PushReplyParts {
 // `payload` alive until gRPC (and every copy of the buffer) is done with it,
 // so it must not be modified meanwhile. Indices (as gaps where they ascend)
 // and the small fields are encoded into a header of their own, and so are
-// values that bfloat16 holds exactly (bf16_values: 2 bytes each, copied).
+// a sketch's cells where bfloat16 holds them exactly (bf16_values: 2 bytes
+// each, copied; payload_convert.h SendsAsBf16).
 grpc::ByteBuffer EncodePushRequest(const v1::RoundKey& round, uint32_t worker,
                                    std::shared_ptr<const Payload> payload);
 

@@ -490,8 +490,8 @@ TEST(PushCodecTest, BadGapsAreRefusedNamingTheField) {
       << s;
 }
 
-// A payload whose values bfloat16 holds exactly (a table count_sketch
-// rounded with table=bf16) goes at 2 bytes a value, as protobuf serializes
+// A sketch whose cells bfloat16 holds exactly (a table count_sketch
+// rounded with table=bf16) goes at 2 bytes a cell, as protobuf serializes
 // it through PayloadToProto, and decodes to the same floats.
 TEST(PushCodecTest, ValuesBfloat16HoldsTravelAtTwoBytes) {
   std::mt19937_64 rng(14);
@@ -515,6 +515,16 @@ TEST(PushCodecTest, ValuesBfloat16HoldsTravelAtTwoBytes) {
   absl::StatusOr<PushRequestParts> back = DecodePushRequest(Sliced(Flatten(encoded), rng));
   ASSERT_TRUE(back.ok()) << back.status();
   ExpectSamePayload(back->payload, *rounded);
+  // Other kinds go as float32 whatever their values, so their bytes never
+  // depend on them: a dense group of ones, which bfloat16 holds exactly.
+  auto ones = std::make_shared<Payload>();
+  ones->kind = PayloadKind::kDense;
+  ones->dim = 100;
+  ones->values.assign(100, 1.0f);
+  v1::PushRequest dense;
+  ASSERT_TRUE(dense.ParseFromString(Flatten(EncodePushRequest(Round(1, 0), 2, ones))));
+  EXPECT_EQ(dense.payload().values_size(), 100);
+  EXPECT_TRUE(dense.payload().bf16_values().empty());
 }
 
 TEST(PushCodecTest, BadBf16ValuesAreRefusedNamingTheField) {
