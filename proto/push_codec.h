@@ -14,9 +14,13 @@
 // interoperates. Decoding accepts what protobuf's parser accepts for these
 // messages: fields in any order, repeated fields packed or not, a message
 // field given twice (merged), unknown fields (skipped). It is stricter in
-// one respect: a known field with the wrong wire type is refused, not kept
-// as an unknown field. Every malformed input gets INVALID_ARGUMENT naming
-// the field and the problem; nothing is allocated beyond the bytes present.
+// two respects: a known field with the wrong wire type is refused, not kept
+// as an unknown field, and so is a message that gives indices both plain
+// and as index_gaps, or values both as float32 and as bf16_values (protobuf
+// keeps both; PayloadFromProto refuses them too). Every malformed input gets
+// INVALID_ARGUMENT naming the field and the problem; nothing is allocated
+// beyond the bytes present, but for bf16_values, whose floats take twice
+// their bytes.
 #ifndef SKETCHFUSE_PROTO_PUSH_CODEC_H_
 #define SKETCHFUSE_PROTO_PUSH_CODEC_H_
 
