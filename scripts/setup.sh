@@ -4,8 +4,8 @@
 # sudo when not root. Says what it installs.
 #
 #   scripts/setup.sh            build and test dependencies
-#   scripts/setup.sh --bench    the same (Debian's PyTorch, the benchmarks'
-#                               reference, is now a build package)
+#   scripts/setup.sh --bench    also the reference BLAS (bench/blas_compare.py;
+#                               PyTorch, the benchmarks' reference, is a build package)
 #   scripts/setup.sh --fuzz     also clang and its libFuzzer runtime
 #                               (bazel build --config=fuzz)
 set -euo pipefail
@@ -18,6 +18,10 @@ set -euo pipefail
 # partition test and the shaped-link benchmarks; python3-torch is what the
 # PyTorch front end (python/sketchfuse) is built for and tested with, and
 # python3-torchvision gives the example and the tests ResNet-18.
+# libopenblas0-openmp takes over the libblas.so.3 alternative that LibTorch
+# links: without it that is the reference BLAS, and an MLP's training step
+# runs 6 to 9 times slower (docs/BENCHMARKS.md, "The BLAS under LibTorch");
+# its OpenMP build follows LibTorch's thread count (--threads).
 BUILD_PACKAGES=(
   bazel-bootstrap bazel-bootstrap-source g++ git
   libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc grpc-proto
@@ -25,11 +29,12 @@ BUILD_PACKAGES=(
   libgloo-dev prometheus-cpp-dev zlib1g-dev
   openssl
   libtorch-dev dataset-fashion-mnist python3 gnuplot-nox iproute2
-  python3-torch python3-torchvision
+  python3-torch python3-torchvision libopenblas0-openmp
 )
-# Benchmarks: nothing beyond the build's (kept for the command line; PyTorch,
-# the benchmarks' reference, is in the build's list for the front end).
-BENCH_PACKAGES=()
+# Benchmarks: the reference BLAS, which bench/blas_compare.py runs LibTorch on
+# beside OpenBLAS (PyTorch, the benchmarks' reference, is in the build's list
+# for the front end).
+BENCH_PACKAGES=(libblas3)
 # Coverage-guided fuzzing: clang with its sanitizer and libFuzzer runtimes.
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 

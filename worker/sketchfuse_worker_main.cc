@@ -12,6 +12,7 @@
 // --write_job_config=FILE writes the job's configuration for the servers and
 // exits. Exit status: 0 done, 2 error, 3 the run diverged (here or elsewhere).
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -25,6 +26,7 @@
 #include "worker/gpu/device_memory.h"
 #include "worker/pipeline/job_plan.h"
 #include "worker/schemes/scheme_registry.h"
+#include "worker/training/blas_check.h"
 #include "worker/virtual/virtual_workers.h"
 #include "worker/worker_flags.h"
 #include "worker/worker_run.h"
@@ -70,6 +72,15 @@ int main(int argc, char** argv) {
                                                           *run, absl::GetFlag(FLAGS_round_deadline_ms),
                                                           static_cast<uint32_t>(num_shards), path);
     return written.ok() ? 0 : Fail(written);
+  }
+  // A CPU worker's forward and backward passes run on LibTorch's BLAS: say
+  // so when that is the reference BLAS (worker/training/blas_check.h).
+  if (run->device() != "gpu") {
+    if (absl::StatusOr<sketchfuse::BlasLibrary> blas = sketchfuse::LoadedBlas(); blas.ok()) {
+      if (std::optional<std::string> warning = sketchfuse::ReferenceBlasWarning(*blas)) {
+        std::cerr << "sketchfuse_worker: warning: " << *warning << std::endl;
+      }
+    }
   }
   if (absl::GetFlag(FLAGS_virtual_workers) != 0) {
     absl::StatusOr<sketchfuse::VirtualWorkersConfig> config = sketchfuse::VirtualWorkersConfigFromFlags(*run);
