@@ -28,6 +28,13 @@ expect_refusal "--steps must be at least 2" "${shaped[@]}" --steps 1
 expect_refusal "is not an executable" python3 "$bench/shaped_cluster.py" --out "$dir/o" --server "$dir/none" \
   --worker /bin/true
 
+blas=(python3 "$bench/blas_compare.py" --out "$dir/o" --worker /bin/true)
+expect_refusal "unknown model 'resnet' in --models" "${blas[@]}" --models mlp,resnet
+expect_refusal "--workers must be in [1, 256]; got 0" "${blas[@]}" --workers 0
+expect_refusal "--train_examples must be at least 32 * --workers (128)" "${blas[@]}" --train_examples 100
+expect_refusal "--threads must be in [1, 256]" "${blas[@]}" --threads -3
+expect_refusal "no worker binary at $dir/none" python3 "$bench/blas_compare.py" --out "$dir/o" --worker "$dir/none"
+
 mkdir -p "$dir/broken/runs" "$dir/gpu"
 echo '{"runs": [' >"$dir/broken/runs.json"
 expect_refusal "cannot read shaped-link runs $dir/missing/runs.json" \

@@ -35,6 +35,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KNOWN_MODELS = ("mlp", "cnn", "mlp_large", "cnn_wide")  # worker/training/models.cc KnownClassifiers
 
 
 def triplet():
@@ -92,8 +93,19 @@ def main():
     p.add_argument("--worker", default=os.path.join(ROOT, "bazel-bin/worker/sketchfuse_worker"))
     p.add_argument("--out", default=os.path.join(ROOT, "bench/data/blas"))
     args = p.parse_args()
-    if args.workers < 1 or args.train_examples < 32 * args.workers or args.threads < 1:
-        sys.exit("blas_compare: need --workers >= 1, --threads >= 1 and --train_examples >= 32 * workers")
+    models = [m for m in args.models.split(",") if m]
+    for m in models:
+        if m not in KNOWN_MODELS:
+            sys.exit(f"blas_compare: unknown model '{m}' in --models (known: {', '.join(KNOWN_MODELS)})")
+    if not models:
+        sys.exit("blas_compare: --models names no model")
+    if args.workers < 1 or args.workers > 256:
+        sys.exit(f"blas_compare: --workers must be in [1, 256]; got {args.workers}")
+    if args.threads < 1 or args.threads > 256:
+        sys.exit(f"blas_compare: --threads must be in [1, 256]; got {args.threads}")
+    if args.train_examples < 32 * args.workers:
+        sys.exit(f"blas_compare: --train_examples must be at least 32 * --workers ({32 * args.workers}) for one step; "
+                 f"got {args.train_examples}")
     if not os.access(args.worker, os.X_OK):
         sys.exit(f"blas_compare: no worker binary at {args.worker} (bash scripts/bazel.sh build //worker:sketchfuse_worker)")
     reference_dir = f"/usr/lib/{triplet()}/blas"
@@ -101,7 +113,6 @@ def main():
         print(f"blas_compare: the reference BLAS is not installed ({reference_dir}/libblas.so.3; "
               "apt-get install libblas3, or scripts/setup.sh --bench)", file=sys.stderr)
         sys.exit(2)
-    models = [m for m in args.models.split(",") if m]
     os.makedirs(args.out, exist_ok=True)
     selected = selected_blas()
 
