@@ -111,7 +111,7 @@ def main():
     reference_dir = f"/usr/lib/{triplet()}/blas"
     if not os.path.exists(os.path.join(reference_dir, "libblas.so.3")):
         print(f"blas_compare: the reference BLAS is not installed ({reference_dir}/libblas.so.3; "
-              "apt-get install libblas3, or scripts/setup.sh --bench)", file=sys.stderr)
+              "apt-get install libblas3, or scripts/setup.sh)", file=sys.stderr)
         sys.exit(2)
     os.makedirs(args.out, exist_ok=True)
     selected = selected_blas()

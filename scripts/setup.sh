@@ -4,8 +4,8 @@
 # sudo when not root. Says what it installs.
 #
 #   scripts/setup.sh            build and test dependencies
-#   scripts/setup.sh --bench    also the reference BLAS (bench/blas_compare.py;
-#                               PyTorch, the benchmarks' reference, is a build package)
+#   scripts/setup.sh --bench    the same (Debian's PyTorch and the reference
+#                               BLAS, the benchmarks' references, are build packages)
 #   scripts/setup.sh --fuzz     also clang and its libFuzzer runtime
 #                               (bazel build --config=fuzz)
 set -euo pipefail
@@ -21,7 +21,9 @@ set -euo pipefail
 # libopenblas0-openmp takes over the libblas.so.3 alternative that LibTorch
 # links: without it that is the reference BLAS, and an MLP's training step
 # runs 6 to 9 times slower (docs/BENCHMARKS.md, "The BLAS under LibTorch");
-# its OpenMP build follows LibTorch's thread count (--threads).
+# its OpenMP build follows LibTorch's thread count (--threads). libblas3, the
+# reference BLAS, stays for //tests:torch_hook_accuracy_test and
+# bench/blas_compare.py, which run on it by LD_LIBRARY_PATH.
 BUILD_PACKAGES=(
   bazel-bootstrap bazel-bootstrap-source g++ git
   libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc grpc-proto
@@ -29,12 +31,11 @@ BUILD_PACKAGES=(
   libgloo-dev prometheus-cpp-dev zlib1g-dev
   openssl
   libtorch-dev dataset-fashion-mnist python3 gnuplot-nox iproute2
-  python3-torch python3-torchvision libopenblas0-openmp
+  python3-torch python3-torchvision libopenblas0-openmp libblas3
 )
-# Benchmarks: the reference BLAS, which bench/blas_compare.py runs LibTorch on
-# beside OpenBLAS (PyTorch, the benchmarks' reference, is in the build's list
-# for the front end).
-BENCH_PACKAGES=(libblas3)
+# Benchmarks: nothing beyond the build's (kept for the command line; PyTorch,
+# the benchmarks' reference, and the reference BLAS are in the build's list).
+BENCH_PACKAGES=()
 # Coverage-guided fuzzing: clang with its sanitizer and libFuzzer runtimes.
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 
