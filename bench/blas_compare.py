@@ -23,8 +23,9 @@ the system selects, and reports per model and BLAS:
 Each job: --virtual_workers=W --scheme=dense_allreduce, 1 epoch of
 --train_examples examples, batch 32, seed 1, --threads threads. Writes
 DIR/blas.csv, DIR/blas.json, DIR/blas.txt (this report), DIR/blas.png (with
-gnuplot), and each run's output as DIR/<model>_<blas>.out. Exits 2 when the
-reference BLAS or the worker is missing, naming it.
+gnuplot), and each run's output as DIR/<model>_<blas>.out. Exits non-zero,
+naming the problem, on a bad flag, a missing worker binary (1) or a missing
+reference BLAS (2).
 """
 import argparse
 import csv
@@ -138,9 +139,9 @@ def main():
         "| accuracy, reference | accuracy, selected |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
+    pairs = {m: ({r["blas"]: r for r in rows if r["model"] == m}) for m in models}
     for model in models:
-        ref = next(r for r in rows if r["model"] == model and r["blas"] == "reference")
-        sel = next(r for r in rows if r["model"] == model and r["blas"] == "selected")
+        ref, sel = pairs[model]["reference"], pairs[model]["selected"]
         lines.append(
             f"| {model} | {ref['mean_step_s'] * 1000:.1f} ms | {sel['mean_step_s'] * 1000:.1f} ms | "
             f"{ref['mean_step_s'] / sel['mean_step_s']:.1f}x | {ref['backward_s'] * 1000:.1f} ms | "
@@ -161,8 +162,7 @@ def main():
         data = os.path.join(args.out, "blas.dat")
         with open(data, "w") as f:
             for i, model in enumerate(models):
-                ref = next(r for r in rows if r["model"] == model and r["blas"] == "reference")
-                sel = next(r for r in rows if r["model"] == model and r["blas"] == "selected")
+                ref, sel = pairs[model]["reference"], pairs[model]["selected"]
                 f.write(f"{i} {model} {ref['mean_step_s'] / sel['mean_step_s']:.3f} "
                         f"{ref['backward_s'] / sel['backward_s']:.3f}\n")
         png = os.path.join(args.out, "blas.png")
