@@ -53,6 +53,17 @@ class MLP(nn.Module):
         return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
 
 
+class MLPLarge(nn.Module):
+    """The worker's mlp_large: 784-1024-1024-10, 1.86M parameters."""
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(784, 1024); self.fc2 = nn.Linear(1024, 1024); self.fc3 = nn.Linear(1024, 10)
+
+    def forward(self, x):
+        x = x.flatten(1)
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+
 class CNN(nn.Module):
     def __init__(self):
         super().__init__()
@@ -188,6 +199,13 @@ def main():
     ap.add_argument("--perlayer", type=int, default=0)
     ap.add_argument("--cap", type=float, default=0)
     ap.add_argument("--warmup", type=int, default=0, help="linear lr warm-up steps")
+    ap.add_argument("--warmup_from", type=float, default=0.0,
+                    help="the rate at step 0 of the warm-up (the worker's --lr_base_workers rule starts at its "
+                         "--learning_rate; 0: from (step + 1) / warmup of --lr, as before)")
+    ap.add_argument("--mom_place", default="corr",
+                    help="global_topk: corr (momentum correction with masking, the worker's), nomask (correction, "
+                         "velocity kept), post (error feedback on gradients, momentum on the applied mean: global "
+                         "momentum, every worker the same velocity)")
     ap.add_argument("--score", default="median")
     ap.add_argument("--peel_iters", type=int, default=8)
     ap.add_argument("--tol", type=float, default=1e-4)
@@ -210,7 +228,7 @@ def main():
     a = ap.parse_args()
 
     torch.manual_seed(a.seed)
-    model = MLP() if a.model == "mlp" else CNN()
+    model = {"mlp": MLP, "mlp_large": MLPLarge, "cnn": CNN}[a.model]()
     params = list(model.parameters())
     names = [n for n, _ in model.named_parameters()][::-1]
     bparams = params[::-1]  # backward order, as the C++ fusion buffer
@@ -229,7 +247,9 @@ def main():
 
     meth = a.method
     dense_mom = meth in ("dense", "topk_gm")
-    post_mom = meth == "imp" and a.imp_mom == "post"
+    post_mom = (meth == "imp" and a.imp_mom == "post") or (meth == "global_topk" and a.mom_place == "post")
+    if a.mom_place not in ("corr", "nomask", "post"):
+        raise SystemExit("--mom_place must be corr, nomask or post")
     opt = torch.optim.SGD(params, lr=a.lr, momentum=a.momentum if (dense_mom or post_mom) else 0.0)
     cells = int(round(d / a.ratio))
     if meth == "sk_sparse2":
@@ -432,7 +452,7 @@ def main():
                 upd[ix] = sum(er[ix] for er in e)
                 for r in range(W):
                     e[r][ix] = 0
-                    if not a.nomask:
+                    if not (a.nomask or a.mom_place == "nomask"):
                         u[r][ix] = 0
             elif meth in ("sk_local", "sk_local2"):
                 S = torch.zeros(a.rows, cols)
@@ -561,7 +581,10 @@ def main():
                 off += n
             if a.warmup:
                 for grp in opt.param_groups:
-                    grp["lr"] = a.lr * min(1.0, (step + 1) / a.warmup)
+                    if a.warmup_from > 0:
+                        grp["lr"] = a.lr if step >= a.warmup else a.warmup_from + (a.lr - a.warmup_from) * step / a.warmup
+                    else:
+                        grp["lr"] = a.lr * min(1.0, (step + 1) / a.warmup)
             opt.step()
             step += 1
             if a.eval_every and step % a.eval_every == 0:

@@ -8,6 +8,7 @@
 // injected into virtual worker 3's gradient ends the run as a divergence
 // naming that worker, with the divergence exit status.
 // Usage (from Bazel): virtual_workers_test <sketchfuse_server> <sketchfuse_worker>
+#include <cmath>
 #include <regex>
 #include <string>
 #include <vector>
@@ -82,6 +83,54 @@ INSTANTIATE_TEST_SUITE_P(EveryScheme, VirtualWorkersTest,
                                            "dense_bf16_allreduce", "sketch_allreduce", "fixed_sketch_allreduce",
                                            "fixed_sketch_ps", "topk_allgather", "gtopk", "importance_allreduce",
                                            "spardl", "auto", "fixed_sketch_auto"));
+
+// Global momentum (--momentum_at=update): every process keeps its own copy
+// of the optimizer's velocity, fed the same aggregated update, so the four
+// processes and the virtual run end with the same model.
+TEST(VirtualWorkersGlobalMomentumTest, EndsWithTheModelOfFourProcesses) {
+  for (const std::string scheme : {"fixed_sketch_ps", "topk_allgather"}) {
+    std::vector<std::string> flags = RunFlags(scheme);
+    flags.push_back("--momentum_at=update");
+    TrainingCluster cluster(daemon_binaries.server, daemon_binaries.worker,
+                            absl::StrCat(TestTempDir(), "/", scheme, "-update-processes"), flags);
+    const std::vector<WorkerResult> processes = cluster.Train(kWorkers, 2);
+    ASSERT_EQ(processes.size(), static_cast<size_t>(kWorkers)) << scheme;
+    const VirtualRun virtual_run = RunVirtual(scheme + "-update-virtual", flags);
+    ASSERT_EQ(virtual_run.exit_code, 0) << virtual_run.err;
+    const WorkerResult virtual_result = ParseSummary(virtual_run.out);
+    EXPECT_EQ(virtual_result.last_epoch, processes[0].last_epoch) << scheme;
+    EXPECT_EQ(virtual_result.accuracy, processes[0].accuracy) << scheme;
+    for (int w = 1; w < kWorkers; ++w) EXPECT_EQ(processes[w].accuracy, processes[0].accuracy) << scheme << " " << w;
+  }
+}
+
+// What global momentum is: with every coordinate sent (Top-k at density 1,
+// error feedback then holds nothing), it is dense momentum SGD, so
+// topk_allgather ends where dense_allreduce does (the sums' order differs:
+// an allgather adds rank by rank, the ring by chunks, so the digits may
+// differ a little). Momentum correction at density 1 masks the whole
+// velocity every step, which leaves plain SGD: a different model.
+TEST(VirtualWorkersGlobalMomentumTest, AtFullDensityItIsDenseMomentumSgd) {
+  const VirtualRun dense = RunVirtual("full-dense", RunFlags("dense_allreduce"));
+  ASSERT_EQ(dense.exit_code, 0) << dense.err;
+  std::vector<std::string> update = RunFlags("topk_allgather");
+  update.push_back("--compressor=topk:density=1");
+  std::vector<std::string> worker = update;
+  update.push_back("--momentum_at=update");
+  worker.push_back("--momentum_at=worker");
+  worker.push_back("--release_cap=0");
+  const VirtualRun global = RunVirtual("full-update", update);
+  ASSERT_EQ(global.exit_code, 0) << global.err;
+  const VirtualRun corrected = RunVirtual("full-worker", worker);
+  ASSERT_EQ(corrected.exit_code, 0) << corrected.err;
+  // One epoch: the summary's only test loss.
+  const double dense_loss = SummaryNumber(dense.out, "test_loss");
+  const double global_loss = SummaryNumber(global.out, "test_loss");
+  const double corrected_loss = SummaryNumber(corrected.out, "test_loss");
+  ASSERT_GT(dense_loss, 0) << dense.out;
+  EXPECT_NEAR(global_loss, dense_loss, 1e-4 * dense_loss) << global.out;
+  EXPECT_GT(std::abs(corrected_loss - dense_loss), 100 * std::abs(global_loss - dense_loss) + 1e-3) << corrected.out;
+}
 
 TEST(VirtualWorkersDivergenceTest, ANanInOneWorkersGradientStopsTheJobNamingIt) {
   std::vector<std::string> flags = RunFlags("sketch_allreduce");

@@ -80,6 +80,12 @@ ABSL_FLAG(double, momentum, 0.9,
           "SGD momentum (in [0, 1)): the optimizer's for the dense schemes; kept per group on the worker before "
           "compression (momentum correction) for the compressed ones; in sketch space for count_sketch "
           "method=fetchsgd.");
+ABSL_FLAG(std::string, momentum_at, "",
+          "Compressed schemes: where the momentum goes. worker (or empty): momentum correction before compression, "
+          "the velocity masked where released (DGC); update: global momentum, error feedback on the raw gradients "
+          "and the momentum applied to the aggregated update, the same on every worker (no cap then: "
+          "--release_cap is a multiple of the worker's velocity). Measured worse than worker at 10x: "
+          "bench/data/scale/study_large_grid/momentum_at/.");
 ABSL_FLAG(bool, error_feedback, true, "Keep what compression drops in a residual added to the next step.");
 ABSL_FLAG(double, release_cap, 1.0,
           "With momentum correction (topk_allgather, sketch_ps, sketch_allreduce, auto without --second_round; the "
@@ -174,6 +180,7 @@ absl::StatusOr<v1::RunConfig> RunFromFlags() {
   request.lr_base_workers = absl::GetFlag(FLAGS_lr_base_workers);
   request.lr_warmup_steps = absl::GetFlag(FLAGS_lr_warmup_steps);
   request.momentum = absl::GetFlag(FLAGS_momentum);
+  request.momentum_at = absl::GetFlag(FLAGS_momentum_at);
   request.error_feedback = absl::GetFlag(FLAGS_error_feedback);
   request.release_cap = absl::GetFlag(FLAGS_release_cap);
   request.epochs = absl::GetFlag(FLAGS_epochs);

@@ -41,6 +41,7 @@ ABSL_DECLARE_FLAG(int, lr_warmup_steps);
 ABSL_DECLARE_FLAG(double, momentum);
 ABSL_DECLARE_FLAG(bool, error_feedback);
 ABSL_DECLARE_FLAG(double, release_cap);
+ABSL_DECLARE_FLAG(std::string, momentum_at);
 ABSL_DECLARE_FLAG(uint64_t, seed);
 ABSL_DECLARE_FLAG(int, train_examples);
 ABSL_DECLARE_FLAG(int, test_examples);

@@ -300,6 +300,16 @@ TEST(CountSketchCompressorTest, FitWarningNamesAShapeTooSmallForTheWorkers) {
   EXPECT_EQ(Make("count_sketch:method=candidates,density=0.025,rows=1,width=2")->FitWarning(dim, 256), "");
   const std::string dense_sized = Make("count_sketch:method=candidates,density=0.25,rows=2,width=2")->FitWarning(dim, 4);
   EXPECT_NE(dense_sized.find("as many values as the group"), std::string::npos) << dense_sized;
+  // The registry's shape at 10x (30 elements a column) says nothing; at 100x
+  // (300 a column: the shape that collapsed) it is named, with the count.
+  EXPECT_EQ(Make("count_sketch:method=candidates,density=0.0333,rows=1,width=1,candidates=2")->FitWarning(dim, 64), "");
+  const std::string mixed = Make("count_sketch:method=candidates,density=0.00333,rows=1,width=1,candidates=2")
+                                ->FitWarning(dim, 64);
+  EXPECT_NE(mixed.find("density=0.00333"), std::string::npos) << mixed;
+  EXPECT_NE(mixed.find("mixes 300 of the group's 235146 elements"), std::string::npos) << mixed;
+  EXPECT_NE(mixed.find("topk_ps"), std::string::npos) << mixed;
+  // Its width buys the columns back.
+  EXPECT_EQ(Make("count_sketch:method=candidates,density=0.00333,rows=1,width=4,candidates=2")->FitWarning(dim, 64), "");
 }
 
 // method=candidates: the table's shape does not depend on the workers, the

@@ -68,6 +68,13 @@
 namespace sketchfuse {
 namespace {
 
+// The most group elements per column a candidates table holds before
+// FitWarning names it. Measured (mlp and mlp_large, 4 to 64 workers, the
+// registry's shape): 21 to 30 elements a column train within 1.4 to 4 points
+// of dense at 10x; 220 to 300 collapse at 100x (36 to 58%, or diverge).
+// 100 lies between, unmeasured: a warning, not a refusal.
+constexpr double kCandidatesMostElementsPerCell = 100;
+
 using Method = Compressor::SketchLayout::Method;
 
 // count_sketch's training methods (the file comment). The shared
@@ -142,13 +149,23 @@ class CountSketchCompressor final : public Compressor {
 
   std::string FitWarning(uint64_t dim, uint32_t world_size) const override {
     if (decoding_ == Decoding::kCandidates && dim > 0) {
-      const uint64_t cells = ShapeFor(dim).num_cells();
+      const SketchShape shape = ShapeFor(dim);
+      const uint64_t cells = shape.num_cells();
       const uint64_t candidates = std::min<uint64_t>(dim, candidates_ * selection_.For(dim));
-      if (cells + candidates < dim) return "";
+      if (cells + candidates >= dim) {
+        return absl::StrFormat(
+            "%s: its table (%u cells) and %u candidates carry as many values as the group's %u elements: "
+            "dense_allreduce sends no more; use fewer coordinates (density) or a smaller width",
+            spec(), cells, candidates, dim);
+      }
+      const double per_cell = static_cast<double>(dim) / shape.cols;
+      if (per_cell <= kCandidatesMostElementsPerCell) return "";
       return absl::StrFormat(
-          "%s: its table (%u cells) and %u candidates carry as many values as the group's %u elements: "
-          "dense_allreduce sends no more; use fewer coordinates (density) or a smaller width",
-          spec(), cells, candidates, dim);
+          "%s: each of the table's %u columns mixes %.0f of the group's %u elements (more than %.0f), so its "
+          "candidates are whole cells' worth of coordinates rather than the largest: at 100x (about 220 to 300 a "
+          "cell) this scheme collapsed in every measured run, at 10x (21 to 30) it trains (docs/BENCHMARKS.md, "
+          "\"The scale study\"); use a larger density or width, or topk_ps at this compression",
+          spec(), shape.cols, per_cell, dim, kCandidatesMostElementsPerCell);
     }
     if (!peel_ || dim == 0) return "";
     const SketchShape shape = ShapeFor(dim);

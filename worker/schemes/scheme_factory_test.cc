@@ -141,5 +141,63 @@ TEST(SchemeRegistryTest, MomentumGoesWhereTheSchemeKeepsIt) {
   EXPECT_EQ(MomentumPlaceOf(run), MomentumPlace::kNone);
 }
 
+TEST(SchemeRegistryTest, MomentumAtUpdateIsGlobalMomentum) {
+  v1::JobConfig job;
+  job.set_world_size(64);
+  v1::RunConfig& run = *job.mutable_run();
+  run.set_momentum(0.9);
+  run.set_error_feedback(true);
+  run.set_release_cap(1);
+  run.set_second_round(true);
+  run.set_scheme("fixed_sketch_ps");
+  run.set_compressor("count_sketch:method=candidates,density=0.0333,rows=1,width=1,candidates=2,table=bf16");
+  for (const char* worker : {"", "worker"}) {
+    run.set_momentum_at(worker);
+    EXPECT_TRUE(CheckRunScheme(run).ok()) << worker;
+    EXPECT_EQ(MomentumPlaceOf(run), MomentumPlace::kWorker) << worker;
+    EXPECT_EQ(StackOptionsOf(job).worker_momentum, 0.9f) << worker;
+    EXPECT_EQ(ReleaseCapFor(run, 64), 2.0 * 16) << worker;
+  }
+  // Global momentum: the optimizer keeps it, the residual holds raw
+  // gradients, and no cap (a cap is a multiple of the worker's velocity).
+  run.set_momentum_at("update");
+  EXPECT_TRUE(CheckRunScheme(run).ok());
+  EXPECT_EQ(MomentumPlaceOf(run), MomentumPlace::kOptimizer);
+  EXPECT_FALSE(UsesMomentumCorrection(run));
+  EXPECT_EQ(StackOptionsOf(job).worker_momentum, -1.0f);
+  EXPECT_TRUE(StackOptionsOf(job).error_feedback);
+  EXPECT_EQ(ReleaseCapFor(run, 64), 0.0);
+  // A dense scheme keeps it in the optimizer either way.
+  run.set_scheme("dense_allreduce");
+  run.set_compressor("dense");
+  run.set_second_round(false);
+  EXPECT_EQ(MomentumPlaceOf(run), MomentumPlace::kOptimizer);
+}
+
+TEST(SchemeRegistryTest, MomentumAtRefusesWhatItCannotDo) {
+  v1::RunConfig run;
+  run.set_momentum(0.9);
+  run.set_error_feedback(true);
+  run.set_scheme("topk_allgather");
+  run.set_compressor("topk:density=0.01");
+  for (const char* bad : {"optimizer", "Update", " update", "update\n", "worker,update"}) {
+    run.set_momentum_at(bad);
+    const absl::Status s = CheckRunScheme(run);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("momentum_at must be worker or update"), std::string::npos) << s;
+  }
+  run.set_momentum_at(std::string(1 << 20, 'u'));
+  const absl::Status huge = CheckRunScheme(run);
+  EXPECT_EQ(huge.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LT(huge.message().size(), 1000u) << "a 1 MiB value is quoted short";
+  // FetchSGD keeps its momentum in sketch space, where the sum is.
+  run.set_scheme("sketch_ps");
+  run.set_compressor("count_sketch:method=fetchsgd");
+  run.set_momentum_at("update");
+  const absl::Status fetch = CheckRunScheme(run);
+  EXPECT_EQ(fetch.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(fetch.message().find("keeps its momentum where the sum is"), std::string::npos) << fetch;
+}
+
 }  // namespace
 }  // namespace sketchfuse

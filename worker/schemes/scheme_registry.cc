@@ -196,6 +196,7 @@ bool KeepsStateWithTheSum(const std::string& compressor_spec) {
 
 absl::Status CheckRunScheme(const v1::RunConfig& run) {
   if (absl::Status s = CheckSchemeCompressor(run.scheme(), run.compressor()); !s.ok()) return s;
+  if (absl::Status s = CheckMomentumAt(run); !s.ok()) return s;
   // A copy: a reference into the temporary StatusOr would dangle (ASan's
   // stack-use-after-scope, found by //worker/hook:hook_session_test).
   const SchemeInfo info = *FindScheme(run.scheme());
@@ -221,7 +222,21 @@ MomentumPlace MomentumPlaceOf(const v1::RunConfig& run) {
   absl::StatusOr<SchemeInfo> info = FindScheme(run.scheme());
   if (info.ok() && !info->traits.worker_momentum) return MomentumPlace::kOptimizer;
   if (KeepsStateWithTheSum(run.compressor())) return MomentumPlace::kWithTheSum;
+  if (run.momentum_at() == kMomentumAtUpdate) return MomentumPlace::kOptimizer;
   return MomentumPlace::kWorker;
+}
+
+absl::Status CheckMomentumAt(const v1::RunConfig& run) {
+  if (run.momentum_at().empty() || run.momentum_at() == kMomentumAtWorker) return absl::OkStatus();
+  if (run.momentum_at() != kMomentumAtUpdate) {
+    return absl::InvalidArgumentError(absl::StrCat("momentum_at must be ", kMomentumAtWorker, " or ", kMomentumAtUpdate,
+                                                   "; got ", QuoteField(run.momentum_at())));
+  }
+  if (KeepsStateWithTheSum(run.compressor())) {
+    return absl::InvalidArgumentError(absl::StrCat("momentum_at=", kMomentumAtUpdate, ": ", QuoteField(run.compressor()),
+                                                   " keeps its momentum where the sum is"));
+  }
+  return absl::OkStatus();
 }
 
 bool UsesMomentumCorrection(const v1::RunConfig& run) { return MomentumPlaceOf(run) == MomentumPlace::kWorker; }

@@ -55,6 +55,7 @@ absl::StatusOr<v1::RunConfig> BuildRunConfig(const RunRequest& request, const Gp
   run.set_lr_base_workers(static_cast<uint32_t>(request.lr_base_workers));
   run.set_lr_warmup_steps(static_cast<uint32_t>(request.lr_warmup_steps));
   run.set_momentum(momentum);
+  run.set_momentum_at(request.momentum_at);
   run.set_error_feedback(request.error_feedback);
   run.set_release_cap(request.release_cap);
   run.set_epochs(request.epochs);
@@ -71,6 +72,7 @@ absl::StatusOr<v1::RunConfig> BuildRunConfig(const RunRequest& request, const Gp
   if (absl::Status s = CheckSchemeCompressor(run.scheme(), run.compressor()); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--scheme/--compressor: ", s.message()));
   }
+  if (absl::Status s = CheckMomentumAt(run); !s.ok()) return absl::InvalidArgumentError(absl::StrCat("--", s.message()));
   if (absl::Status s = CheckRunScheme(run); !s.ok()) return s;
   run.set_device(request.device);
   if (run.device() == "auto") {

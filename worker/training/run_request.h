@@ -35,6 +35,9 @@ struct RunRequest {
   int lr_base_workers = 0;
   int lr_warmup_steps = 0;
   double momentum = 0.9;
+  // "" or "worker" (momentum correction), "update" (global momentum):
+  // v1::RunConfig.momentum_at.
+  std::string momentum_at;
   bool error_feedback = true;
   double release_cap = 1.0;
   int epochs = 2;

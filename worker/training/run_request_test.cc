@@ -38,6 +38,15 @@ TEST(RunRequestTest, DefaultsGiveTheSchemesCompressorAndADescribedRun) {
   EXPECT_EQ(run->synthetic_steps(), 0u) << "only synthetic workloads carry synthetic settings";
 }
 
+TEST(RunRequestTest, MomentumAtIsKept) {
+  RunRequest request = Request();
+  request.scheme = "fixed_sketch_ps";
+  request.momentum_at = "update";
+  absl::StatusOr<v1::RunConfig> run = BuildRunConfig(request, NoGpu);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->momentum_at(), "update");
+}
+
 TEST(RunRequestTest, AGivenCompressorIsKept) {
   RunRequest request = Request();
   request.scheme = "topk_allgather";
@@ -65,6 +74,13 @@ TEST(RunRequestTest, EveryRefusalNamesItsFlag) {
       {[](RunRequest& r) { r.train_examples = -1; }, "--train_examples and --test_examples must be >= 0"},
       {[inf](RunRequest& r) { r.release_cap = inf; }, "--release_cap must be a finite number >= 0"},
       {[](RunRequest& r) { r.release_cap = -0.5; }, "--release_cap must be a finite number >= 0; got -0.5"},
+      {[](RunRequest& r) { r.momentum_at = "optimizer"; }, "--momentum_at must be worker or update; got 'optimizer'"},
+      {[](RunRequest& r) {
+         r.scheme = "sketch_ps";
+         r.compressor = "count_sketch:method=fetchsgd";
+         r.momentum_at = "update";
+       },
+       "--momentum_at=update: 'count_sketch:method=fetchsgd' keeps its momentum where the sum is"},
       {[](RunRequest& r) { r.scheme = "bogus"; }, "--scheme: unknown scheme 'bogus'"},
       {[](RunRequest& r) { r.compressor = "topk:density=0.01"; }, "--scheme/--compressor:"},
       {[](RunRequest& r) {
