@@ -160,7 +160,7 @@ MomentumPlace MomentumPlaceOf(const v1::RunConfig& run);
 bool UsesMomentumCorrection(const v1::RunConfig& run);
 
 // OK if run.momentum_at is "", "worker" or "update", and "update" is not
-// asked of a method that keeps its momentum where the sum is (FetchSGD);
+// asked of a method that keeps its momentum where the sum is (KeepsStateWithTheSum);
 // INVALID_ARGUMENT naming the value otherwise. CheckRunScheme calls it.
 absl::Status CheckMomentumAt(const v1::RunConfig& run);
 
