@@ -44,20 +44,10 @@ def load(split):
 
 
 class MLP(nn.Module):
-    def __init__(self):
+    """The worker's MLPs: 784-256-128-10 ("mlp"), 784-1024-1024-10 ("mlp_large", 1.86M parameters)."""
+    def __init__(self, hidden1=256, hidden2=128):
         super().__init__()
-        self.fc1 = nn.Linear(784, 256); self.fc2 = nn.Linear(256, 128); self.fc3 = nn.Linear(128, 10)
-
-    def forward(self, x):
-        x = x.flatten(1)
-        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
-
-
-class MLPLarge(nn.Module):
-    """The worker's mlp_large: 784-1024-1024-10, 1.86M parameters."""
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(784, 1024); self.fc2 = nn.Linear(1024, 1024); self.fc3 = nn.Linear(1024, 10)
+        self.fc1 = nn.Linear(784, hidden1); self.fc2 = nn.Linear(hidden1, hidden2); self.fc3 = nn.Linear(hidden2, 10)
 
     def forward(self, x):
         x = x.flatten(1)
@@ -228,7 +218,7 @@ def main():
     a = ap.parse_args()
 
     torch.manual_seed(a.seed)
-    model = {"mlp": MLP, "mlp_large": MLPLarge, "cnn": CNN}[a.model]()
+    model = {"mlp": MLP, "mlp_large": lambda: MLP(1024, 1024), "cnn": CNN}[a.model]()
     params = list(model.parameters())
     names = [n for n, _ in model.named_parameters()][::-1]
     bparams = params[::-1]  # backward order, as the C++ fusion buffer
