@@ -189,6 +189,10 @@ def main():
     ap.add_argument("--perlayer", type=int, default=0)
     ap.add_argument("--cap", type=float, default=0)
     ap.add_argument("--warmup", type=int, default=0, help="linear lr warm-up steps")
+    ap.add_argument("--ef_lr_scaled", type=int, default=0,
+                    help="1: keep the error-feedback residual in units of the current rate (rescaled by "
+                         "lr_prev / lr_now when the rate changes), so delayed mass is applied at the rate of "
+                         "the steps that made it")
     ap.add_argument("--warmup_from", type=float, default=0.0,
                     help="the rate at step 0 of the warm-up (the worker's --lr_base_workers rule starts at its "
                          "--learning_rate; 0: from (step + 1) / warmup of --lr, as before)")
@@ -269,6 +273,14 @@ def main():
         model.train()
         return acc
 
+    def lr_at(step):
+        if not a.warmup:
+            return a.lr
+        if a.warmup_from > 0:
+            return a.lr if step >= a.warmup else a.warmup_from + (a.lr - a.warmup_from) * step / a.warmup
+        return a.lr * min(1.0, (step + 1) / a.warmup)
+
+    lr_prev = lr_at(0)
     step = 0
     for ep in range(a.epochs):
         orders = []
@@ -287,6 +299,11 @@ def main():
                 status = f"nonfinite loss at step {step}"
                 break
             upd = torch.zeros(d)
+            lr_now = lr_at(step)
+            if a.ef_lr_scaled and lr_now != lr_prev:
+                for r in range(W):
+                    e[r].mul_(lr_prev / lr_now)
+            lr_prev = lr_now
             if a.rehash and h is not None:
                 h = Hash(d, a.rows, cols, not a.scattered, a.seed * 1000 + step)
             if meth == "dense":
@@ -569,12 +586,8 @@ def main():
                 n = p.numel()
                 p.grad = upd[off:off + n].view_as(p).clone()
                 off += n
-            if a.warmup:
-                for grp in opt.param_groups:
-                    if a.warmup_from > 0:
-                        grp["lr"] = a.lr if step >= a.warmup else a.warmup_from + (a.lr - a.warmup_from) * step / a.warmup
-                    else:
-                        grp["lr"] = a.lr * min(1.0, (step + 1) / a.warmup)
+            for grp in opt.param_groups:
+                grp["lr"] = lr_now
             opt.step()
             step += 1
             if a.eval_every and step % a.eval_every == 0:
@@ -586,7 +599,7 @@ def main():
         status, acc = "nonfinite params", float("nan")
     tail = [c[1] for c in curve[-4:]]
     print(json.dumps({"tail_mean": sum(tail) / len(tail) if tail else None,"model": a.model, "method": meth, "ratio": a.ratio, "rows": a.rows, "kfrac": a.kfrac,
-                      "p2": a.p2, "klocal": a.klocal, "kdec": a.kdec, "decres": a.decres, "rehash": a.rehash, "seed": a.seed, "scattered": a.scattered, "d": d, "k": k, "cells": cells, "acc": acc, "maxrel": maxrel,
+                      "p2": a.p2, "ef_lr_scaled": a.ef_lr_scaled, "klocal": a.klocal, "kdec": a.kdec, "decres": a.decres, "rehash": a.rehash, "seed": a.seed, "scattered": a.scattered, "d": d, "k": k, "cells": cells, "acc": acc, "maxrel": maxrel,
                       "status": status, "secs": round(time.time() - t0, 1), "curve": curve}))
 
 

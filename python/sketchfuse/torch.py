@@ -17,6 +17,12 @@ the worker's) before compression, as DGC's momentum correction does, so the
 optimizer must be plain SGD without momentum; pass ``optimizer=`` and the hook
 refuses one with momentum. With a dense scheme the optimizer keeps momentum as
 usual. The hook returns the mean update; the optimizer applies lr times it.
+Global momentum (the C++ worker's ``--momentum_at=update``) is ``momentum=0``
+here with the momentum in the optimizer (``SGD(..., momentum=0.9)``): error
+feedback then keeps the raw gradients, no release cap applies (it is measured
+against the hook's velocity), and the optimizer's momentum acts on the
+aggregated update, the same on every rank. It trained 2 points worse than the
+default at 64 workers (bench/data/scale/study_large_grid/momentum_at/).
 
 Buckets: DDP rebuilds its buckets after the first iteration. The hook keeps its
 error-feedback residual and velocity per parameter across such a change, and
