@@ -189,13 +189,13 @@ def main():
     ap.add_argument("--perlayer", type=int, default=0)
     ap.add_argument("--cap", type=float, default=0)
     ap.add_argument("--warmup", type=int, default=0, help="linear lr warm-up steps")
-    ap.add_argument("--ef_lr_scaled", type=int, default=0,
-                    help="1: keep the error-feedback residual in units of the current rate (rescaled by "
-                         "lr_prev / lr_now when the rate changes), so delayed mass is applied at the rate of "
-                         "the steps that made it")
     ap.add_argument("--warmup_from", type=float, default=0.0,
                     help="the rate at step 0 of the warm-up (the worker's --lr_base_workers rule starts at its "
                          "--learning_rate; 0: from (step + 1) / warmup of --lr, as before)")
+    ap.add_argument("--ef_lr_scaled", type=int, default=0, choices=(0, 1),
+                    help="1: keep the error-feedback residual in units of the current rate (rescaled by "
+                         "lr_prev / lr_now when the rate changes), so delayed mass is applied at the rate of "
+                         "the steps that made it")
     ap.add_argument("--mom_place", default="corr",
                     help="global_topk: corr (momentum correction with masking, the worker's), nomask (correction, "
                          "velocity kept), post (error feedback on gradients, momentum on the applied mean: global "

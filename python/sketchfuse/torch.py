@@ -21,8 +21,9 @@ Global momentum (the C++ worker's ``--momentum_at=update``) is ``momentum=0``
 here with the momentum in the optimizer (``SGD(..., momentum=0.9)``): error
 feedback then keeps the raw gradients, no release cap applies (it is measured
 against the hook's velocity), and the optimizer's momentum acts on the
-aggregated update, the same on every rank. It trained 2 points worse than the
-default at 64 workers (bench/data/scale/study_large_grid/momentum_at/).
+aggregated update, the same on every rank. In the C++ worker it trained 2
+points worse than the default at 64 workers
+(bench/data/scale/study_large_grid/momentum_at/).
 
 Buckets: DDP rebuilds its buckets after the first iteration. The hook keeps its
 error-feedback residual and velocity per parameter across such a change, and
