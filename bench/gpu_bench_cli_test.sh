@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# gpu_compression_bench refuses malformed flags with a clear error before it
-# touches a GPU, says so and measures nothing where there is no GPU, and
+# gpu_compression_bench and gpu_worker_bench refuse malformed flags with a
+# clear error before they touch a GPU, says so and measures nothing where there is no GPU, and
 # compare_gpu_vs_torch.py names a file that is not benchmark JSON. Runs
 # without a GPU (a machine with one measures instead of refusing at "no GPU").
 set -uo pipefail
 bin="$1"
 compare="$2"
+worker_bench="$3"
 out_dir="${TEST_TMPDIR:-$(mktemp -d)}"
 failures=0
 
@@ -26,6 +27,10 @@ expect_refusal "need 1 <= --rows <= 64" "$bin" --reps=0
 expect_refusal "need 1 <= --rows <= 64" "$bin" --k_fraction=2
 expect_refusal "Illegal value 'many' specified for flag 'rows'" "$bin" --rows=many
 expect_refusal 'unknown model profile "resnet51"' "$bin" --profiles=resnet50,resnet51
+expect_refusal "--scheme must be sketch_allreduce or fixed_sketch_allreduce; got 'topk_ps'" "$worker_bench" \
+  --scheme=topk_ps
+expect_refusal "--workers and --steps must be >= 1 and --warmup >= 0" "$worker_bench" --scheme=fixed_sketch_allreduce \
+  --steps=0
 
 # A valid command line on a machine without a GPU: refused with the reason,
 # and no JSON written.

@@ -1,6 +1,8 @@
 // A worker's step with its groups on the GPU against the same step on the
 // host, side by side in one run: synthetic ResNet-50 and GPT-2 profiles,
-// sketch_allreduce among --workers workers (threads of this process, a real
+// --scheme (sketch_allreduce, or fixed_sketch_allreduce: its table, then the
+// exact values at its candidates gathered from the residual on the GPU)
+// among --workers workers (threads of this process, a real
 // Gloo group on loopback), the backward pass modelled as free (0 ns per
 // element) so the step is what the worker adds to it: fusion, compression
 // (error feedback, momentum, the sketch insert: of the whole group, or for
@@ -11,7 +13,8 @@
 // --steps steps (after --warmup) and rank 0's median time per step in each
 // phase of the timeline (compress, communicate, decode, summed over the
 // groups); writes them to --csv and --json. bench/plot_gpu_worker.py draws
-// the plot. Needs a GPU; says so and exits 1 without one.
+// the plot. Needs a GPU; says so and exits 1 without one (a bad flag exits
+// 2 first).
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -30,6 +33,7 @@
 #include "common/model_profiles.h"
 #include "worker/collective/local_group.h"
 #include "worker/schemes/collective_scheme.h"
+#include "worker/schemes/scheme_registry.h"
 #include "worker/gpu/device_memory.h"
 #include "worker/pipeline/job_plan.h"
 #include "worker/training/synthetic_runner.h"
@@ -38,7 +42,10 @@ ABSL_FLAG(std::string, workloads, "resnet50,gpt2_small", "synthetic profiles to 
 ABSL_FLAG(int, workers, 2, "workers (threads, one Gloo group on loopback)");
 ABSL_FLAG(int, steps, 6, "timed steps per run");
 ABSL_FLAG(int, warmup, 2, "untimed steps first");
-ABSL_FLAG(std::string, compressor, "count_sketch:method=estimate,density=0.001,rows=5,width=10", "the groups' compressor");
+ABSL_FLAG(std::string, scheme, "sketch_allreduce",
+          "a decentralized scheme that runs on the GPU: sketch_allreduce or fixed_sketch_allreduce");
+ABSL_FLAG(std::string, compressor, "count_sketch:method=estimate,density=0.001,rows=5,width=10",
+          "the groups' compressor (fixed_sketch_allreduce: a method=candidates spec)");
 ABSL_FLAG(std::string, fusion, "4", "fusion mode");
 ABSL_FLAG(std::string, csv, "", "write the figures here as CSV");
 ABSL_FLAG(std::string, json, "", "write the figures here as JSON");
@@ -67,7 +74,8 @@ absl::StatusOr<Figures> RunOnce(const std::string& workload, const std::string& 
   const int steps = absl::GetFlag(FLAGS_warmup) + absl::GetFlag(FLAGS_steps);
   v1::RunConfig run;
   run.set_workload(workload);
-  run.set_scheme("sketch_allreduce");
+  run.set_scheme(absl::GetFlag(FLAGS_scheme));
+  run.set_second_round(SecondRoundFor(run.scheme(), false));
   run.set_compressor(absl::GetFlag(FLAGS_compressor));
   run.set_fusion(absl::GetFlag(FLAGS_fusion));
   run.set_error_feedback(true);
@@ -124,13 +132,19 @@ absl::StatusOr<Figures> RunOnce(const std::string& workload, const std::string& 
 }
 
 int Main() {
-  if (absl::Status gpu = CheckGpuWorker(); !gpu.ok()) {
-    std::fprintf(stderr, "gpu_worker_bench: %s\n", std::string(gpu.message()).c_str());
-    return 1;
+  const std::string scheme = absl::GetFlag(FLAGS_scheme);
+  if (scheme != "sketch_allreduce" && scheme != "fixed_sketch_allreduce") {
+    std::fprintf(stderr, "gpu_worker_bench: --scheme must be sketch_allreduce or fixed_sketch_allreduce; got '%s'\n",
+                 scheme.c_str());
+    return 2;
   }
   if (absl::GetFlag(FLAGS_workers) < 1 || absl::GetFlag(FLAGS_steps) < 1 || absl::GetFlag(FLAGS_warmup) < 0) {
     std::fprintf(stderr, "gpu_worker_bench: --workers and --steps must be >= 1 and --warmup >= 0\n");
     return 2;
+  }
+  if (absl::Status gpu = CheckGpuWorker(); !gpu.ok()) {
+    std::fprintf(stderr, "gpu_worker_bench: %s\n", std::string(gpu.message()).c_str());
+    return 1;
   }
   std::vector<Figures> all;
   std::printf("%-11s %-4s %12s %10s %12s %14s %10s %8s\n", "workload", "on", "parameters", "step ms", "compress ms",
@@ -165,7 +179,8 @@ int Main() {
   if (const std::string path = absl::GetFlag(FLAGS_json); !path.empty()) {
     std::vector<std::string> rows;
     for (Figures& f : all) {
-      rows.push_back(absl::StrCat("{\"workload\":\"", f.workload, "\",\"device\":\"", f.device,
+      rows.push_back(absl::StrCat("{\"workload\":\"", f.workload, "\",\"scheme\":\"", absl::GetFlag(FLAGS_scheme),
+                                  "\",\"device\":\"", f.device,
                                   "\",\"parameters\":", f.parameters, ",\"workers\":", absl::GetFlag(FLAGS_workers),
                                   ",\"step_ms\":", f.step_ms, ",\"compress_ms\":", f.phase_ms["compress"],
                                   ",\"communicate_ms\":", f.phase_ms["communicate"], ",\"decode_ms\":",

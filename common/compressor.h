@@ -96,10 +96,19 @@ class Compressor {
     //     step 0's), and the decode peels;
     //   kEstimate: the whole group under a fixed seed, heavy hitters of the
     //     estimates.
-    enum class Method { kPeel, kEstimate };
+    //   kCandidates: the whole group, hashed with the step's seed when
+    //     `hash_per_step` (else the fixed seed); the table rounded to
+    //     bfloat16 when `table_bf16`; the decode lists the `heavy_hitters`
+    //     coordinates whose estimates rank first (the candidates of a second
+    //     round, candidates per applied coordinate times k), with their
+    //     estimates.
+    enum class Method { kPeel, kEstimate, kCandidates };
     Method method = Method::kEstimate;
-    // The compressor's seed (kPeel: the seed each step's seed derives from).
+    // The compressor's seed (kPeel, and kCandidates with hash_per_step: the
+    // seed each step's seed derives from).
     uint64_t seed = 0;
+    bool hash_per_step = false;  // kCandidates only
+    bool table_bf16 = false;     // kCandidates only
   };
   virtual std::optional<SketchLayout> SketchLayoutFor(uint64_t dim) const { return std::nullopt; }
 

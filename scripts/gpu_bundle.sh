@@ -143,6 +143,15 @@ run() {
       --compressor=count_sketch:method=peel,density=0.0042,rows=4,width=4 --csv "$out/gpu_worker_peel.csv" \
       --json "$out/gpu_worker_peel.json" | tee "$out/gpu_worker_peel.txt"
     python3 "$bundle/bench/plot_gpu_worker.py" "$out/gpu_worker_peel.json" "$out/gpu_worker_peel.png" || true
+    echo "== gpu_worker_bench: the fixed-size sketch (fixed_sketch_allreduce's default: its table, then the exact"
+    echo "   values at its candidates gathered on the GPU), on the four profiles"
+    LD_LIBRARY_PATH="$libs" "$bundle/bin/gpu_worker_bench" --workloads=resnet50,vgg16,bert_base,gpt2_small \
+      --scheme=fixed_sketch_allreduce \
+      --compressor=count_sketch:method=candidates,density=0.0333,rows=1,width=1,candidates=2,table=bf16 \
+      --csv "$out/gpu_worker_fixed_sketch.csv" --json "$out/gpu_worker_fixed_sketch.json" \
+      | tee "$out/gpu_worker_fixed_sketch.txt"
+    python3 "$bundle/bench/plot_gpu_worker.py" "$out/gpu_worker_fixed_sketch.json" \
+      "$out/gpu_worker_fixed_sketch.png" || true
   fi
   return "$failed"
 }

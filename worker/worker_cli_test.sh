@@ -47,7 +47,7 @@ expect_refusal "scheme gtopk needs the topk compressor" "${plan[@]}" --world_siz
 expect_refusal "the schemes are sketch_ps, topk_ps, dense_ps, dense_allreduce" --scheme=ring --print_route
 expect_refusal "--device: device must be cpu or gpu; got 'tpu'" "${plan[@]}" --world_size=2 --device=tpu
 expect_refusal "--device=gpu is for the synthetic workloads; mlp trains with LibTorch on the CPU" "${plan[@]}" --world_size=2 --device=gpu
-expect_refusal "device=gpu serves the count_sketch schemes (sketch_ps, sketch_allreduce, auto); got scheme topk_ps" "${plan[@]}" --world_size=2 --workload=resnet50 --scheme=topk_ps --device=gpu
+expect_refusal "device=gpu serves the count_sketch schemes (sketch_ps, sketch_allreduce, fixed_sketch_allreduce, fixed_sketch_ps, auto, fixed_sketch_auto); got scheme topk_ps" "${plan[@]}" --world_size=2 --workload=resnet50 --scheme=topk_ps --device=gpu
 [ -e "$out_dir/job.json" ] && { echo "FAIL: a refused run wrote its job config"; failures=$((failures + 1)); }
 
 run=(--world_size=1 --train_examples=2000 --worker_id=w-0)

@@ -328,7 +328,20 @@ TEST(CountSketchCompressorTest, CandidatesDecodeTheTopEstimatesOfAFixedTable) {
     job.seed = 11;
     EXPECT_EQ(c->SpecForJob(job),
               "count_sketch:method=candidates,k=50,rows=1,width=2,seed=11,candidates=3,hash=" + hash);
-    EXPECT_FALSE(c->SketchLayoutFor(dim).has_value());  // no GPU layout yet
+    // What a GPU worker encodes and decodes with (worker/gpu/device_group_state.h):
+    // the whole group in this table, hashed as the spec says, and 3k
+    // candidates decoded.
+    const std::optional<Compressor::SketchLayout> layout = c->SketchLayoutFor(dim);
+    ASSERT_TRUE(layout.has_value());
+    EXPECT_EQ(layout->method, Compressor::SketchLayout::Method::kCandidates);
+    EXPECT_EQ(layout->heavy_hitters, 150u);
+    EXPECT_EQ(layout->shape.rows, 1u);
+    EXPECT_EQ(layout->shape.cols, 100u);
+    EXPECT_EQ(layout->seed, 7u);
+    EXPECT_EQ(layout->hash_per_step, hash == "step");
+    EXPECT_FALSE(layout->table_bf16);
+    // Never more candidates than the group has elements.
+    EXPECT_EQ(c->SketchLayoutFor(120)->heavy_hitters, 120u);
     const std::vector<float> x = HeavyTailed(dim, 4);
     EncodeContext step3;
     step3.step = 3;
@@ -368,6 +381,8 @@ TEST(CountSketchCompressorTest, ABf16TableIsTheTableRoundedCellByCell) {
   }
   const Update candidates = *bf16->Decode(rounded);
   EXPECT_EQ(candidates.indices, SketchView(rounded.sketch, rounded.values.data()).HeavyHitters(dim, 80).indices);
+  EXPECT_TRUE(bf16->SketchLayoutFor(dim)->table_bf16);
+  EXPECT_FALSE(f32->SketchLayoutFor(dim)->table_bf16);
 }
 
 TEST(CountSketchCompressorTest, PeelNeedsTwoRowsAndAKnownMethod) {

@@ -201,12 +201,18 @@ class CountSketchCompressor final : public Compressor {
                        step_seeded_ ? StepSeed(seed_, step) : seed_};
   }
 
-  // nullopt for candidates: no GPU worker runs it yet. FetchSGD encodes as
-  // estimate does (the whole group under a fixed seed); its aggregation
-  // state keeps it off the device (GroupCompressors refuses it there).
+  // FetchSGD encodes as estimate does (the whole group under a fixed seed);
+  // its aggregation state keeps it off the device (GroupCompressors refuses
+  // it there). Candidates decode `candidates` times k coordinates.
   std::optional<SketchLayout> SketchLayoutFor(uint64_t dim) const override {
-    if (decoding_ == Decoding::kCandidates) return std::nullopt;
-    return SketchLayout{ShapeFor(dim), selection_.For(dim), peel_ ? Method::kPeel : Method::kEstimate, seed_};
+    SketchLayout layout{ShapeFor(dim), selection_.For(dim), peel_ ? Method::kPeel : Method::kEstimate, seed_};
+    if (decoding_ == Decoding::kCandidates) {
+      layout.method = Method::kCandidates;
+      layout.heavy_hitters = std::min<uint64_t>(dim, candidates_ * selection_.For(dim));
+      layout.hash_per_step = step_seeded_;
+      layout.table_bf16 = table_bf16_;
+    }
+    return layout;
   }
 
   // FetchSGD keeps momentum and error as sketches where the sum is.

@@ -28,10 +28,13 @@ class DeviceStack {
   // Accumulates `grad` (device memory, dim elements) and returns the sketch
   // of the residual for training step `step` (method=peel: of its largest
   // entries, listed in the payload's `inserted`, hashed with the step's
-  // seed). INVALID_ARGUMENT for a host view or another size.
+  // seed; method=candidates: of the whole residual, hashed with the step's
+  // seed where its layout says so). INVALID_ARGUMENT for a host view or
+  // another size.
   virtual absl::StatusOr<Payload> Encode(GradientView grad, uint64_t step) = 0;
   // The coordinates of `aggregate`, a sketch of this group's shape and dim,
-  // as the group's compressor decodes them (heavy hitters, or the peel).
+  // as the group's compressor decodes them (heavy hitters, the peel, or the
+  // candidates with their estimates).
   virtual absl::StatusOr<Update> Decode(const Payload& aggregate) = 0;
   // What a release cap weighs after an Encode that listed its inserted
   // coordinates: the sum of squares of the residual there (added in index
@@ -42,6 +45,13 @@ class DeviceStack {
     double velocity_squared = 0;
   };
   virtual absl::StatusOr<ReleaseNorms> LastReleaseNorms() const = 0;
+  // The residual's values at `indices` (each < dim), in their order: a
+  // second round's exact values, gathered on the device and copied back.
+  // INVALID_ARGUMENT for an index out of range (nothing is read).
+  virtual absl::StatusOr<std::vector<float>> ResidualAt(absl::Span<const uint32_t> indices) const = 0;
+  // The velocity's sum of squares (0 without momentum): what a release cap
+  // of exact values weighs them against.
+  virtual absl::StatusOr<double> VelocitySquared() const = 0;
   // Sets the residual at `release` to residual_kept times its value (0:
   // zeroes it; a capped release keeps the unsent fraction) and zeroes the
   // velocity at `velocity_mask`. INVALID_ARGUMENT (state unchanged) if either

@@ -149,12 +149,21 @@ void GroupCompressors::ScaleToCap(Stack& stack, double sent_squared, double velo
 absl::Status GroupCompressors::CapExactValues(int group, absl::Span<float> values, uint64_t released) {
   if (absl::Status s = CheckGroup(group); !s.ok()) return s;
   Stack& stack = stacks_[group];
-  if (stack.device != nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat("group ", group, " is on the GPU: no exact second round"));
-  }
   stack.sent_fraction = 1;
-  if (!(stack.release_cap > 0) || stack.momentum == nullptr || stack.error_feedback == nullptr) {
+  if (!(stack.release_cap > 0)) return absl::OkStatus();
+  // A host stack caps only under error feedback and momentum correction; a
+  // GPU stack always keeps error feedback, and its velocity reads 0 without
+  // momentum (no cap then, as on the host).
+  if (stack.device == nullptr && (stack.momentum == nullptr || stack.error_feedback == nullptr)) {
     return absl::OkStatus();
+  }
+  double velocity = 0;
+  if (stack.device != nullptr) {
+    absl::StatusOr<double> squared = stack.device->VelocitySquared();
+    if (!squared.ok()) return squared.status();
+    velocity = *squared;
+  } else {
+    velocity = VelocitySquared(stack);
   }
   // The most any `released` of the values can carry: the largest ones.
   std::vector<float> magnitudes(values.size());
@@ -163,8 +172,32 @@ absl::Status GroupCompressors::CapExactValues(int group, absl::Span<float> value
   std::nth_element(magnitudes.begin(), magnitudes.begin() + top, magnitudes.end(), std::greater<float>());
   double sent = 0;
   for (size_t j = 0; j < top; ++j) sent += static_cast<double>(magnitudes[j]) * magnitudes[j];
-  ScaleToCap(stack, sent, VelocitySquared(stack), values);
+  ScaleToCap(stack, sent, velocity, values);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<float>> GroupCompressors::ExactValuesAt(int group, GradientView grad,
+                                                                   absl::Span<const uint32_t> candidates) const {
+  if (absl::Status s = CheckGroup(group); !s.ok()) return s;
+  const Stack& stack = stacks_[group];
+  if (stack.device != nullptr) {
+    absl::StatusOr<std::vector<float>> values = stack.device->ResidualAt(candidates);
+    if (!values.ok()) {
+      return absl::Status(values.status().code(), absl::StrCat("group ", group, ": ", values.status().message()));
+    }
+    return values;
+  }
+  const absl::Span<const float> encoded = EncodedInput(group, grad);
+  std::vector<float> values;
+  values.reserve(candidates.size());
+  for (const uint32_t i : candidates) {
+    if (i >= encoded.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("group ", group, ": candidate ", i,
+                                                     " is outside the encoded vector of ", encoded.size()));
+    }
+    values.push_back(encoded[i]);
+  }
+  return values;
 }
 
 absl::StatusOr<Update> GroupCompressors::Decode(int group, Payload aggregate) {

@@ -87,9 +87,17 @@ class GroupCompressors {
   // same factor, so no choice of `released` candidates releases more than
   // the cap; Settle then keeps the unsent part of each released coordinate,
   // as after a capped Encode. A later call for the same step (a fallback
-  // redoing the round) replaces the factor. FAILED_PRECONDITION for a group
-  // on the GPU (its residual stays there: no second round).
+  // redoing the round) replaces the factor. For a group on the GPU the
+  // velocity's norm is summed there.
   absl::Status CapExactValues(int group, absl::Span<float> values, uint64_t released);
+  // This worker's exact values at `candidates` (each < the group's dim), in
+  // their order: EncodedInput there on the host (`grad` is read only when
+  // the stack keeps neither residual nor velocity), the residual gathered on
+  // the device for a group on the GPU. What a second round sends before
+  // CapExactValues. INVALID_ARGUMENT for a bad group or a candidate out of
+  // range; a device copy's error.
+  absl::StatusOr<std::vector<float>> ExactValuesAt(int group, GradientView grad,
+                                                   absl::Span<const uint32_t> candidates) const;
   // Decodes an aggregate with the group's compressor (on the GPU when the
   // groups are there), taking it over (a dense sum becomes the update
   // without a copy: Compressor::DecodeOwned).
@@ -102,7 +110,8 @@ class GroupCompressors {
   bool has_error_feedback() const;
   // The vector the group's inner compressor encoded last: the residual under
   // error feedback, else the velocity under momentum, else `grad` itself.
-  // Host placement only: empty for groups on the GPU.
+  // Host placement only: empty for groups on the GPU (ExactValuesAt reads
+  // either placement at given coordinates).
   absl::Span<const float> EncodedInput(int group, GradientView grad) const;
 
   // Applies a step's settlement. INVALID_ARGUMENT (state unchanged) if a

@@ -140,6 +140,14 @@ TEST(GroupCompressorsTest, DevicePlacementIsForTheSketchSchemesWithErrorFeedback
     run.set_scheme(scheme);
     EXPECT_TRUE(CheckDevicePlacement(run).ok()) << scheme;
   }
+  // The fixed-size sketches, whose second round is part of the scheme
+  // (SecondRoundFor sets it), gather their exact values on the device.
+  for (const char* scheme : {"fixed_sketch_ps", "fixed_sketch_allreduce", "fixed_sketch_auto"}) {
+    v1::RunConfig fixed = run;
+    fixed.set_scheme(scheme);
+    fixed.set_second_round(true);
+    EXPECT_TRUE(CheckDevicePlacement(fixed).ok()) << scheme << ": " << CheckDevicePlacement(fixed);
+  }
   auto refusal = [](const v1::RunConfig& r) { return std::string(CheckDevicePlacement(r).message()); };
   v1::RunConfig bad = run;
   bad.set_device("tpu");
@@ -153,7 +161,9 @@ TEST(GroupCompressorsTest, DevicePlacementIsForTheSketchSchemesWithErrorFeedback
   bad = run;
   bad.set_scheme("sketch_allreduce");
   bad.set_second_round(true);
-  EXPECT_NE(refusal(bad).find("second round"), std::string::npos);
+  EXPECT_EQ(refusal(bad),
+            "device=gpu runs the second round of the fixed-size sketches only; sketch_allreduce's optional "
+            "--second_round runs with --device=cpu");
 }
 
 TEST(GroupCompressorsTest, DevicePlacementNeedsAGpuAndASketch) {
@@ -172,8 +182,10 @@ TEST(GroupCompressorsTest, DevicePlacementNeedsAGpuAndASketch) {
   EXPECT_NE(fetchsgd.status().message().find("keeps state where the sum is, which runs on the host"),
             std::string::npos)
       << fetchsgd.status();
-  // Peel (the default) and estimate both run there.
-  for (const char* spec : {"count_sketch:k=1,cols=4", "count_sketch:method=estimate,k=1,cols=4"}) {
+  // Peel (the default), estimate and candidates (the fixed-size sketch) run
+  // there.
+  for (const char* spec : {"count_sketch:k=1,cols=4", "count_sketch:method=estimate,k=1,cols=4",
+                           "count_sketch:method=candidates,k=1,cols=2,table=bf16"}) {
     SCOPED_TRACE(spec);
     for (v1::GroupConfig& group : *job.mutable_groups()) group.set_compressor(spec);
     absl::StatusOr<GroupCompressors> sketch = CompressorsFor(job);
@@ -479,6 +491,37 @@ TEST(GroupCompressorsTest, CapExactValuesBoundsTheSecondRoundAndKeepsTheRest) {
   ASSERT_TRUE(uncapped.CapExactValues(0, absl::MakeSpan(values), k).ok());
   EXPECT_EQ(values, before);
   EXPECT_EQ(uncapped.CapExactValues(1, absl::MakeSpan(values), k).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A second round's values: what the stack encoded, at the candidates, in
+// their order (the residual under error feedback, the velocity under
+// momentum alone, else the gradient); refusals name the group.
+TEST(GroupCompressorsTest, ExactValuesAtReadsWhatWasEncoded) {
+  const std::vector<float> grad = {0.5f, -2.0f, 1.0f, 3.0f};
+  for (const auto& [momentum, error_feedback] : {std::pair{0.9, true}, std::pair{0.9, false}, std::pair{0.0, false}}) {
+    SCOPED_TRACE(testing::Message() << "momentum " << momentum << " error_feedback " << error_feedback);
+    absl::StatusOr<GroupCompressors> groups = CompressorsFor(Job("topk_allgather", momentum, error_feedback));
+    ASSERT_TRUE(groups.ok()) << groups.status();
+    for (int step = 0; step < 2; ++step) {
+      ASSERT_TRUE(groups->Encode(1, grad, EncodeContext{static_cast<uint64_t>(step)}).ok());
+    }
+    const std::vector<float> encoded = Vec(groups->EncodedInput(1, grad));
+    absl::StatusOr<std::vector<float>> values = groups->ExactValuesAt(1, grad, std::vector<uint32_t>{3, 0, 1});
+    ASSERT_TRUE(values.ok()) << values.status();
+    EXPECT_EQ(*values, (std::vector<float>{encoded[3], encoded[0], encoded[1]}));
+    if (error_feedback) {
+      // The residual after two steps of momentum: 1.9 g + g = 2.9 g.
+      EXPECT_FLOAT_EQ((*values)[0], 2.9f * 3.0f);
+    }
+  }
+  absl::StatusOr<GroupCompressors> groups = CompressorsFor(Job("topk_allgather", 0.9, true));
+  ASSERT_TRUE(groups.ok());
+  ASSERT_TRUE(groups->Encode(1, grad, EncodeContext{}).ok());
+  absl::StatusOr<std::vector<float>> outside = groups->ExactValuesAt(1, grad, std::vector<uint32_t>{2, 4});
+  EXPECT_EQ(outside.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(outside.status().message(), "group 1: candidate 4 is outside the encoded vector of 4");
+  EXPECT_EQ(groups->ExactValuesAt(2, grad, std::vector<uint32_t>{0}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(GroupCompressorsTest, ReleaseCapScalesWithTheWorkersPastFour) {

@@ -35,6 +35,7 @@
 #include "common/round_finish.h"
 #include "worker/collective/collective.h"
 #include "worker/compression/settlement.h"
+#include "worker/rounds/exchange_rounds.h"
 
 namespace sketchfuse {
 
@@ -44,8 +45,13 @@ struct GroupInput {
   // This worker's payload of the group (Compressor::Encode's output).
   const Payload* payload = nullptr;
   // The vector that was encoded (the residual under error feedback), dim
-  // values: exact values for second rounds, the start of SparDL's reduction.
+  // values, in host memory: the start of SparDL's reduction, the values
+  // importance pruning sums. Empty for groups kept on the GPU.
   absl::Span<const float> encoded;
+  // RoundsAllreduce's later round: where this worker's exact values at the
+  // candidates are read (GroupCompressors::ExactValuesAt: the host residual,
+  // or a gather on the GPU). Required with more than one round.
+  ExactValuesAt exact_values;
   // Coordinates to select (gtopk, SparDL, importance pruning) and what a
   // capped later round releases at most (cap_exact_values).
   uint64_t k = 0;

@@ -77,6 +77,7 @@ std::vector<RankResult> RunAlgorithm(DecentralizedFn algorithm, int size, uint64
     input.group = 3;
     input.payload = &mine.payload;
     input.encoded = mine.encoded;
+    input.exact_values = ExactValuesFromHost(mine.encoded);
     input.k = k;
     input.rounds = second_round ? 2 : 1;
     input.reselect_top_k = reselect_top_k;

@@ -27,7 +27,10 @@ absl::StatusOr<GroupOutcome> RoundsAllreduce(Collective& collective, const Group
     return absl::InvalidArgumentError(
         absl::StrCat("this scheme sums dense, sparse and sketch payloads, not ", PayloadKindName(kind)));
   }
-  if (absl::Status s = decentralized_internal::CheckInput(input, kind, input.rounds > 1); !s.ok()) return s;
+  if (absl::Status s = decentralized_internal::CheckInput(input, kind, /*needs_encoded=*/false); !s.ok()) return s;
+  if (input.rounds > 1 && !input.exact_values) {
+    return absl::InvalidArgumentError("a later round needs this worker's exact values (exact_values)");
+  }
   if (!input.decode) return absl::InvalidArgumentError("the rounds need the group's decoder");
   CollectiveReducer reducer(collective, RoundRule{input.rounds, input.reselect_top_k}, input.decode);
   RoundsInput rounds;
@@ -36,7 +39,7 @@ absl::StatusOr<GroupOutcome> RoundsAllreduce(Collective& collective, const Group
   rounds.rounds = input.rounds;
   // Not owned: the exchange ends before this function returns.
   rounds.payload = std::shared_ptr<const Payload>(std::shared_ptr<const Payload>(), input.payload);
-  rounds.encoded = input.encoded;
+  rounds.exact_values = input.exact_values;
   rounds.cap_exact_values = input.cap_exact_values;
   absl::StatusOr<RoundsOutcome> exchanged = absl::InternalError("the collective did not answer inline");
   ExchangeRounds(reducer, std::move(rounds),

@@ -7,11 +7,13 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/bf16.h"
 #include "cuda/count_sketch_kernels.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device_buffer.h"
 #include "cuda/error_feedback_kernels.h"
 #include "cuda/peel_kernels.h"
+#include "cuda/sparse_kernels.h"
 #include "cuda/topk_kernels.h"
 #include "common/sketch_hash.h"
 #include "worker/gpu/device_memory.h"
@@ -25,6 +27,22 @@ struct DeviceGroupState::Impl {
   }
 
   bool peel() const { return layout.method == Compressor::SketchLayout::Method::kPeel; }
+  bool candidates() const { return layout.method == Compressor::SketchLayout::Method::kCandidates; }
+  // The peel, and candidates hashed per step, take the step's seed.
+  bool step_seeded() const { return peel() || (candidates() && layout.hash_per_step); }
+
+  // Copies host indices into index_scratch (growing it).
+  absl::Status UploadIndices(absl::Span<const uint32_t> indices) {
+    if (index_scratch.size() < indices.size()) {
+      absl::StatusOr<DeviceBuffer<uint32_t>> grown = DeviceBuffer<uint32_t>::Allocate(indices.size());
+      if (!grown.ok()) return grown.status();
+      index_scratch = *std::move(grown);
+    }
+    GPU_RETURN_IF_ERROR(cudaMemcpyAsync(index_scratch.data(), indices.data(), indices.size() * sizeof(uint32_t),
+                                        cudaMemcpyHostToDevice, stream),
+                        "copying coordinates to the device");
+    return absl::OkStatus();
+  }
 
   // Copies host coordinates to the device (growing the index buffer) and
   // zeroes `target` (and `also`, when not null) there; all: the whole
@@ -38,14 +56,7 @@ struct DeviceGroupState::Impl {
       return absl::OkStatus();
     }
     if (coordinates.indices.empty()) return absl::OkStatus();
-    if (index_scratch.size() < coordinates.indices.size()) {
-      absl::StatusOr<DeviceBuffer<uint32_t>> grown = DeviceBuffer<uint32_t>::Allocate(coordinates.indices.size());
-      if (!grown.ok()) return grown.status();
-      index_scratch = *std::move(grown);
-    }
-    GPU_RETURN_IF_ERROR(cudaMemcpyAsync(index_scratch.data(), coordinates.indices.data(),
-                                        coordinates.indices.size() * sizeof(uint32_t), cudaMemcpyHostToDevice, stream),
-                        "copying applied coordinates");
+    if (absl::Status s = UploadIndices(coordinates.indices); !s.ok()) return s;
     if (absl::Status s =
             kept != 0 ? LaunchKeepApplied(index_scratch.data(), coordinates.indices.size(), dim, kept, target, also,
                                           stream)
@@ -64,7 +75,7 @@ struct DeviceGroupState::Impl {
   cudaStream_t stream = nullptr;
   DeviceBuffer<float> residual, velocity, table;
   DeviceBuffer<uint32_t> hitter_indices, index_scratch;
-  DeviceBuffer<float> hitter_values;
+  DeviceBuffer<float> hitter_values, gathered;  // gathered: ResidualAt's values
   TopKWorkspace workspace;
   PeelWorkspace peel_workspace;
   DeviceBuffer<double> norm;    // LaunchSquaredNorm's result
@@ -157,10 +168,15 @@ absl::StatusOr<Payload> DeviceGroupState::Encode(GradientView grad, uint64_t ste
     GPU_RETURN_IF_ERROR(cudaMemcpyAsync(inserted.data(), s.hitter_indices.data(), k * sizeof(uint32_t),
                                         cudaMemcpyDeviceToHost, s.stream),
                         "copying the inserted coordinates to the host");
-  } else if (absl::Status st = LaunchCountSketchInsert(s.layout.shape, s.residual.data(),
-                                                       static_cast<uint32_t>(s.dim), s.table.data(), s.stream);
-             !st.ok()) {
-    return st;
+  } else {
+    // The whole residual: estimate under the fixed seed, candidates under the
+    // step's where the layout hashes per step.
+    if (s.step_seeded()) payload.sketch.seed = StepSeed(s.layout.seed, step);
+    if (absl::Status st = LaunchCountSketchInsert(payload.sketch, s.residual.data(), static_cast<uint32_t>(s.dim),
+                                                  s.table.data(), s.stream);
+        !st.ok()) {
+      return st;
+    }
   }
   const size_t cells = s.layout.shape.num_cells();
   GPU_RETURN_IF_ERROR(cudaMemcpyAsync(s.host_table, s.table.data(), cells * sizeof(float), cudaMemcpyDeviceToHost,
@@ -168,6 +184,9 @@ absl::StatusOr<Payload> DeviceGroupState::Encode(GradientView grad, uint64_t ste
                       "copying the sketch to the host");
   GPU_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream), "encoding a group");
   payload.values.assign(s.host_table, s.host_table + cells);
+  // As the host compressor rounds its table (the wire then carries 2 bytes a
+  // cell).
+  if (s.candidates() && s.layout.table_bf16) RoundToBf16(absl::MakeSpan(payload.values));
   if (s.peel()) {
     payload.inserted = std::move(inserted);
     s.holds_selection = true;
@@ -178,10 +197,12 @@ absl::StatusOr<Payload> DeviceGroupState::Encode(GradientView grad, uint64_t ste
 absl::StatusOr<Update> DeviceGroupState::Decode(const Payload& aggregate) {
   Impl& s = *impl_;
   const SketchShape& want = s.layout.shape;
-  // A peel sketch's seed is its step's (the compressor checks it against the step).
+  // A step-seeded sketch's seed is its step's (the compressor checks it
+  // against the step).
   const bool fits = aggregate.kind == PayloadKind::kSketch && aggregate.dim == s.dim &&
                     aggregate.sketch.rows == want.rows && aggregate.sketch.cols == want.cols &&
-                    (s.peel() || aggregate.sketch.seed == want.seed) && aggregate.values.size() == want.num_cells();
+                    (s.step_seeded() || aggregate.sketch.seed == want.seed) &&
+                    aggregate.values.size() == want.num_cells();
   if (!fits) {
     return absl::InvalidArgumentError(absl::StrCat("the aggregate is not a sketch of this group's shape (", want.rows,
                                                    "x", want.cols, ", dim ", s.dim, ")"));
@@ -205,10 +226,10 @@ absl::StatusOr<Update> DeviceGroupState::Decode(const Payload& aggregate) {
     indices = peeled->indices;
     values = peeled->values;
     count = peeled->count;
-  } else if (absl::Status st = LaunchSketchHeavyHitters(want, s.table.data(), s.dim, count, s.workspace,
+  } else if (absl::Status st = LaunchSketchHeavyHitters(aggregate.sketch, s.table.data(), s.dim, count, s.workspace,
                                                         s.hitter_indices.data(), s.hitter_values.data(), s.stream);
              !st.ok()) {
-    return st;
+    return st;  // estimate and candidates: the heavy hitters of the estimates
   }
   update.indices.resize(count);
   update.values.resize(count);
@@ -245,6 +266,44 @@ absl::StatusOr<DeviceStack::ReleaseNorms> DeviceGroupState::LastReleaseNorms() c
   GPU_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream), "reading the release norms");
   for (float v : sent) norms.sent_squared += static_cast<double>(v) * v;
   return norms;
+}
+
+absl::StatusOr<std::vector<float>> DeviceGroupState::ResidualAt(absl::Span<const uint32_t> indices) const {
+  Impl& s = *impl_;
+  for (const uint32_t i : indices) {
+    if (i >= s.dim) {
+      return absl::InvalidArgumentError(absl::StrCat("coordinate ", i, " is outside the group of ", s.dim));
+    }
+  }
+  std::vector<float> values(indices.size());
+  if (indices.empty()) return values;
+  if (s.gathered.size() < indices.size()) {
+    absl::StatusOr<DeviceBuffer<float>> grown = DeviceBuffer<float>::Allocate(indices.size());
+    if (!grown.ok()) return grown.status();
+    s.gathered = *std::move(grown);
+  }
+  if (absl::Status st = s.UploadIndices(indices); !st.ok()) return st;
+  if (absl::Status st = LaunchGather(s.residual.data(), s.dim, s.index_scratch.data(), indices.size(),
+                                     s.gathered.data(), /*bad_indices=*/nullptr, s.stream);
+      !st.ok()) {
+    return st;
+  }
+  GPU_RETURN_IF_ERROR(cudaMemcpyAsync(values.data(), s.gathered.data(), values.size() * sizeof(float),
+                                      cudaMemcpyDeviceToHost, s.stream),
+                      "copying the residual's values to the host");
+  GPU_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream), "gathering the residual");
+  return values;
+}
+
+absl::StatusOr<double> DeviceGroupState::VelocitySquared() const {
+  Impl& s = *impl_;
+  if (s.momentum < 0) return 0.0;
+  double squared = 0;
+  if (absl::Status st = LaunchSquaredNorm(s.velocity.data(), s.dim, s.norm.data(), s.stream); !st.ok()) return st;
+  GPU_RETURN_IF_ERROR(cudaMemcpyAsync(&squared, s.norm.data(), sizeof(double), cudaMemcpyDeviceToHost, s.stream),
+                      "reading the velocity's norm");
+  GPU_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream), "reading the velocity's norm");
+  return squared;
 }
 
 absl::Status DeviceGroupState::Settle(const Coordinates& release, const Coordinates& velocity_mask,

@@ -1,5 +1,5 @@
 // The compression state of one fusion group on a GPU worker: the job's
-// count_sketch compressor (method=peel or method=estimate) under error
+// count_sketch compressor (method=peel, estimate or candidates) under error
 // feedback, and momentum correction when the run uses it, with the residual,
 // the velocity and the sketch in device memory: the DeviceStack
 // (worker/compression/device_stack.h) of a GPU worker. It does on the device
@@ -10,18 +10,26 @@
 //                peel: the payload is the Count-Sketch, under the step's
 //                seed, of e's k largest entries (selected on the device: the
 //                CPU's selection, cuda/topk_kernels.h), listed in `inserted`;
-//                estimate: the Count-Sketch of the whole of e. Buckets and
-//                signs are the CPU's bit for bit (common/sketch_hash.h); a
-//                cell's sum may differ from the CPU's in float rounding
-//                (atomics add in another order).
+//                estimate: the Count-Sketch of the whole of e; candidates
+//                (the fixed-size sketch): the same, under the step's seed
+//                where the spec hashes per step, the table rounded to
+//                bfloat16 where it says table=bf16. Buckets and signs are the
+//                CPU's bit for bit (common/sketch_hash.h); a cell's sum may
+//                differ from the CPU's in float rounding (atomics add in
+//                another order).
 //   Decode(s):   peel: the peeling decode of cuda/peel_kernels.h; estimate:
-//                the heavy hitters of the estimates. Either way, for the same
-//                table, the CPU's indices and values bit for bit.
+//                the heavy hitters of the estimates; candidates: the
+//                candidates (candidates times k heavy hitters, with their
+//                estimates). Either way, for the same table, the CPU's
+//                indices and values bit for bit.
+//   ResidualAt:  a second round's exact values: e gathered at the
+//                candidates (cuda/sparse_kernels.h) and copied back.
 //   Settle:      zeroes e (or, after a capped release, keeps its unsent
 //                fraction) and u at the applied coordinates.
 //
-// Only the sketch crosses to the host (a few MB per group); the gradient,
-// residual and velocity never do, except in Save/Restore for checkpoints.
+// Only the sketch (and a second round's values at the candidates) crosses to
+// the host; the gradient, residual and velocity never do, except in
+// Save/Restore for checkpoints.
 //
 // NOTE: not thread-safe; a group is used by one thread at a time. Each state
 // has its own CUDA stream, so groups may be encoded concurrently.
@@ -67,6 +75,14 @@ class DeviceGroupState final : public DeviceStack {
   // coordinates and the velocity's (FAILED_PRECONDITION after an estimate
   // Encode, or before any).
   absl::StatusOr<ReleaseNorms> LastReleaseNorms() const override;
+
+  // The residual at `indices`, in their order (INVALID_ARGUMENT, nothing
+  // read, for an index out of range).
+  absl::StatusOr<std::vector<float>> ResidualAt(absl::Span<const uint32_t> indices) const override;
+
+  // The velocity's sum of squares, summed on the device (0 without
+  // momentum).
+  absl::StatusOr<double> VelocitySquared() const override;
 
   // Sets the residual at `release` to residual_kept times its value and
   // zeroes the velocity at `velocity_mask`. INVALID_ARGUMENT (state

@@ -9,8 +9,13 @@
 //    rounding difference);
 //  - decoding the same aggregate gives the host's indices and values bit for
 //    bit;
+//  - the fixed-size sketch (method=candidates): the same candidates from the
+//    same table, the same exact values gathered at them, the same cap of
+//    those values (within 1e-6: the velocity's norm is summed on the
+//    device), and the same state after the second round's settlement;
 //  - misplaced, misfit and out-of-range inputs are refused with the state
 //    unchanged; SaveState and RestoreState round-trip.
+#include <algorithm>
 #include <cmath>
 #include <tuple>
 #include <random>
@@ -20,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "worker/gpu/device_group_state.h"
 #include "worker/gpu/device_memory.h"
+#include "common/bf16.h"
 #include "worker/compression/group_compressors.h"
 #include "worker/compression/settlement.h"
 #include "worker/schemes/scheme_registry.h"
@@ -198,6 +204,117 @@ TEST(DeviceGroupStateTest, PeelEncodeDecodeAndSettleMatchTheHostStack) {
         ASSERT_EQ(gpu->SaveState(), host->SaveState());
       }
     }
+  }
+}
+
+v1::JobConfig CandidatesJob(const std::string& device, const std::string& scheme, double release_cap,
+                            const std::string& spec) {
+  v1::JobConfig job = Job(device, 0.9);
+  job.mutable_run()->set_scheme(scheme);
+  job.mutable_run()->set_second_round(true);
+  job.mutable_run()->set_release_cap(release_cap);
+  for (v1::GroupConfig& group : *job.mutable_groups()) group.set_compressor(spec);
+  return job;
+}
+
+// The fixed-size sketch on the GPU against the host stack, over steps of one
+// worker's two rounds: its table (cells within the atomics' rounding; a
+// bfloat16 cell within one bfloat16 step of the host's, since the two
+// float32 sums it rounds may differ in their last bits), the same
+// candidates from the same aggregate, the same exact values gathered there,
+// the same capped values (1e-6), and the same state after the second
+// round's settlement (SettleExchange: every applied coordinate released;
+// within 1e-5 under the cap).
+TEST(DeviceGroupStateTest, CandidatesEncodeGatherCapAndSettleMatchTheHostStack) {
+  SKIP_WITHOUT_GPU();
+  const struct {
+    std::string spec;
+    double release_cap;
+  } runs[] = {
+      {"count_sketch:method=candidates,density=0.0333,rows=1,width=1,candidates=2,table=bf16,seed=7", 2.0},
+      {"count_sketch:method=candidates,density=0.0333,rows=1,width=1,candidates=2,table=bf16,seed=7", 0.0},
+      {"count_sketch:method=candidates,density=0.01,rows=3,width=2,candidates=4,hash=job,seed=7", 0.0},
+      {"count_sketch:method=candidates,density=0.01,rows=3,width=2,candidates=4,hash=job,seed=7", 0.05},
+  };
+  for (const auto& run : runs) {
+    SCOPED_TRACE(testing::Message() << run.spec << " release_cap " << run.release_cap);
+    absl::StatusOr<GroupCompressors> host =
+        CompressorsFor(CandidatesJob("cpu", "fixed_sketch_allreduce", run.release_cap, run.spec));
+    absl::StatusOr<GroupCompressors> gpu =
+        CompressorsFor(CandidatesJob("gpu", "fixed_sketch_allreduce", run.release_cap, run.spec));
+    ASSERT_TRUE(host.ok()) << host.status();
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    ASSERT_TRUE(gpu->on_device());
+    const bool bf16 = run.spec.find("table=bf16") != std::string::npos;
+    const bool capped = run.release_cap > 0;
+    for (int step = 0; step < 4; ++step) {
+      for (size_t g = 0; g < kSizes.size(); ++g) {
+        SCOPED_TRACE(testing::Message() << "step " << step << " dim " << kSizes[g]);
+        const std::vector<float> grad = HeavyTailed(kSizes[g], 100 * step + g);
+        absl::StatusOr<DeviceArray> on_device = DeviceArray::Upload(grad);
+        ASSERT_TRUE(on_device.ok()) << on_device.status();
+        const EncodeContext context{static_cast<uint64_t>(step)};
+        absl::StatusOr<Payload> want = host->Encode(g, grad, context);
+        absl::StatusOr<Payload> got = gpu->Encode(g, on_device->view(), context);
+        ASSERT_TRUE(want.ok()) << want.status();
+        ASSERT_TRUE(got.ok()) << got.status();
+        ASSERT_EQ(got->sketch, want->sketch);
+        EXPECT_FALSE(got->inserted.has_value());
+        std::vector<double> mass = CellMass(want->sketch, host->residual(g));
+        if (bf16) {
+          EXPECT_TRUE(HoldsExactlyAsBf16(got->values) || got->values.empty());
+          // One bfloat16 step (8 significant bits) on top of the atomics.
+          for (size_t c = 0; c < mass.size(); ++c) mass[c] = 1e-5 * mass[c] + std::ldexp(std::abs(want->values[c]), -7);
+          for (size_t c = 0; c < mass.size(); ++c) {
+            ASSERT_LE(std::abs(got->values[c] - want->values[c]), mass[c] + 1e-30) << "cell " << c;
+          }
+        } else {
+          ASSERT_NO_FATAL_FAILURE(ExpectCellsNear(*got, *want, mass));
+        }
+        // Round 0: the same candidates from the same aggregate, bit for bit.
+        Update candidates;
+        ASSERT_NO_FATAL_FAILURE(ExpectSameDecode(*host, *gpu, g, *want, &candidates));
+        const uint64_t k = std::max<uint64_t>(1, candidates.indices.size() / (bf16 ? 2 : 4));
+        // Round 1: the exact values there, gathered on the device.
+        absl::StatusOr<std::vector<float>> host_values = host->ExactValuesAt(g, grad, candidates.indices);
+        absl::StatusOr<std::vector<float>> gpu_values =
+            gpu->ExactValuesAt(g, on_device->view(), candidates.indices);
+        ASSERT_TRUE(host_values.ok()) << host_values.status();
+        ASSERT_TRUE(gpu_values.ok()) << gpu_values.status();
+        ASSERT_EQ(*gpu_values, *host_values);
+        ASSERT_TRUE(host->CapExactValues(g, absl::MakeSpan(*host_values), k).ok());
+        ASSERT_TRUE(gpu->CapExactValues(g, absl::MakeSpan(*gpu_values), k).ok());
+        for (size_t j = 0; j < host_values->size(); ++j) {
+          ASSERT_LE(std::abs((*gpu_values)[j] - (*host_values)[j]), 1e-6 * std::abs((*host_values)[j]) + 1e-30)
+              << "value " << j;
+        }
+        // The update: the top k of the (one worker's) exact sums.
+        Update update;
+        update.dim = kSizes[g];
+        std::vector<size_t> order(candidates.indices.size());
+        for (size_t j = 0; j < order.size(); ++j) order[j] = j;
+        std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+          return std::abs((*host_values)[a]) > std::abs((*host_values)[b]);
+        });
+        order.resize(std::min<size_t>(k, order.size()));
+        std::sort(order.begin(), order.end());
+        for (size_t j : order) {
+          update.indices.push_back(candidates.indices[j]);
+          update.values.push_back((*host_values)[j]);
+        }
+        ASSERT_TRUE(host->Settle(g, SettleExchange(*want, update, 2)).ok());
+        ASSERT_TRUE(gpu->Settle(g, SettleExchange(*got, update, 2)).ok());
+      }
+      if (capped) {
+        // The kept fraction 1 - f of a capped coordinate carries f's 1e-6.
+        ExpectStatesNear(gpu->SaveState(), host->SaveState(), 1e-5);
+      } else {
+        ASSERT_EQ(gpu->SaveState(), host->SaveState());
+      }
+    }
+    // A candidate outside the group is refused; nothing is read.
+    EXPECT_EQ(gpu->ExactValuesAt(0, GradientView(), std::vector<uint32_t>{1}).status().code(),
+              absl::StatusCode::kInvalidArgument);
   }
 }
 

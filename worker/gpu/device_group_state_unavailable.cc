@@ -24,6 +24,8 @@ absl::StatusOr<std::unique_ptr<DeviceGroupState>> DeviceGroupState::Create(const
 absl::StatusOr<Payload> DeviceGroupState::Encode(GradientView, uint64_t) { return NoCuda(); }
 absl::StatusOr<Update> DeviceGroupState::Decode(const Payload&) { return NoCuda(); }
 absl::StatusOr<DeviceStack::ReleaseNorms> DeviceGroupState::LastReleaseNorms() const { return NoCuda(); }
+absl::StatusOr<std::vector<float>> DeviceGroupState::ResidualAt(absl::Span<const uint32_t>) const { return NoCuda(); }
+absl::StatusOr<double> DeviceGroupState::VelocitySquared() const { return NoCuda(); }
 absl::Status DeviceGroupState::Settle(const Coordinates&, const Coordinates&, float) { return NoCuda(); }
 absl::StatusOr<std::vector<float>> DeviceGroupState::Residual() const { return NoCuda(); }
 absl::StatusOr<std::vector<float>> DeviceGroupState::Velocity() const { return NoCuda(); }

@@ -1,8 +1,10 @@
 // A synthetic ResNet-50 run with its groups on the GPU, against the same run
 // on the host: two workers (threads of one process, a real Gloo group on
-// loopback) take three sketch_allreduce steps, each from device memory and
-// from host memory, with the scheme's default sketch (method=peel, under the
-// release cap) and with method=estimate. The sketches differ only in float
+// loopback) take three steps, each from device memory and from host memory:
+// sketch_allreduce with the scheme's default sketch (method=peel, under the
+// release cap) and with method=estimate, and fixed_sketch_allreduce with its
+// default (method=candidates and the second round, whose exact values the
+// GPU gathers from its residual). The sketches differ only in float
 // rounding, so the two runs agree: every step sends the same bytes, and each
 // worker's final residual and velocity match within 1e-3 of their norms (a
 // coordinate at the top-k boundary, or at the edge of what the peel
@@ -15,17 +17,24 @@
 #include "gtest/gtest.h"
 #include "worker/collective/local_group.h"
 #include "worker/schemes/collective_scheme.h"
+#include "worker/schemes/scheme_registry.h"
 #include "worker/pipeline/job_plan.h"
 #include "worker/training/synthetic_runner.h"
 
 namespace sketchfuse {
 namespace {
 
-v1::RunConfig ResNetRun(const std::string& device, const std::string& compressor) {
+struct Method {
+  std::string scheme;
+  std::string compressor;
+};
+
+v1::RunConfig ResNetRun(const std::string& device, const Method& method) {
   v1::RunConfig run;
   run.set_workload("resnet50");
-  run.set_scheme("sketch_allreduce");
-  run.set_compressor(compressor);
+  run.set_scheme(method.scheme);
+  run.set_second_round(SecondRoundFor(method.scheme, false));
+  run.set_compressor(method.compressor);
   run.set_release_cap(1.0);
   run.set_fusion("4");
   run.set_error_feedback(true);
@@ -43,8 +52,8 @@ struct RankResult {
   std::vector<GroupState> state;
 };
 
-std::vector<RankResult> RunTwoWorkers(const std::string& device, const std::string& compressor) {
-  const v1::RunConfig run = ResNetRun(device, compressor);
+std::vector<RankResult> RunTwoWorkers(const std::string& device, const Method& method) {
+  const v1::RunConfig run = ResNetRun(device, method);
   absl::StatusOr<v1::JobConfig> job = MakeJobConfig("synthetic", 2, run);
   EXPECT_TRUE(job.ok()) << job.status();
   std::vector<RankResult> results(2);
@@ -72,7 +81,7 @@ double Norm(const std::vector<float>& v) {
   return std::sqrt(sum);
 }
 
-class DeviceSyntheticRunTest : public ::testing::TestWithParam<std::string> {};
+class DeviceSyntheticRunTest : public ::testing::TestWithParam<Method> {};
 
 TEST_P(DeviceSyntheticRunTest, TheGpuPlacementTrainsLikeTheHostOne) {
   SKIP_WITHOUT_GPU();
@@ -101,9 +110,15 @@ TEST_P(DeviceSyntheticRunTest, TheGpuPlacementTrainsLikeTheHostOne) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Methods, DeviceSyntheticRunTest,
-                         ::testing::Values("count_sketch:method=peel,density=0.0042,rows=4,width=4",
-                                           "count_sketch:method=estimate,density=0.001,rows=5,width=10"));
+INSTANTIATE_TEST_SUITE_P(
+    Methods, DeviceSyntheticRunTest,
+    ::testing::Values(Method{"sketch_allreduce", "count_sketch:method=peel,density=0.0042,rows=4,width=4"},
+                      Method{"sketch_allreduce", "count_sketch:method=estimate,density=0.001,rows=5,width=10"},
+                      Method{"fixed_sketch_allreduce", "count_sketch:method=candidates,density=0.0333,rows=1,"
+                                                       "width=1,candidates=2,table=bf16"}),
+    [](const ::testing::TestParamInfo<Method>& info) {
+      return info.param.scheme + "_" + std::to_string(info.index);
+    });
 
 }  // namespace
 }  // namespace sketchfuse

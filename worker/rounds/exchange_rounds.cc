@@ -20,21 +20,26 @@ struct Exchange {
 // their order and without indices, capped where the run caps releases.
 absl::StatusOr<std::shared_ptr<const Payload>> ValuesAtCandidates(const RoundsInput& input, uint32_t round,
                                                                  const Update& candidates) {
-  if (candidates.dense || candidates.dim != input.encoded.size()) {
+  if (candidates.dense || candidates.dim != input.payload->dim) {
     return absl::InternalError(absl::StrCat("group ", input.group, " at step ", input.step, ": round ", round,
                                             "'s answer cannot start round ", round + 1));
+  }
+  for (const uint32_t i : candidates.indices) {
+    if (i >= candidates.dim) {
+      return absl::InternalError(absl::StrCat("group ", input.group, " at step ", input.step, ": candidate ", i,
+                                              " is outside the group of ", candidates.dim));
+    }
+  }
+  absl::StatusOr<std::vector<float>> exact = input.exact_values(candidates.indices);
+  if (!exact.ok()) return exact.status();
+  if (exact->size() != candidates.indices.size()) {
+    return absl::InternalError(absl::StrCat("group ", input.group, " at step ", input.step, ": ", exact->size(),
+                                            " exact values for ", candidates.indices.size(), " candidates"));
   }
   auto values = std::make_shared<Payload>();
   values->kind = PayloadKind::kCandidateValues;
   values->dim = candidates.dim;
-  values->values.reserve(candidates.indices.size());
-  for (const uint32_t i : candidates.indices) {
-    if (i >= input.encoded.size()) {
-      return absl::InternalError(absl::StrCat("group ", input.group, " at step ", input.step, ": candidate ", i,
-                                              " is outside the group of ", input.encoded.size()));
-    }
-    values->values.push_back(input.encoded[i]);
-  }
+  values->values = *std::move(exact);
   if (input.cap_exact_values) {
     if (absl::Status s = input.cap_exact_values(absl::MakeSpan(values->values)); !s.ok()) return s;
   }
@@ -77,6 +82,21 @@ void RunRound(const std::shared_ptr<Exchange>& exchange, uint32_t round, std::sh
 
 }  // namespace
 
+ExactValuesAt ExactValuesFromHost(absl::Span<const float> encoded) {
+  return [encoded](absl::Span<const uint32_t> candidates) -> absl::StatusOr<std::vector<float>> {
+    std::vector<float> values;
+    values.reserve(candidates.size());
+    for (const uint32_t i : candidates) {
+      if (i >= encoded.size()) {
+        return absl::InvalidArgumentError(absl::StrCat("candidate ", i, " is outside the encoded vector of ",
+                                                       encoded.size()));
+      }
+      values.push_back(encoded[i]);
+    }
+    return values;
+  };
+}
+
 void ExchangeRounds(RoundReducer& reducer, RoundsInput input, RoundsDone done) {
   if (input.payload == nullptr) {
     done(absl::InvalidArgumentError(absl::StrCat("group ", input.group, " at step ", input.step, ": no payload")));
@@ -87,10 +107,9 @@ void ExchangeRounds(RoundReducer& reducer, RoundsInput input, RoundsDone done) {
                                                  " rounds per step; 1 or 2 are served")));
     return;
   }
-  if (input.rounds > 1 && input.encoded.size() != input.payload->dim) {
+  if (input.rounds > 1 && !input.exact_values) {
     done(absl::InvalidArgumentError(absl::StrCat("group ", input.group, ": a later round sends the encoded vector's "
-                                                 "values, which has ", input.encoded.size(), " of the group's ",
-                                                 input.payload->dim)));
+                                                 "values, and the input says not where to read them")));
     return;
   }
   auto exchange = std::make_shared<Exchange>();

@@ -9,8 +9,9 @@
 //   round 0   this worker's encoded payload is reduced; the answer is the
 //             update (one round), or the candidates of the next round;
 //   round r   this worker's exact values at round r - 1's candidates (the
-//             encoded vector there, under the release cap where the run
-//             caps it), in the candidates' order and without indices, are
+//             encoded vector there, read where it lives: host memory, or
+//             gathered on the GPU; under the release cap where the run caps
+//             it), in the candidates' order and without indices, are
 //             reduced; the final round's answer is the exact sums (their
 //             top k where the group re-selects).
 //
@@ -33,6 +34,15 @@
 
 namespace sketchfuse {
 
+// This worker's exact values at `candidates` (each below the group's dim): the encoded vector there, in the candidates' order.
+// INVALID_ARGUMENT for a candidate outside the vector; the placement's
+// errors (a failed device copy).
+using ExactValuesAt = std::function<absl::StatusOr<std::vector<float>>(absl::Span<const uint32_t> candidates)>;
+
+// ExactValuesAt over a vector in host memory, which must outlive the
+// function's calls.
+ExactValuesAt ExactValuesFromHost(absl::Span<const float> encoded);
+
 struct RoundsInput {
   uint64_t step = 0;
   int group = 0;
@@ -40,11 +50,12 @@ struct RoundsInput {
   uint32_t rounds = 1;
   // This worker's encoded payload of the group: round 0's contribution.
   std::shared_ptr<const Payload> payload;
-  // The vector that was encoded (the residual under error feedback), whose
-  // values at the candidates later rounds send. It must stay put until
-  // `done` has run (a residual does until its update is applied); unused
-  // with one round.
-  absl::Span<const float> encoded;
+  // Where later rounds read this worker's values at the candidates: the
+  // vector that was encoded (the residual under error feedback,
+  // GroupCompressors::ExactValuesAt), which must stay put until `done` has
+  // run (a residual does until its update is applied); unused with one
+  // round.
+  ExactValuesAt exact_values;
   // Scales this worker's exact values before a later round sends them
   // (GroupCompressors::CapExactValues with the group's k); may be empty.
   std::function<absl::Status(absl::Span<float>)> cap_exact_values;
@@ -63,10 +74,11 @@ using RoundsDone = std::function<void(absl::StatusOr<RoundsOutcome>)>;
 // `done` runs exactly once, on the thread of the reducer's last answer
 // (before ExchangeRounds returns where the reducer answers inline, as a
 // collective does). Errors: the reducer's; INVALID_ARGUMENT for an input
-// without a payload or, with two rounds, without the encoded vector of the
-// payload's dim; INTERNAL when round 0's answer cannot start the next round
-// (dense, another dim, a candidate out of range); DATA_LOSS when the final
-// answer is a candidate list (values due).
+// without a payload or, with two rounds, without exact_values; INTERNAL when
+// round 0's answer cannot start the next round (dense, another dim, a
+// candidate out of range) or exact_values answers another
+// number of values; exact_values' errors; DATA_LOSS when the final answer is
+// a candidate list (values due).
 void ExchangeRounds(RoundReducer& reducer, RoundsInput input, RoundsDone done);
 
 }  // namespace sketchfuse

@@ -77,7 +77,7 @@ RoundsInput InputOf(const Worker& worker, uint64_t step, uint32_t rounds) {
   input.group = 0;
   input.rounds = rounds;
   input.payload = worker.payload;
-  input.encoded = worker.encoded;
+  input.exact_values = ExactValuesFromHost(worker.encoded);
   return input;
 }
 
@@ -299,7 +299,7 @@ TEST(ExchangeRoundsScriptTest, ALaterRoundSendsTheEncodedValuesAtTheCandidatesCa
   RoundsInput input;
   input.rounds = 2;
   input.payload = Sketch(6);
-  input.encoded = encoded;
+  input.exact_values = ExactValuesFromHost(encoded);
   input.cap_exact_values = [](absl::Span<float> values) {
     for (float& v : values) v /= 2;
     return absl::OkStatus();
@@ -336,7 +336,7 @@ TEST(ExchangeRoundsScriptTest, ErrorsEndTheExchangeOnce) {
     RoundsInput input;
     input.rounds = 2;
     input.payload = Sketch(6);
-    input.encoded = encoded;
+    input.exact_values = ExactValuesFromHost(encoded);
     EXPECT_EQ(RunInline(reducer, input).status().code(), absl::StatusCode::kUnavailable);
   }
   {
@@ -345,7 +345,7 @@ TEST(ExchangeRoundsScriptTest, ErrorsEndTheExchangeOnce) {
     RoundsInput input;
     input.rounds = 2;
     input.payload = Sketch(6);
-    input.encoded = encoded;
+    input.exact_values = ExactValuesFromHost(encoded);
     EXPECT_EQ(RunInline(reducer, input).status().code(), absl::StatusCode::kInternal);
     EXPECT_EQ(reducer.rounds_.size(), 1u);
   }
@@ -355,11 +355,54 @@ TEST(ExchangeRoundsScriptTest, ErrorsEndTheExchangeOnce) {
     RoundsInput input;
     input.rounds = 2;
     input.payload = Sketch(6);
-    input.encoded = encoded;
+    input.exact_values = ExactValuesFromHost(encoded);
     input.cap_exact_values = [](absl::Span<float>) { return absl::FailedPreconditionError("on the GPU"); };
     EXPECT_EQ(RunInline(reducer, input).status().code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_EQ(reducer.rounds_.size(), 1u);
   }
+  {
+    // Exact values that cannot be read (a failed device copy) stop before
+    // the next round is sent, with their error.
+    ScriptedReducer reducer({Answer(6, {1}, {}, 1)});
+    RoundsInput input;
+    input.rounds = 2;
+    input.payload = Sketch(6);
+    input.exact_values = [](absl::Span<const uint32_t>) -> absl::StatusOr<std::vector<float>> {
+      return absl::InternalError("copying the residual's values to the host: device lost");
+    };
+    absl::StatusOr<RoundsOutcome> outcome = RunInline(reducer, input);
+    EXPECT_EQ(outcome.status().code(), absl::StatusCode::kInternal);
+    EXPECT_NE(outcome.status().message().find("device lost"), std::string::npos) << outcome.status();
+    EXPECT_EQ(reducer.rounds_.size(), 1u);
+  }
+  {
+    // A reader that answers another number of values than candidates.
+    ScriptedReducer reducer({Answer(6, {1, 4}, {}, 1)});
+    RoundsInput input;
+    input.rounds = 2;
+    input.payload = Sketch(6);
+    input.exact_values = [](absl::Span<const uint32_t>) -> absl::StatusOr<std::vector<float>> {
+      return std::vector<float>{1.0f};
+    };
+    absl::StatusOr<RoundsOutcome> outcome = RunInline(reducer, input);
+    EXPECT_EQ(outcome.status().code(), absl::StatusCode::kInternal);
+    EXPECT_NE(outcome.status().message().find("1 exact values for 2 candidates"), std::string::npos)
+        << outcome.status();
+    EXPECT_EQ(reducer.rounds_.size(), 1u);
+  }
+}
+
+TEST(ExactValuesFromHostTest, ReadsTheVectorAtTheCandidatesAndRefusesOutsideIt) {
+  const std::vector<float> encoded = {0, 10, 20, 30};
+  const ExactValuesAt read = ExactValuesFromHost(encoded);
+  absl::StatusOr<std::vector<float>> values = read(std::vector<uint32_t>{3, 0, 2});
+  ASSERT_TRUE(values.ok()) << values.status();
+  EXPECT_EQ(*values, (std::vector<float>{30, 0, 20}));
+  EXPECT_TRUE(read(std::vector<uint32_t>{})->empty());
+  absl::StatusOr<std::vector<float>> outside = read(std::vector<uint32_t>{1, 4});
+  EXPECT_EQ(outside.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(outside.status().message().find("candidate 4 is outside the encoded vector of 4"), std::string::npos)
+      << outside.status();
 }
 
 TEST(ExchangeRoundsScriptTest, RefusesInputsThatCannotRunBeforeReducing) {
@@ -369,7 +412,7 @@ TEST(ExchangeRoundsScriptTest, RefusesInputsThatCannotRunBeforeReducing) {
   input.payload = Sketch(6);
   input.rounds = 3;
   EXPECT_EQ(RunInline(reducer, input).status().code(), absl::StatusCode::kInvalidArgument);
-  input.rounds = 2;  // without the encoded vector
+  input.rounds = 2;  // without exact_values
   EXPECT_EQ(RunInline(reducer, input).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(reducer.rounds_.empty());
 }

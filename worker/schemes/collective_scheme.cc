@@ -65,6 +65,9 @@ void CollectiveScheme::Exchange(uint64_t step, int group, GradientView grad,
   input.group = group;
   input.payload = &*payload;
   input.encoded = compressors_.EncodedInput(group, grad);
+  input.exact_values = [this, group, grad](absl::Span<const uint32_t> candidates) {
+    return compressors_.ExactValuesAt(group, grad, candidates);
+  };
   input.k = selection_[group];
   input.rounds = rounds_;
   input.reselect_top_k = reselect_[group];

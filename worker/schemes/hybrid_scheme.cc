@@ -88,7 +88,11 @@ absl::StatusOr<ExchangeResult> HybridScheme::ExchangeByCollective(uint64_t step,
   input.reselect_top_k = reselect_[group];
   // The residual, untouched until the step's update is applied (error
   // feedback on, checked at Create for a second round).
-  if (rounds_ > 1) input.encoded = centralized_->compressors().EncodedInput(group, GradientView());
+  if (rounds_ > 1) {
+    input.exact_values = [this, group](absl::Span<const uint32_t> candidates) {
+      return centralized_->compressors().ExactValuesAt(group, GradientView(), candidates);
+    };
+  }
   input.decode = [this, group](Payload sum) { return centralized_->compressors().Decode(group, std::move(sum)); };
   input.cap_exact_values = [this, group, k = input.k](absl::Span<float> values) {
     return centralized_->compressors().CapExactValues(group, values, k);

@@ -101,9 +101,14 @@ void PsScheme::Exchange(uint64_t step, int group, GradientView grad, absl::Span<
   input.group = group;
   input.rounds = rounds_;
   input.payload = *std::move(payload);
-  // The values a later round sums: what this worker encoded (its residual),
-  // which stays put until the group's update is applied.
-  if (rounds_ > 1) input.encoded = compressors_.EncodedInput(group, grad);
+  // The values a later round sums: what this worker encoded (its residual,
+  // on the host or the GPU), which stays put until the group's update is
+  // applied.
+  if (rounds_ > 1) {
+    input.exact_values = [this, group, grad](absl::Span<const uint32_t> candidates) {
+      return compressors_.ExactValuesAt(group, grad, candidates);
+    };
+  }
   // The shard applies at most k of them: the release cap bounds those.
   input.cap_exact_values = [this, group](absl::Span<float> values) {
     return compressors_.CapExactValues(group, values, selection_[group]);

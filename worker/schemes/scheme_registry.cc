@@ -48,7 +48,7 @@ const std::vector<SchemeInfo>& Schemes() {
        "count_sketch:method=candidates,density=0.0333,rows=1,width=1,candidates=2,table=bf16",
        "allreduce of fixed-size sketches, then of the exact values at the decoded candidates (no indices); the top "
        "k of those sums applied: bytes per worker independent of the number of workers",
-       T().WorkerMomentum().CappedRelease().TwoRounds().ReselectsTopK(), &RoundsAllreduce},
+       T().WorkerMomentum().CappedRelease().TwoRounds().ReselectsTopK().RunsOnGpu(), &RoundsAllreduce},
       // The same two-round sketch with the servers summing: each worker
       // pushes its table, the shard decodes the candidates; each pushes its
       // values there (no indices), the shard answers the top k of the sums.
@@ -57,7 +57,7 @@ const std::vector<SchemeInfo>& Schemes() {
        "fixed-size sketches summed on the servers, which decode the candidates; the workers' exact values there "
        "(no indices) summed in a second push and the top k applied: bytes per worker independent of the number "
        "of workers",
-       T().WorkerMomentum().CappedRelease().TwoRounds().ReselectsTopK()},
+       T().WorkerMomentum().CappedRelease().TwoRounds().ReselectsTopK().RunsOnGpu()},
       {"topk_allgather", Route::kDecentralized, "topk", "topk:density=0.01",
        "local top-k, allgather of (index, value), summed", T().WorkerMomentum().CappedRelease(), &RoundsAllreduce},
       // gtopk applies k coordinates in all, where topk_allgather applies the
@@ -85,7 +85,7 @@ const std::vector<SchemeInfo>& Schemes() {
       {"fixed_sketch_auto", Route::kHybrid, "count_sketch",
        "count_sketch:method=candidates,density=0.0333,rows=1,width=1,candidates=2,table=bf16",
        "fixed_sketch_ps while the servers answer, fixed_sketch_allreduce when they fail; back when they are healthy",
-       T().WorkerMomentum().CappedRelease().TwoRounds().ReselectsTopK(), &RoundsAllreduce,
+       T().WorkerMomentum().CappedRelease().TwoRounds().ReselectsTopK().RunsOnGpu(), &RoundsAllreduce,
        {"fixed_sketch_ps", "fixed_sketch_allreduce"}},
   };
   return *schemes;
@@ -270,12 +270,16 @@ absl::Status CheckDevicePlacement(const v1::RunConfig& run) {
                                                    absl::StrJoin(on_gpu, ", "), "); got scheme ", run.scheme()));
   }
   if (!run.error_feedback()) return absl::InvalidArgumentError("device=gpu keeps error feedback; the run turns it off");
-  if (run.second_round()) {
-    return absl::InvalidArgumentError("device=gpu does not run the exact second round (it needs host residuals)");
+  // The fixed-size sketches' second round gathers the residual on the
+  // device; the optional one of the peel schemes is host-only.
+  if (run.second_round() && !info->traits.two_rounds) {
+    return absl::InvalidArgumentError(absl::StrCat("device=gpu runs the second round of the fixed-size sketches "
+                                                   "only; ", run.scheme(), "'s optional --second_round runs with "
+                                                   "--device=cpu"));
   }
   if (KeepsStateWithTheSum(run.compressor())) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "device=gpu runs count_sketch with method=peel or method=estimate; ", QuoteField(run.compressor()),
+        "device=gpu runs count_sketch with method=peel, estimate or candidates; ", QuoteField(run.compressor()),
         " keeps state where the sum is, which runs on the host"));
   }
   return absl::OkStatus();

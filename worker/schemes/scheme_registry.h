@@ -195,7 +195,10 @@ double ReleaseCapFor(const v1::RunConfig& run, uint32_t world_size);
 
 // OK if the run may keep its groups on the GPU (run.device "gpu"): a scheme
 // that runs on the GPU (the count_sketch schemes sketch_ps,
-// sketch_allreduce, auto) with error feedback and no second round.
+// sketch_allreduce, auto, and the fixed-size sketches fixed_sketch_ps,
+// fixed_sketch_allreduce, fixed_sketch_auto, whose second round gathers the
+// residual on the device) with error feedback and without the peel
+// schemes' optional --second_round.
 // INVALID_ARGUMENT naming the misfit otherwise (also for a device other than
 // "", "cpu" and "gpu"); OK for a host-placed run. Says nothing about whether
 // a GPU is present, nor about the workload (the worker daemon refuses the
