@@ -105,6 +105,15 @@ class ErrorFeedback final : public CompressorDecorator {
   // fit the group.
   absl::Status AddBack(const Update& values);
 
+  // e *= factor: the residual kept in units of the current learning rate
+  // when the rate changes from r to r' (factor r / r'; the run's
+  // residual_in_rate_units), so what waits in e is applied at the rate of
+  // the steps that made it (EF-SGD's rate-scaled residual). One rounded
+  // product per element.
+  void ScaleResidual(float factor) {
+    for (float& e : residual_) e *= factor;
+  }
+
   // The current residual (empty before the first Encode).
   absl::Span<const float> residual() const { return residual_; }
   // Replaces the residual (a worker resuming from its checkpoint).

@@ -43,6 +43,12 @@ __global__ void KeepKernel(const uint32_t* indices, uint64_t count, uint64_t n, 
   }
 }
 
+__global__ void ScaleKernel(float* x, uint64_t n, float factor) {
+  for (uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    x[i] = __fmul_rn(factor, x[i]);
+  }
+}
+
 __global__ void SquaredNormKernel(const float* x, uint64_t n, double* out) {
   double sum = 0;
   for (uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
@@ -61,6 +67,13 @@ absl::Status LaunchKeepApplied(const uint32_t* indices, uint64_t count, uint64_t
   if (count == 0) return absl::OkStatus();
   KeepKernel<<<PersistentBlocks(kThreads, count), kThreads, 0, stream>>>(indices, count, n, kept, residual, velocity);
   GPU_RETURN_IF_ERROR(cudaGetLastError(), "launching the capped release");
+  return absl::OkStatus();
+}
+
+absl::Status LaunchScale(float* x, uint64_t n, float factor, cudaStream_t stream) {
+  if (n == 0) return absl::OkStatus();
+  ScaleKernel<<<PersistentBlocks(kThreads, n), kThreads, 0, stream>>>(x, n, factor);
+  GPU_RETURN_IF_ERROR(cudaGetLastError(), "launching the residual's rescale");
   return absl::OkStatus();
 }
 

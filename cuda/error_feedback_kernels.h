@@ -4,6 +4,7 @@
 //   encode:   u = m * u + g  (when a velocity is given)      velocity u
 //             e = e + u      (e = e + g without momentum)    residual e
 //   applied:  e[i] = 0 and u[i] = 0 at every applied coordinate i
+//   rescale:  e = f * e      (the residual in units of a new learning rate)
 //
 // Together they keep the residual equal to exactly what was not applied. The
 // products and sums are rounded separately (no fused multiply-add), as the
@@ -38,6 +39,11 @@ absl::Status LaunchClearApplied(const uint32_t* indices, uint64_t count, uint64_
 // is not null. Out-of-range indices are skipped.
 absl::Status LaunchKeepApplied(const uint32_t* indices, uint64_t count, uint64_t n, float kept, float* residual,
                                float* velocity, cudaStream_t stream);
+
+// x[i] = factor * x[i] for i < n (one rounding, as the host's loop): the
+// residual kept in units of the current learning rate when the rate changes
+// (common/error_feedback.h ErrorFeedback::ScaleResidual).
+absl::Status LaunchScale(float* x, uint64_t n, float factor, cudaStream_t stream);
 
 // *out = the sum of x[i]^2 over i < n, in double (the order of the additions
 // is the device's: within a few units in the last place of the host's

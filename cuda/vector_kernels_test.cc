@@ -150,6 +150,20 @@ TEST_P(GpuVectorTest, CappedReleaseAndSquaredNormMatchCpuLoops) {
   EXPECT_NEAR((*d_norm.ToHost())[0], want, 1e-12 * want);
 }
 
+// The residual's rescale (the learning rate changed): one rounded product
+// per element, bit for bit the host loop's, for factors below and above 1.
+TEST_P(GpuVectorTest, RescaleMatchesCpuLoop) {
+  SKIP_WITHOUT_GPU();
+  const uint32_t n = GetParam();
+  for (const float factor : {0.25f, 0.9655172f, 4.0f / 3.0f}) {
+    std::vector<float> residual = GaussianVector(n, 13 * n);
+    auto d_residual = *DeviceBuffer<float>::FromHost(residual);
+    ASSERT_TRUE(LaunchScale(d_residual.data(), n, factor, nullptr).ok());
+    for (float& e : residual) e *= factor;
+    ASSERT_EQ(*d_residual.ToHost(), residual) << "factor " << factor;
+  }
+}
+
 // The first non-finite element against a loop: none, one NaN, an infinity
 // before a NaN, and every element non-finite.
 TEST_P(GpuVectorTest, FirstNonFiniteMatchesCpuLoop) {

@@ -84,6 +84,25 @@ INSTANTIATE_TEST_SUITE_P(EveryScheme, VirtualWorkersTest,
                                            "fixed_sketch_ps", "topk_allgather", "gtopk", "importance_allreduce",
                                            "spardl", "auto", "fixed_sketch_auto"));
 
+// Runs `flags` as four worker processes (two shards) and as one virtual
+// process, named `name`: both must end with the same model (the test loss of
+// the last epoch and the accuracy, to the digit, on every process). The
+// virtual run, for more checks.
+VirtualRun ExpectTheModelOfFourProcesses(const std::string& name, const std::vector<std::string>& flags) {
+  TrainingCluster cluster(daemon_binaries.server, daemon_binaries.worker,
+                          absl::StrCat(TestTempDir(), "/", name, "-processes"), flags);
+  const std::vector<WorkerResult> processes = cluster.Train(kWorkers, 2);
+  EXPECT_EQ(processes.size(), static_cast<size_t>(kWorkers)) << name;
+  const VirtualRun virtual_run = RunVirtual(name + "-virtual", flags);
+  EXPECT_EQ(virtual_run.exit_code, 0) << virtual_run.err;
+  if (processes.size() != static_cast<size_t>(kWorkers) || virtual_run.exit_code != 0) return virtual_run;
+  const WorkerResult virtual_result = ParseSummary(virtual_run.out);
+  EXPECT_EQ(virtual_result.last_epoch, processes[0].last_epoch) << name;
+  EXPECT_EQ(virtual_result.accuracy, processes[0].accuracy) << name;
+  for (int w = 1; w < kWorkers; ++w) EXPECT_EQ(processes[w].accuracy, processes[0].accuracy) << name << " " << w;
+  return virtual_run;
+}
+
 // Global momentum (--momentum_at=update): every process keeps its own copy
 // of the optimizer's velocity, fed the same aggregated update, so the four
 // processes and the virtual run end with the same model.
@@ -91,16 +110,7 @@ TEST(VirtualWorkersGlobalMomentumTest, EndsWithTheModelOfFourProcesses) {
   for (const std::string scheme : {"fixed_sketch_ps", "topk_allgather"}) {
     std::vector<std::string> flags = RunFlags(scheme);
     flags.push_back("--momentum_at=update");
-    TrainingCluster cluster(daemon_binaries.server, daemon_binaries.worker,
-                            absl::StrCat(TestTempDir(), "/", scheme, "-update-processes"), flags);
-    const std::vector<WorkerResult> processes = cluster.Train(kWorkers, 2);
-    ASSERT_EQ(processes.size(), static_cast<size_t>(kWorkers)) << scheme;
-    const VirtualRun virtual_run = RunVirtual(scheme + "-update-virtual", flags);
-    ASSERT_EQ(virtual_run.exit_code, 0) << virtual_run.err;
-    const WorkerResult virtual_result = ParseSummary(virtual_run.out);
-    EXPECT_EQ(virtual_result.last_epoch, processes[0].last_epoch) << scheme;
-    EXPECT_EQ(virtual_result.accuracy, processes[0].accuracy) << scheme;
-    for (int w = 1; w < kWorkers; ++w) EXPECT_EQ(processes[w].accuracy, processes[0].accuracy) << scheme << " " << w;
+    ExpectTheModelOfFourProcesses(scheme + "-update", flags);
   }
 }
 
@@ -132,6 +142,27 @@ TEST(VirtualWorkersGlobalMomentumTest, AtFullDensityItIsDenseMomentumSgd) {
   EXPECT_GT(std::abs(corrected_loss - dense_loss), 100 * std::abs(global_loss - dense_loss) + 1e-3) << corrected.out;
 }
 
+// The residual in units of the learning rate (--residual_in_rate_units, the
+// default) under a warm-up over most of the epoch's 15 steps: the trainer of
+// each process and the virtual workers rescale the residuals after the same
+// steps by the same factors, so they end with the same model; and the rule
+// changes the model against raw gradients (--residual_in_rate_units=false).
+TEST(VirtualWorkersRateUnitsTest, EndsWithTheModelOfFourProcessesAndChangesIt) {
+  for (const std::string scheme : {"fixed_sketch_ps", "topk_allgather"}) {
+    std::vector<std::string> raw = RunFlags(scheme);
+    raw.push_back("--lr_base_workers=1");
+    raw.push_back("--lr_warmup_steps=12");
+    std::vector<std::string> flags = raw;
+    flags.push_back("--residual_in_rate_units");
+    raw.push_back("--residual_in_rate_units=false");
+    const VirtualRun virtual_run = ExpectTheModelOfFourProcesses(scheme + "-rate-units", flags);
+    ASSERT_EQ(virtual_run.exit_code, 0) << virtual_run.err;
+    const VirtualRun raw_run = RunVirtual(scheme + "-raw-virtual", raw);
+    ASSERT_EQ(raw_run.exit_code, 0) << raw_run.err;
+    EXPECT_NE(SummaryNumber(raw_run.out, "test_loss"), SummaryNumber(virtual_run.out, "test_loss")) << scheme;
+  }
+}
+
 TEST(VirtualWorkersDivergenceTest, ANanInOneWorkersGradientStopsTheJobNamingIt) {
   std::vector<std::string> flags = RunFlags("sketch_allreduce");
   flags.push_back("--inject_nan_gradient_at_step=3");
@@ -141,6 +172,25 @@ TEST(VirtualWorkersDivergenceTest, ANanInOneWorkersGradientStopsTheJobNamingIt) 
   EXPECT_NE(run.out.find("\"diverged\": {\"step\": 3"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("\"worker\": \"virtual-3\""), std::string::npos) << run.out;
   EXPECT_NE(run.err.find("virtual-3"), std::string::npos) << run.err;
+}
+
+// On the centralized route the workers before the diverged one have pushed
+// the step's first round, which the others never will. The process still
+// ends at once with the divergence: the shards fail those rounds as the
+// workers stop. It used to wait for the round deadline, which a virtual run
+// takes from --collective_timeout_s: here 1,000 s, past RunVirtual's 300 s
+// (exit code -1 then).
+TEST(VirtualWorkersDivergenceTest, OnTheCentralizedRouteTheJobStopsWithoutWaitingForItsRounds) {
+  for (const std::string scheme : {"sketch_ps", "fixed_sketch_ps"}) {
+    std::vector<std::string> flags = RunFlags(scheme);
+    flags.push_back("--inject_nan_gradient_at_step=3");
+    flags.push_back("--inject_nan_gradient_worker=3");
+    flags.push_back("--collective_timeout_s=1000");
+    const VirtualRun run = RunVirtual(scheme + "-diverged", flags);
+    EXPECT_EQ(run.exit_code, 3) << scheme << " " << run.err;
+    EXPECT_NE(run.out.find("\"diverged\": {\"step\": 3"), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("\"worker\": \"virtual-3\""), std::string::npos) << run.out;
+  }
 }
 
 }  // namespace

@@ -76,6 +76,12 @@ ABSL_FLAG(int, lr_base_workers, 0,
           "the rate is --learning_rate * W / this, reached linearly over --lr_warmup_steps steps (Goyal et al.). "
           "0: --learning_rate at any W.");
 ABSL_FLAG(int, lr_warmup_steps, 0, "With --lr_base_workers: steps over which the rate rises to its scaled value.");
+ABSL_FLAG(bool, residual_in_rate_units, true,
+          "Compressed schemes with error feedback: keep the residual in units of the current learning rate "
+          "(rescaled by r / r' when the rate goes from r to r', as EF-SGD), so what waited through the warm-up is "
+          "applied at its own steps' rate; false: raw gradients, applied at the releasing step's rate (the rule "
+          "before 2026-11-29). No effect at a constant rate or without error feedback. Measured: "
+          "bench/data/scale/study_large_grid/ef_rate/.");
 ABSL_FLAG(double, momentum, 0.9,
           "SGD momentum (in [0, 1)): the optimizer's for the dense schemes; kept per group on the worker before "
           "compression (momentum correction) for the compressed ones; in sketch space for count_sketch "
@@ -179,6 +185,7 @@ absl::StatusOr<v1::RunConfig> RunFromFlags() {
   request.learning_rate = absl::GetFlag(FLAGS_learning_rate);
   request.lr_base_workers = absl::GetFlag(FLAGS_lr_base_workers);
   request.lr_warmup_steps = absl::GetFlag(FLAGS_lr_warmup_steps);
+  request.residual_in_rate_units = absl::GetFlag(FLAGS_residual_in_rate_units);
   request.momentum = absl::GetFlag(FLAGS_momentum);
   request.momentum_at = absl::GetFlag(FLAGS_momentum_at);
   request.error_feedback = absl::GetFlag(FLAGS_error_feedback);

@@ -38,6 +38,7 @@ ABSL_DECLARE_FLAG(int, batch_size);
 ABSL_DECLARE_FLAG(double, learning_rate);
 ABSL_DECLARE_FLAG(int, lr_base_workers);
 ABSL_DECLARE_FLAG(int, lr_warmup_steps);
+ABSL_DECLARE_FLAG(bool, residual_in_rate_units);
 ABSL_DECLARE_FLAG(double, momentum);
 ABSL_DECLARE_FLAG(bool, error_feedback);
 ABSL_DECLARE_FLAG(double, release_cap);

@@ -57,6 +57,10 @@ class DeviceStack {
   // velocity at `velocity_mask`. INVALID_ARGUMENT (state unchanged) if either
   // does not fit the group.
   virtual absl::Status Settle(const Coordinates& release, const Coordinates& velocity_mask, float residual_kept) = 0;
+  // The residual times `factor` (one rounded product per element, as
+  // ErrorFeedback::ScaleResidual): the run keeps it in units of the current
+  // learning rate and the rate changed.
+  virtual absl::Status ScaleResidual(float factor) = 0;
   // Host copies of the residual and the velocity (empty without momentum),
   // and their restoration (an empty vector restores zeros).
   virtual absl::StatusOr<std::vector<float>> Residual() const = 0;

@@ -301,6 +301,23 @@ void GroupCompressors::CountRecovery(Stack& stack, const Coordinates& release) {
   stack.inserted.clear();
 }
 
+absl::Status GroupCompressors::ScaleResiduals(float factor) {
+  if (!(factor > 0) || !std::isfinite(factor)) {
+    return absl::InvalidArgumentError(absl::StrCat("a residual's rescale must be finite and > 0; got ", factor));
+  }
+  for (size_t g = 0; g < stacks_.size(); ++g) {
+    Stack& stack = stacks_[g];
+    if (stack.device != nullptr) {
+      if (absl::Status s = stack.device->ScaleResidual(factor); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat("group ", g, ": ", s.message()));
+      }
+    } else if (stack.error_feedback != nullptr) {
+      stack.error_feedback->ScaleResidual(factor);
+    }
+  }
+  return absl::OkStatus();
+}
+
 std::vector<GroupState> GroupCompressors::SaveState() const {
   std::vector<GroupState> state(stacks_.size());
   for (size_t g = 0; g < stacks_.size(); ++g) {

@@ -118,6 +118,14 @@ class GroupCompressors {
   // part does not fit the group.
   absl::Status Settle(int group, const Settlement& settlement);
 
+  // Multiplies every group's residual by `factor` (the velocity is left
+  // alone), between steps: the run keeps its residuals in units of the
+  // current learning rate, and the rate changes from r to r' (factor r / r':
+  // ErrorFeedback::ScaleResidual). Nothing to do without error feedback.
+  // INVALID_ARGUMENT (nothing scaled) for a factor that is not finite and
+  // > 0; a device's error (groups before it are scaled: the run then stops).
+  absl::Status ScaleResiduals(float factor);
+
   // What the decodes gave back of what this worker inserted into its peeled
   // sketches (payloads listing their inserted coordinates), summed over the
   // groups and the settled steps since Create: the energy (sum of squares)

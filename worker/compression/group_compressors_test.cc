@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "cuda/device.h"
 
@@ -117,6 +118,36 @@ TEST(GroupCompressorsTest, WithoutErrorFeedbackNothingIsKept) {
   const absl::Status refused = groups->RestoreState({GroupState{{1, 2, 3, 4}, {}, {}}, GroupState()});
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("has a residual; this run keeps no error feedback"));
+}
+
+// The residual in units of the learning rate: ScaleResiduals multiplies
+// every group's residual, leaves the velocity alone, and the next Encode adds
+// to the scaled residual. A factor that is not finite and > 0 changes nothing.
+TEST(GroupCompressorsTest, ScaleResidualsScalesEveryResidualAndNotTheVelocity) {
+  absl::StatusOr<GroupCompressors> groups = CompressorsFor(Job("gtopk", 0.5, true));
+  ASSERT_TRUE(groups.ok()) << groups.status();
+  const std::vector<float> g = {1, -4, 2, 3};
+  for (int group = 0; group < 2; ++group) ASSERT_TRUE(groups->Encode(group, g, {}).ok());
+  const std::vector<GroupState> before = groups->SaveState();
+  for (float bad : {0.0f, -0.5f, std::nanf(""), std::numeric_limits<float>::infinity()}) {
+    const absl::Status refused = groups->ScaleResiduals(bad);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("must be finite and > 0")) << bad;
+    EXPECT_EQ(groups->SaveState(), before) << bad;
+  }
+  ASSERT_TRUE(groups->ScaleResiduals(0.25f).ok());
+  for (int group = 0; group < 2; ++group) {
+    EXPECT_EQ(Vec(groups->residual(group)), (std::vector<float>{0.25f, -1, 0.5f, 0.75f})) << group;
+    EXPECT_EQ(groups->SaveState()[group].velocity, g) << group;
+  }
+  // u = 0.5 * g + g; e = 0.25 * g + u.
+  ASSERT_TRUE(groups->Encode(0, g, {}).ok());
+  EXPECT_EQ(Vec(groups->residual(0)), (std::vector<float>{1.75f, -7, 3.5f, 5.25f}));
+
+  absl::StatusOr<GroupCompressors> plain = CompressorsFor(Job("dense_allreduce", 0.9, false));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->ScaleResiduals(0.5f).ok()) << "nothing to scale without error feedback";
+  EXPECT_TRUE(plain->residual(0).empty());
 }
 
 TEST(GroupCompressorsTest, ABadSpecIsRefusedNamingTheGroup) {

@@ -328,6 +328,13 @@ absl::Status DeviceGroupState::Settle(const Coordinates& release, const Coordina
   return absl::OkStatus();
 }
 
+absl::Status DeviceGroupState::ScaleResidual(float factor) {
+  Impl& s = *impl_;
+  if (absl::Status st = LaunchScale(s.residual.data(), s.dim, factor, s.stream); !st.ok()) return st;
+  GPU_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream), "rescaling a group's residual");
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<float>> DeviceGroupState::Residual() const {
   return CopyToHost(GradientView::OnDevice(impl_->residual.data(), impl_->residual.size()));
 }

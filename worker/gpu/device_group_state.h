@@ -26,6 +26,8 @@
 //                candidates (cuda/sparse_kernels.h) and copied back.
 //   Settle:      zeroes e (or, after a capped release, keeps its unsent
 //                fraction) and u at the applied coordinates.
+//   ScaleResidual: e = f * e when the learning rate changes (the run keeps
+//                the residual in units of the current rate).
 //
 // Only the sketch (and a second round's values at the candidates) crosses to
 // the host; the gradient, residual and velocity never do, except in
@@ -88,6 +90,9 @@ class DeviceGroupState final : public DeviceStack {
   // zeroes the velocity at `velocity_mask`. INVALID_ARGUMENT (state
   // unchanged) if either does not fit the group.
   absl::Status Settle(const Coordinates& release, const Coordinates& velocity_mask, float residual_kept) override;
+
+  // e *= factor on the device (cuda/error_feedback_kernels.h LaunchScale).
+  absl::Status ScaleResidual(float factor) override;
 
   // Host copies of the residual and the velocity (empty without momentum),
   // and their restoration (INVALID_ARGUMENT unless sizes fit; an empty

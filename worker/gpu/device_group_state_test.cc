@@ -367,6 +367,34 @@ TEST(DeviceGroupStateTest, RefusesMisfitsAndKeepsItsState) {
   EXPECT_EQ(other->RestoreState(misfit).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The residual's rescale on the device (the rate changed): every group's
+// residual is the host stack's, bit for bit (one rounded product each), and
+// the velocity is untouched; a bad factor changes nothing.
+TEST(DeviceGroupStateTest, ScaleResidualsMatchesTheHostStack) {
+  SKIP_WITHOUT_GPU();
+  absl::StatusOr<GroupCompressors> host = CompressorsFor(Job("cpu", 0.9));
+  absl::StatusOr<GroupCompressors> gpu = CompressorsFor(Job("gpu", 0.9));
+  ASSERT_TRUE(host.ok()) << host.status();
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  std::vector<GroupState> state(kSizes.size());
+  for (size_t g = 0; g < kSizes.size(); ++g) {
+    state[g].residual = HeavyTailed(kSizes[g], 40 + g);
+    state[g].velocity = HeavyTailed(kSizes[g], 80 + g);
+  }
+  ASSERT_TRUE(host->RestoreState(state).ok());
+  ASSERT_TRUE(gpu->RestoreState(state).ok());
+  EXPECT_EQ(gpu->ScaleResiduals(std::nanf("")).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(gpu->SaveState(), state);
+  const float factor = static_cast<float>(0.1625 / 0.2);
+  ASSERT_TRUE(host->ScaleResiduals(factor).ok());
+  ASSERT_TRUE(gpu->ScaleResiduals(factor).ok());
+  const std::vector<GroupState> want = host->SaveState(), got = gpu->SaveState();
+  for (size_t g = 0; g < kSizes.size(); ++g) {
+    EXPECT_EQ(got[g].residual, want[g].residual) << "group " << g;
+    EXPECT_EQ(got[g].velocity, state[g].velocity) << "group " << g;
+  }
+}
+
 TEST(DeviceGroupStateTest, FusionBuffersOnTheDeviceHoldWhatWasWritten) {
   SKIP_WITHOUT_GPU();
   absl::StatusOr<std::unique_ptr<FusionBuffers>> buffers = MakeDeviceFusionBuffers({5, 1 << 20});

@@ -16,11 +16,15 @@
 //  3. After the caller has applied the step's updates it calls OnApplied for
 //     each group, so error feedback keeps what was not applied. Residual state
 //     changes only there: a step that is not applied loses nothing.
+//  4. Between steps (after OnApplied, before the next Exchange), a run that
+//     keeps its residuals in units of the learning rate calls ScaleResiduals
+//     when the rate changes.
 #ifndef SKETCHFUSE_WORKER_SCHEMES_AGGREGATION_SCHEME_H_
 #define SKETCHFUSE_WORKER_SCHEMES_AGGREGATION_SCHEME_H_
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -76,6 +80,17 @@ class AggregationScheme {
 
   // The step's update for `group` was applied.
   virtual absl::Status OnApplied(int group, const Update& update) = 0;
+
+  // Multiplies this worker's error-feedback residuals by `factor` (the rate
+  // went from r to r': factor r / r'; v1::RunConfig residual_in_rate_units).
+  // Schemes that keep no residual on the worker have nothing to scale.
+  // INVALID_ARGUMENT for a factor that is not finite and > 0.
+  virtual absl::Status ScaleResiduals(float factor) {
+    if (!(factor > 0) || !(factor < std::numeric_limits<float>::infinity())) {
+      return absl::InvalidArgumentError("a residual's rescale must be finite and > 0");
+    }
+    return absl::OkStatus();
+  }
 
   // What the decodes gave back of what this worker inserted into peeled
   // sketches so far (GroupCompressors::PeelRecovery); nothing inserted for

@@ -44,6 +44,7 @@ class CollectiveScheme final : public AggregationScheme {
   // The residual and the velocity of each group, and for a group whose
   // method keeps state where the sum is (common/aggregation_state.h) that
   // state, kept identically by every worker.
+  absl::Status ScaleResiduals(float factor) override { return compressors_.ScaleResiduals(factor); }
   std::vector<GroupState> SaveState() const override;
   absl::Status RestoreState(const std::vector<GroupState>& state) override;
 

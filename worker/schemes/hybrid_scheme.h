@@ -67,6 +67,9 @@ class HybridScheme final : public AggregationScheme {
     return centralized_->OnApplied(group, update);
   }
   GroupCompressors::PeelRecovery peel_recovery() const override { return centralized_->peel_recovery(); }
+  // The centralized route's stacks are the only ones (the decentralized
+  // route redoes groups with the payloads they encoded).
+  absl::Status ScaleResiduals(float factor) override { return centralized_->ScaleResiduals(factor); }
   std::vector<GroupState> SaveState() const override { return centralized_->SaveState(); }
   absl::Status RestoreState(const std::vector<GroupState>& state) override {
     return centralized_->RestoreState(state);

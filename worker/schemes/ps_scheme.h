@@ -54,6 +54,7 @@ class PsScheme final : public AggregationScheme {
   // (SettleAt with a second round, which summed every worker's values).
   absl::Status OnApplied(int group, const Update& update) override;
   GroupCompressors::PeelRecovery peel_recovery() const override { return compressors_.peel_recovery(); }
+  absl::Status ScaleResiduals(float factor) override { return compressors_.ScaleResiduals(factor); }
   std::vector<GroupState> SaveState() const override { return compressors_.SaveState(); }
   // The shards keep what state the method has where the sum is: a saved
   // method state is refused.

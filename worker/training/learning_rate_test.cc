@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "gtest/gtest.h"
+#include "worker/training/learning_rate.h"
 #include "worker/training/trainer.h"
 
 namespace sketchfuse {
@@ -32,6 +33,27 @@ TEST(LearningRateTest, ScalesLinearlyWithTheWorkersAfterTheWarmUp) {
   // No warm-up: scaled from the first step.
   run.set_lr_warmup_steps(0);
   EXPECT_DOUBLE_EQ(LearningRateAt(run, 16, 0), 0.2);
+}
+
+// A run that keeps its residuals in units of the rate rescales them by the
+// ratio of this step's rate to the next's: only across a change, and never
+// when the run keeps raw gradients.
+TEST(LearningRateTest, TheResidualFollowsTheRateOnlyWhenTheRunSaysSo) {
+  v1::RunConfig run;
+  run.set_learning_rate(0.05);
+  run.set_lr_base_workers(4);
+  run.set_lr_warmup_steps(10);
+  for (int64_t step : {0, 5, 9, 10, 50}) EXPECT_EQ(ResidualRescaleAfter(run, 64, step), 1.0f) << step;
+  run.set_residual_in_rate_units(true);
+  // 64 workers: 0.05 rising by 0.075 a step to 0.8 at step 10.
+  EXPECT_FLOAT_EQ(ResidualRescaleAfter(run, 64, 0), static_cast<float>(0.05 / 0.125));
+  EXPECT_FLOAT_EQ(ResidualRescaleAfter(run, 64, 9), static_cast<float>(0.725 / 0.8));
+  EXPECT_EQ(ResidualRescaleAfter(run, 64, 10), 1.0f) << "the rate has stopped rising";
+  EXPECT_EQ(ResidualRescaleAfter(run, 64, 1000), 1.0f);
+  EXPECT_EQ(ResidualRescaleAfter(run, 4, 3), 1.0f) << "at the base the rate never changes";
+  run.set_lr_base_workers(0);
+  run.set_lr_warmup_steps(0);
+  EXPECT_EQ(ResidualRescaleAfter(run, 64, 3), 1.0f) << "no schedule";
 }
 
 TEST(LearningRateTest, TheOptimizerTakesTheRate) {

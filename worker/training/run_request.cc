@@ -54,6 +54,7 @@ absl::StatusOr<v1::RunConfig> BuildRunConfig(const RunRequest& request, const Gp
   run.set_learning_rate(lr);
   run.set_lr_base_workers(static_cast<uint32_t>(request.lr_base_workers));
   run.set_lr_warmup_steps(static_cast<uint32_t>(request.lr_warmup_steps));
+  run.set_residual_in_rate_units(request.residual_in_rate_units && request.error_feedback);
   run.set_momentum(momentum);
   run.set_momentum_at(request.momentum_at);
   run.set_error_feedback(request.error_feedback);

@@ -34,6 +34,9 @@ struct RunRequest {
   // The schedule (v1::RunConfig's fields of the same names): 0, 0 is none.
   int lr_base_workers = 0;
   int lr_warmup_steps = 0;
+  // v1::RunConfig residual_in_rate_units; a run without error feedback
+  // records false (it keeps no residual).
+  bool residual_in_rate_units = true;
   double momentum = 0.9;
   // "" or "worker" (momentum correction), "update" (global momentum):
   // v1::RunConfig.momentum_at.

@@ -47,6 +47,20 @@ TEST(RunRequestTest, MomentumAtIsKept) {
   EXPECT_EQ(run->momentum_at(), "update");
 }
 
+// The residual follows the rate by default; a run can keep raw gradients,
+// and one without error feedback records false (it has no residual).
+TEST(RunRequestTest, TheResidualFollowsTheRateByDefault) {
+  RunRequest request = Request();
+  EXPECT_TRUE(BuildRunConfig(request, NoGpu)->residual_in_rate_units());
+  request.residual_in_rate_units = false;
+  EXPECT_FALSE(BuildRunConfig(request, NoGpu)->residual_in_rate_units());
+  request.residual_in_rate_units = true;
+  request.error_feedback = false;
+  absl::StatusOr<v1::RunConfig> run = BuildRunConfig(request, NoGpu);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_FALSE(run->residual_in_rate_units());
+}
+
 TEST(RunRequestTest, AGivenCompressorIsKept) {
   RunRequest request = Request();
   request.scheme = "topk_allgather";
@@ -72,6 +86,7 @@ TEST(RunRequestTest, EveryRefusalNamesItsFlag) {
       {[](RunRequest& r) { r.lr_base_workers = -4; }, "--lr_base_workers and --lr_warmup_steps must be >= 0"},
       {[](RunRequest& r) { r.lr_warmup_steps = 10; }, "--lr_warmup_steps warms the rate up to its scaled value"},
       {[](RunRequest& r) { r.train_examples = -1; }, "--train_examples and --test_examples must be >= 0"},
+
       {[inf](RunRequest& r) { r.release_cap = inf; }, "--release_cap must be a finite number >= 0"},
       {[](RunRequest& r) { r.release_cap = -0.5; }, "--release_cap must be a finite number >= 0; got -0.5"},
       {[](RunRequest& r) { r.momentum_at = "optimizer"; }, "--momentum_at must be worker or update; got 'optimizer'"},

@@ -8,6 +8,7 @@
 #include "common/model_profiles.h"
 #include "common/synthetic_gradient.h"
 #include "worker/pipeline/job_plan.h"
+#include "worker/training/learning_rate.h"
 
 namespace sketchfuse {
 
@@ -106,6 +107,13 @@ absl::Status SyntheticRunner::Step(int64_t step) {
   if (!updates.ok()) return updates.status();
   apply_begin_ = absl::Now();
   absl::Status applied = pipeline_->Applied(*updates);
+  // No model takes a rate here, but the residuals follow the run's schedule
+  // as a trainer's do.
+  const v1::JobConfig& job = config_.joined.job();
+  if (const float rescale = ResidualRescaleAfter(job.run(), job.world_size(), step);
+      applied.ok() && rescale != 1.0f) {
+    applied = scheme_->ScaleResiduals(rescale);
+  }
   apply_end_ = absl::Now();
   return applied;
 }

@@ -149,14 +149,6 @@ CurvePoint CurvePointAfter(int64_t steps, const StepStats& stats, ClassifierImpl
   return point;
 }
 
-double LearningRateAt(const v1::RunConfig& run, uint32_t world, int64_t step) {
-  const double base = run.learning_rate();
-  if (run.lr_base_workers() == 0) return base;
-  const double peak = base * static_cast<double>(world) / static_cast<double>(run.lr_base_workers());
-  if (step >= static_cast<int64_t>(run.lr_warmup_steps())) return peak;
-  return base + (peak - base) * static_cast<double>(step) / static_cast<double>(run.lr_warmup_steps());
-}
-
 void SetLearningRate(torch::optim::SGD& optimizer, double rate) {
   for (torch::optim::OptimizerParamGroup& group : optimizer.param_groups()) {
     static_cast<torch::optim::SGDOptions&>(group.options()).lr(rate);
@@ -295,6 +287,9 @@ absl::Status Trainer::TrainStep(int64_t step, const torch::Tensor& images, const
     return set;
   }
   absl::Status applied = pipeline_->Applied(*updates);
+  if (const float rescale = ResidualRescaleAfter(s.run, s.world, step); applied.ok() && rescale != 1.0f) {
+    applied = s.scheme->ScaleResiduals(rescale);
+  }
   s.apply_end = absl::Now();
   return applied;
 }

@@ -37,6 +37,7 @@
 #include "worker/schemes/aggregation_scheme.h"
 #include "worker/core/divergence.h"
 #include "worker/training/fashion_mnist.h"
+#include "worker/training/learning_rate.h"
 #include "worker/training/models.h"
 #include "worker/pipeline/step_pipeline.h"
 #include "worker/pipeline/step_stats.h"
@@ -87,12 +88,6 @@ Evaluation TimedEvaluate(ClassifierImpl& model, const ImageDataset& data, double
 // `data` (TimedEvaluate), with the run's elapsed time and bytes sent so far.
 CurvePoint CurvePointAfter(int64_t steps, const StepStats& stats, ClassifierImpl& model, const ImageDataset& data,
                            double* eval_seconds);
-
-// The learning rate of step `step` of `run` with `world` workers
-// (v1::RunConfig's lr_base_workers and lr_warmup_steps): learning_rate
-// without a base; else learning_rate * world / base, reached linearly from
-// learning_rate over the warm-up steps.
-double LearningRateAt(const v1::RunConfig& run, uint32_t world, int64_t step);
 
 // Sets every parameter group's rate of an SGD optimizer.
 void SetLearningRate(torch::optim::SGD& optimizer, double rate);

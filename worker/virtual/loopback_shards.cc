@@ -1,6 +1,7 @@
 #include "worker/virtual/loopback_shards.h"
 
 #include <condition_variable>
+#include <shared_mutex>
 #include <thread>
 #include <utility>
 
@@ -58,6 +59,21 @@ class LoopbackShards::Transport final : public PsTransport {
     // The core answers every push of a round on the thread of the push that
     // completes it: push from a thread of our own, as a server's handler would.
     std::thread([this, core, target, payload, bytes, done = std::move(done)]() mutable {
+      std::shared_lock<std::shared_mutex> gate(shards_->push_gate_);
+      bool down = false;
+      {
+        std::lock_guard<std::mutex> lock(shards_->mu_);
+        // Down since Send, or down and up again (fresh cores): this push
+        // never reaches its crashed core.
+        down = shards_->down_ || shards_->cores_[target.shard] != core;
+      }
+      if (down) {
+        done(absl::UnavailableError(absl::StrCat("push of group ", target.group, ": loopback shard ", target.shard,
+                                                 " is down")));
+        std::lock_guard<std::mutex> lock(mu_);
+        if (--in_flight_ == 0) idle_.notify_all();
+        return;
+      }
       core->Push(RoundKey{target.job, target.step, target.group, target.round}, target.worker, *payload,
                  absl::Now(), [this, target, bytes, done = std::move(done)](absl::StatusOr<RoundResult> result) {
                    absl::StatusOr<PushOutcome> outcome;
@@ -122,22 +138,31 @@ TransportFactory LoopbackShards::Transports() {
 }
 
 void LoopbackShards::SetDown(bool down) {
+  if (down) {
+    GoDown(absl::UnavailableError("the loopback shard crashed"));
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!down_) return;
+  down_ = false;
+  absl::Status started = StartCoresLocked();
+  if (!started.ok()) std::abort();  // the same job started before
+}
+
+void LoopbackShards::GoDown(const absl::Status& why) {
   std::vector<std::shared_ptr<AggregationCore>> crashed;
   {
+    // No push is between its check of down_ and its core: each one either
+    // reached a core before (its round is failed below) or finds the shards
+    // down.
+    std::unique_lock<std::shared_mutex> gate(push_gate_);
     std::lock_guard<std::mutex> lock(mu_);
-    if (down == down_) return;
-    down_ = down;
-    if (down) {
-      crashed = cores_;
-    } else {
-      absl::Status started = StartCoresLocked();
-      if (!started.ok()) std::abort();  // the same job started before
-    }
+    if (down_) return;
+    down_ = true;
+    crashed = cores_;
   }
   // Outside the lock: failing the rounds runs their pushes' callbacks.
-  for (const std::shared_ptr<AggregationCore>& core : crashed) {
-    core->FailAllRounds(absl::UnavailableError("the loopback shard crashed"));
-  }
+  for (const std::shared_ptr<AggregationCore>& core : crashed) core->FailAllRounds(why);
 }
 
 void LoopbackShards::LoseRepliesTo(uint32_t worker, bool lose) {

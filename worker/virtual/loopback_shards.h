@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <shared_mutex>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -40,6 +41,10 @@ class LoopbackShards {
   // open now fail with UNAVAILABLE (a crash). Up again: fresh cores, as
   // shards restarted without state would be.
   void SetDown(bool down);
+  // Down, failing the rounds open now with `why` (the virtual workers are
+  // stopping: an exchange that waits on workers that stopped mid-step ends
+  // at once, not at the round deadline). Nothing if already down.
+  void GoDown(const absl::Status& why);
   // While set, `worker`'s pushes reach the shards (their rounds complete for
   // the others) but their replies are lost: the worker gets UNAVAILABLE.
   void LoseRepliesTo(uint32_t worker, bool lose);
@@ -52,6 +57,10 @@ class LoopbackShards {
   const v1::JobConfig job_;
   const int num_shards_;
   mutable std::mutex mu_;
+  // Held shared by a push from its check of down_ until its core has it,
+  // and exclusively by GoDown (so a round opened by a late push cannot
+  // outlive the shards going down). Taken before mu_.
+  std::shared_mutex push_gate_;
   // Shared with pushes in flight, which finish on the cores they started on.
   std::vector<std::shared_ptr<AggregationCore>> cores_;
   // One per core of cores_, declared after them: stopped first.

@@ -78,9 +78,18 @@ struct VirtualWorkers::State {
 VirtualWorkers::VirtualWorkers(std::unique_ptr<State> state) : state_(std::move(state)) {}
 
 // Pipelines first (their threads may still finish an exchange), then the
-// schemes, the collectives, the group and the shards.
+// schemes, the collectives, the group and the shards. A run that stopped
+// mid-step (a divergence, a failed exchange) can leave exchanges of the
+// workers that had pushed waiting on rounds the others never will: the
+// shards go down and the group is aborted first, so those exchanges fail now
+// and the pipelines' destructors do not wait for the round deadline (or the
+// collective timeout). After a whole run nothing is open, and this changes
+// nothing.
 VirtualWorkers::~VirtualWorkers() {
   if (state_ == nullptr) return;
+  const absl::Status stopping = absl::CancelledError("the virtual workers are stopping");
+  if (state_->shards != nullptr) state_->shards->GoDown(stopping);
+  if (state_->group != nullptr) state_->group->Abort(stopping);
   state_->pipelines.clear();
   state_->schemes.clear();
   state_->collectives.clear();
@@ -316,6 +325,11 @@ absl::Status VirtualWorkers::Step(int64_t step, double* loss_out) {
   }
   for (uint32_t rank = 0; rank < world; ++rank) {
     if (absl::Status applied = s.pipelines[rank]->Applied(updates[rank]); !applied.ok()) return fail(rank, applied);
+  }
+  if (const float rescale = ResidualRescaleAfter(s.config.run, world, step); rescale != 1.0f) {
+    for (uint32_t rank = 0; rank < world; ++rank) {
+      if (absl::Status scaled = s.schemes[rank]->ScaleResiduals(rescale); !scaled.ok()) return fail(rank, scaled);
+    }
   }
   return absl::OkStatus();
 }
