@@ -4,6 +4,7 @@
 // the step window, and a refusal that is not retried.
 #include "worker/rpc/grpc_ps_transport.h"
 
+#include <chrono>
 #include <future>
 #include <memory>
 #include <string>
@@ -161,6 +162,58 @@ TEST(GrpcPsTransportTest, RoundsTheShardFailsAreRePushedUntilEveryWorkerIsIn) {
   EXPECT_EQ(first->update.values, sum);
   EXPECT_EQ(second->update.values, sum);
   EXPECT_EQ(first->contributors, 2u);
+}
+
+// Rounds the shard fails at its round deadline are late workers, not a
+// failing shard: the waiting worker re-pushes past its attempts' budget (2
+// here) until the late worker comes, and both land in the fresh round. With
+// nobody coming, the push fails at its push deadline with the shard's error.
+// (Before, such re-pushes spent the budget and backed off to max_backoff,
+// and two workers back from a restarted shard could keep missing each
+// other's round: tests/fault_recovery_test.cc.)
+TEST(GrpcPsTransportTest, RoundsFailedForLateWorkersAreRePushedPastTheBudgetUntilThePushDeadline) {
+  std::unique_ptr<Shard> shard = Shard::Start(/*world=*/2);
+  RetryPolicy policy = QuickRetries(2);
+  policy.initial_backoff = absl::Milliseconds(2);
+  policy.max_backoff = absl::Milliseconds(20);
+  GrpcPsTransport early({shard->server->address()}, {}, policy), late({shard->server->address()}, {}, policy);
+  std::promise<absl::StatusOr<PushOutcome>> promise;
+  early.Push(PushTarget{0, "transport-test", 0, 0, /*round=*/0, /*worker=*/0}, DensePayload(1.0f),
+             [&promise](absl::StatusOr<PushOutcome> outcome) { promise.set_value(std::move(outcome)); });
+  // The round deadline passes five times, each time after the early push
+  // opened the round again.
+  for (int expired = 0; expired < 5;) {
+    if (shard->core->ExpireRounds(absl::Now() + absl::Hours(1)) > 0) {
+      ++expired;
+    } else {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+  }
+  absl::StatusOr<PushOutcome> second = PushAndWait(late, 0, 0, 10.0f, /*worker=*/1);
+  absl::StatusOr<PushOutcome> first = promise.get_future().get();
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_GE(first->attempts, 6) << "five failed rounds, then the one that completed";
+  EXPECT_EQ(second->attempts, 1);
+  EXPECT_EQ(first->contributors, 2u);
+  EXPECT_EQ(first->update.values, second->update.values);
+
+  // Nobody comes for step 1: the push goes on past its budget, and fails
+  // at its push deadline naming the missing worker.
+  policy.push_deadline = absl::Milliseconds(400);
+  GrpcPsTransport alone({shard->server->address()}, {}, policy);
+  std::promise<absl::StatusOr<PushOutcome>> lonely;
+  alone.Push(PushTarget{0, "transport-test", 1, 0, /*round=*/0, /*worker=*/0}, DensePayload(1.0f),
+             [&lonely](absl::StatusOr<PushOutcome> outcome) { lonely.set_value(std::move(outcome)); });
+  std::future<absl::StatusOr<PushOutcome>> outcome = lonely.get_future();
+  while (outcome.wait_for(std::chrono::milliseconds(1)) != std::future_status::ready) {
+    shard->core->ExpireRounds(absl::Now() + absl::Hours(1));
+  }
+  const absl::StatusOr<PushOutcome> failed = outcome.get();
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kDeadlineExceeded) << failed.status();
+  EXPECT_THAT(failed.status().message(), HasSubstr("missing workers 1 of 2"));
+  EXPECT_GT(alone.retries(), 1u) << "re-pushed past the attempts' budget of 2";
 }
 
 // A flood claiming worker 0 holds its slot and parking outside the shard's

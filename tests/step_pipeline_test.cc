@@ -8,6 +8,7 @@
 #include <limits>
 #include <mutex>
 #include <numeric>
+#include <string>
 
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
@@ -226,10 +227,26 @@ class HeldScheme : public AggregationScheme {
     }
     held_.push_back([done, result] { done(result); });
   }
-  absl::Status OnApplied(int, const Update&) override { return absl::OkStatus(); }
+  absl::Status OnApplied(int group, const Update&) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    settled_.push_back("applied " + std::to_string(group));
+    return absl::OkStatus();
+  }
+  absl::Status ScaleResiduals(float factor) override {
+    if (absl::Status valid = AggregationScheme::ScaleResiduals(factor); !valid.ok()) return valid;
+    std::lock_guard<std::mutex> lock(mu_);
+    settled_.push_back("scaled " + std::to_string(factor));
+    return absl::OkStatus();
+  }
   std::vector<GroupState> SaveState() const override { return {}; }
   absl::Status RestoreState(const std::vector<GroupState>&) override { return absl::OkStatus(); }
 
+  // What Applied did, in order: "applied G" per OnApplied, "scaled F" per
+  // ScaleResiduals.
+  std::vector<std::string> settled() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return settled_;
+  }
   std::vector<int> exchanged() {
     std::lock_guard<std::mutex> lock(mu_);
     return exchanged_;
@@ -248,8 +265,48 @@ class HeldScheme : public AggregationScheme {
   const bool hold_;
   std::mutex mu_;
   std::vector<int> exchanged_;
+  std::vector<std::string> settled_;
   std::vector<std::function<void()>> held_;
 };
+
+// Applied settles every group in order, then rescales the residuals once when
+// the run asks for it (a factor other than 1), and refuses a factor that is
+// not finite and > 0 before it settles anything.
+TEST(StepPipelineAppliedTest, SettlesEveryGroupThenRescalesTheResidualsOnce) {
+  HeldScheme scheme(/*hold=*/false);
+  std::unique_ptr<StepPipeline> pipeline = *StepPipeline::Create({4, 3}, {{0, 4}, {4, 3}}, &scheme);
+  auto step = [&](uint64_t n) -> std::vector<Update> {
+    pipeline->BeginStep(n);
+    std::vector<float> a(4, 1.0f), b(3, 2.0f);
+    EXPECT_TRUE(pipeline->AddLayerGradient(0, a).ok());
+    EXPECT_TRUE(pipeline->AddLayerGradient(1, b).ok());
+    pipeline->MarkBackwardEnd();
+    absl::StatusOr<std::vector<Update>> updates = pipeline->FinishStep(absl::Seconds(30));
+    EXPECT_TRUE(updates.ok()) << updates.status();
+    return updates.ok() ? *updates : std::vector<Update>();
+  };
+  std::vector<Update> updates = step(0);
+  ASSERT_TRUE(pipeline->Applied(updates).ok());
+  EXPECT_EQ(scheme.settled(), std::vector<std::string>({"applied 0", "applied 1"}));
+
+  updates = step(1);
+  ASSERT_TRUE(pipeline->Applied(updates, 0.5f).ok());
+  EXPECT_EQ(scheme.settled(),
+            std::vector<std::string>({"applied 0", "applied 1", "applied 0", "applied 1", "scaled 0.500000"}));
+
+  updates = step(2);
+  for (float bad : {0.0f, -1.0f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    const absl::Status refused = pipeline->Applied(updates, bad);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(refused.message().find("rescale must be finite and > 0"), std::string::npos) << refused;
+  }
+  EXPECT_EQ(scheme.settled().size(), 5u);  // nothing settled by a refused call
+  EXPECT_EQ(pipeline->Applied({updates[0]}, 0.5f).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(scheme.settled().size(), 5u);
+  ASSERT_TRUE(pipeline->Applied(updates, 2.0f).ok());
+  EXPECT_EQ(scheme.settled().back(), "scaled 2.000000");
+  EXPECT_EQ(scheme.settled().size(), 8u);
+}
 
 TEST(StepPipelineDivergenceTest, ANonFiniteGroupIsNeverExchangedAndStopsThePipeline) {
   HeldScheme scheme(/*hold=*/false);

@@ -127,10 +127,11 @@ ABSL_FLAG(std::string, tls_key, "", "Client private key (PEM) for mutual TLS.");
 ABSL_FLAG(int, join_timeout_s, 120, "How long to wait for the job to assemble, seconds.");
 ABSL_FLAG(int, push_timeout_s, 60, "Deadline of one push (a whole aggregation round), seconds.");
 ABSL_FLAG(int, push_attempts, 5,
-          "Attempts per push, the first included: a push is re-pushed after UNAVAILABLE (a shard down or restarting) "
-          "and after the shard failed its round at the round deadline (a straggler). Re-pushes after ABORTED (a "
-          "round outside the shard's step window that another worker's push opens) are not counted: they go on "
-          "until --push_timeout_s.");
+          "Attempts per push, the first included: a push is re-pushed after UNAVAILABLE (a shard down or restarting), "
+          "backing off from 0.1 s doubling to 2 s. Re-pushes that wait for other workers are not counted: they go on "
+          "until --push_timeout_s, after ABORTED (a round outside the shard's step window that another worker's push "
+          "opens) and after the shard failed the round at its round deadline (a straggler; re-pushed 0.1 s later "
+          "each time).");
 ABSL_FLAG(std::string, inject_faults, "",
           "Tests only: faults the centralized route injects into its own pushes, each retried like a real one, e.g. "
           "fail_before_send=0.05,drop_reply=0.05,delay=0.05:20ms,seed=1 (worker/rpc/transport_faults.h).");

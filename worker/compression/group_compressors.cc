@@ -301,10 +301,15 @@ void GroupCompressors::CountRecovery(Stack& stack, const Coordinates& release) {
   stack.inserted.clear();
 }
 
-absl::Status GroupCompressors::ScaleResiduals(float factor) {
+absl::Status ValidateResidualRescale(float factor) {
   if (!(factor > 0) || !std::isfinite(factor)) {
     return absl::InvalidArgumentError(absl::StrCat("a residual's rescale must be finite and > 0; got ", factor));
   }
+  return absl::OkStatus();
+}
+
+absl::Status GroupCompressors::ScaleResiduals(float factor) {
+  if (absl::Status valid = ValidateResidualRescale(factor); !valid.ok()) return valid;
   for (size_t g = 0; g < stacks_.size(); ++g) {
     Stack& stack = stacks_[g];
     if (stack.device != nullptr) {

@@ -50,6 +50,12 @@ struct StackOptions {
   DeviceStackFactory device;
 };
 
+// OK for a factor that residuals may be multiplied by (finite and > 0);
+// INVALID_ARGUMENT naming the factor otherwise. The one check of
+// GroupCompressors::ScaleResiduals, AggregationScheme::ScaleResiduals and
+// StepPipeline::Applied.
+absl::Status ValidateResidualRescale(float factor);
+
 class GroupCompressors {
  public:
   // One stack per group of `job` (job.groups[g].compressor, decorated as

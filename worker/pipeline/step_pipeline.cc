@@ -266,11 +266,13 @@ absl::StatusOr<std::vector<Update>> StepPipeline::FinishStep(absl::Duration time
   return updates;
 }
 
-absl::Status StepPipeline::Applied(const std::vector<Update>& updates) {
+absl::Status StepPipeline::Applied(const std::vector<Update>& updates, float residual_rescale) {
   if (updates.size() != static_cast<size_t>(layout_.num_groups())) {
     return absl::InvalidArgumentError(absl::StrCat(updates.size(), " updates for ", layout_.num_groups(), " groups"));
   }
-  return SettleStep(*scheme_, updates);
+  if (absl::Status valid = ValidateResidualRescale(residual_rescale); !valid.ok()) return valid;
+  if (absl::Status settled = SettleStep(*scheme_, updates); !settled.ok()) return settled;
+  return residual_rescale == 1.0f ? absl::OkStatus() : scheme_->ScaleResiduals(residual_rescale);
 }
 
 std::vector<PipelineEvent> StepPipeline::events() const {

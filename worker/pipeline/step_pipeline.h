@@ -113,8 +113,15 @@ class StepPipeline {
   // was aborted); false if it is still going.
   bool WaitUntilFinished(absl::Duration timeout) const;
 
-  // Tells the scheme the step's updates were applied.
-  absl::Status Applied(const std::vector<Update>& updates);
+  // Tells the scheme the step's updates were applied (OnApplied, group by
+  // group); then, for a `residual_rescale` other than 1, has it multiply its
+  // residuals by that factor before the next step encodes
+  // (AggregationScheme::ScaleResiduals; the factor of a run that keeps them in
+  // units of the learning rate is ResidualRescaleAfter, in
+  // worker/training/learning_rate.h). INVALID_ARGUMENT for updates that are
+  // not one per group, or a factor that is not finite and > 0 (nothing
+  // settled then).
+  absl::Status Applied(const std::vector<Update>& updates, float residual_rescale = 1.0f);
 
   // Stops the pipeline for good with `why` (not OK), for a worker that stops
   // because its job stopped (a divergence, here or on another worker): no

@@ -155,13 +155,21 @@ void GrpcPsTransport::SendAttempt(std::shared_ptr<Call> call, bool drop_reply) {
 
 void GrpcPsTransport::Finish(std::shared_ptr<Call> call, const grpc::Status& status) {
   // DEADLINE_EXCEEDED before this attempt's own deadline comes from the
-  // shard: it failed the round at its round deadline and freed it, so a
-  // re-push starts it afresh and the late workers can still join it.
-  const bool round_failed_by_shard =
-      status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && absl::Now() < call->deadline;
+  // shard: it failed the round at its round deadline (other workers are
+  // late) and freed it, so a re-push starts it afresh and the late workers
+  // can still join it. The shard is up, so the re-push goes after the
+  // shortest backoff, which does not grow: a waiting worker is then at the
+  // shard all but initial_backoff of each round deadline, and a late
+  // worker's push meets it whenever it comes. (Backing off to max_backoff,
+  // two workers that each came back from a restarted shard could keep
+  // missing each other's round for good.) Not counted against the attempts'
+  // budget: re-pushed until the push deadline, as for ABORTED.
+  const bool waiting_for_workers = status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+                                   absl::Now() < call->deadline &&
+                                   absl::Now() + policy_.initial_backoff < call->started + policy_.push_deadline;
   // RESOURCE_EXHAUSTED: the shard's caps on open rounds or held bytes; its
   // rounds in flight complete and free them.
-  const bool retriable = status.error_code() == grpc::StatusCode::UNAVAILABLE || round_failed_by_shard ||
+  const bool retriable = status.error_code() == grpc::StatusCode::UNAVAILABLE ||
                          status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
   // ABORTED: the round cannot open in this worker's name yet (the shard's
   // step window: its slot and parking there are taken) but opens when
@@ -169,9 +177,11 @@ void GrpcPsTransport::Finish(std::shared_ptr<Call> call, const grpc::Status& sta
   // from the attempts' budget, so the worker does not race the others.
   const bool waiting_for_round = status.error_code() == grpc::StatusCode::ABORTED &&
                                  absl::Now() + call->backoff < call->started + policy_.push_deadline;
-  if (waiting_for_round) ++call->waits;
-  if (waiting_for_round || (retriable && call->attempts - call->waits < policy_.max_attempts)) {
+  if (waiting_for_round || waiting_for_workers) ++call->waits;
+  if (waiting_for_round || waiting_for_workers ||
+      (retriable && call->attempts - call->waits < policy_.max_attempts)) {
     ++retries_;
+    if (waiting_for_workers) call->backoff = policy_.initial_backoff;
     // Back off on a thread of our own: gRPC's callback threads must not block.
     const absl::Duration wait = call->backoff;
     call->backoff = std::min(call->backoff * 2, policy_.max_backoff);

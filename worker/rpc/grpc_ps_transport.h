@@ -36,9 +36,14 @@ struct RetryPolicy {
   // Deadline of one push (it waits for the whole round).
   absl::Duration push_deadline = absl::Seconds(60);
   // Attempts in all, the first included (re-pushes after UNAVAILABLE and
-  // after the shard's round deadline share the budget; those after ABORTED,
-  // a round that opens when another worker pushes it, are not counted and
-  // go on until push_deadline after the first attempt).
+  // RESOURCE_EXHAUSTED share the budget, each after a backoff from
+  // initial_backoff doubling to max_backoff). Re-pushes that wait for other
+  // workers are not counted and go on until push_deadline after the first
+  // attempt: after ABORTED (a round that opens when another worker pushes
+  // it), and after the shard failed the round at its round deadline (late
+  // workers; re-pushed after initial_backoff each time, which should be
+  // shorter than the round deadline, so that a late worker's push meets
+  // this one).
   int max_attempts = 5;
   absl::Duration initial_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(2);
@@ -76,10 +81,11 @@ class GrpcPsTransport final : public PsTransport {
   void Send(PushTarget target, std::shared_ptr<const Payload> payload, PushDone done) override;
   void Attempt(std::shared_ptr<Call> call);
   void SendAttempt(std::shared_ptr<Call> call, bool drop_reply);
-  // Ends an attempt: retries after UNAVAILABLE (or the shard's round
-  // deadline, or its caps) within the attempts' budget, and after ABORTED
-  // (the shard's step window: a round that opens when another worker pushes
-  // it) until push_deadline after the first attempt; else completes the push.
+  // Ends an attempt: retries after UNAVAILABLE (or the shard's caps) within
+  // the attempts' budget, and after ABORTED (the shard's step window: a
+  // round that opens when another worker pushes it) or the shard's round
+  // deadline (late workers) until push_deadline after the first attempt;
+  // else completes the push.
   void Finish(std::shared_ptr<Call> call, const grpc::Status& status);
 
   const RpcChannelOptions options_;

@@ -24,7 +24,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -85,12 +84,7 @@ class AggregationScheme {
   // went from r to r': factor r / r'; v1::RunConfig residual_in_rate_units).
   // Schemes that keep no residual on the worker have nothing to scale.
   // INVALID_ARGUMENT for a factor that is not finite and > 0.
-  virtual absl::Status ScaleResiduals(float factor) {
-    if (!(factor > 0) || !(factor < std::numeric_limits<float>::infinity())) {
-      return absl::InvalidArgumentError("a residual's rescale must be finite and > 0");
-    }
-    return absl::OkStatus();
-  }
+  virtual absl::Status ScaleResiduals(float factor) { return ValidateResidualRescale(factor); }
 
   // What the decodes gave back of what this worker inserted into peeled
   // sketches so far (GroupCompressors::PeelRecovery); nothing inserted for

@@ -106,14 +106,10 @@ absl::Status SyntheticRunner::Step(int64_t step) {
   absl::StatusOr<std::vector<Update>> updates = pipeline_->FinishStep();
   if (!updates.ok()) return updates.status();
   apply_begin_ = absl::Now();
-  absl::Status applied = pipeline_->Applied(*updates);
   // No model takes a rate here, but the residuals follow the run's schedule
   // as a trainer's do.
   const v1::JobConfig& job = config_.joined.job();
-  if (const float rescale = ResidualRescaleAfter(job.run(), job.world_size(), step);
-      applied.ok() && rescale != 1.0f) {
-    applied = scheme_->ScaleResiduals(rescale);
-  }
+  absl::Status applied = pipeline_->Applied(*updates, ResidualRescaleAfter(job.run(), job.world_size(), step));
   apply_end_ = absl::Now();
   return applied;
 }

@@ -286,10 +286,7 @@ absl::Status Trainer::TrainStep(int64_t step, const torch::Tensor& images, const
       !set.ok()) {
     return set;
   }
-  absl::Status applied = pipeline_->Applied(*updates);
-  if (const float rescale = ResidualRescaleAfter(s.run, s.world, step); applied.ok() && rescale != 1.0f) {
-    applied = s.scheme->ScaleResiduals(rescale);
-  }
+  absl::Status applied = pipeline_->Applied(*updates, ResidualRescaleAfter(s.run, s.world, step));
   s.apply_end = absl::Now();
   return applied;
 }

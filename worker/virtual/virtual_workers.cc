@@ -323,12 +323,10 @@ absl::Status VirtualWorkers::Step(int64_t step, double* loss_out) {
       return set;
     }
   }
+  const float rescale = ResidualRescaleAfter(s.config.run, world, step);
   for (uint32_t rank = 0; rank < world; ++rank) {
-    if (absl::Status applied = s.pipelines[rank]->Applied(updates[rank]); !applied.ok()) return fail(rank, applied);
-  }
-  if (const float rescale = ResidualRescaleAfter(s.config.run, world, step); rescale != 1.0f) {
-    for (uint32_t rank = 0; rank < world; ++rank) {
-      if (absl::Status scaled = s.schemes[rank]->ScaleResiduals(rescale); !scaled.ok()) return fail(rank, scaled);
+    if (absl::Status applied = s.pipelines[rank]->Applied(updates[rank], rescale); !applied.ok()) {
+      return fail(rank, applied);
     }
   }
   return absl::OkStatus();
