@@ -76,12 +76,19 @@ std::string DeadAddress() {
   return address;
 }
 
+// Pushes round 0 of (step, group) as `worker`; the future holds its outcome.
+std::future<absl::StatusOr<PushOutcome>> PushInBackground(PsTransport& transport, uint64_t step, uint32_t group,
+                                                          float base, uint32_t worker = 0) {
+  auto promise = std::make_shared<std::promise<absl::StatusOr<PushOutcome>>>();
+  std::future<absl::StatusOr<PushOutcome>> outcome = promise->get_future();
+  transport.Push(PushTarget{0, "transport-test", step, group, /*round=*/0, worker}, DensePayload(base),
+                 [promise](absl::StatusOr<PushOutcome> o) { promise->set_value(std::move(o)); });
+  return outcome;
+}
+
 absl::StatusOr<PushOutcome> PushAndWait(PsTransport& transport, uint64_t step, uint32_t group, float base,
                                         uint32_t worker = 0) {
-  std::promise<absl::StatusOr<PushOutcome>> promise;
-  transport.Push(PushTarget{0, "transport-test", step, group, /*round=*/0, worker}, DensePayload(base),
-                 [&promise](absl::StatusOr<PushOutcome> outcome) { promise.set_value(std::move(outcome)); });
-  return promise.get_future().get();
+  return PushInBackground(transport, step, group, base, worker).get();
 }
 
 RetryPolicy QuickRetries(int attempts) {
@@ -136,9 +143,7 @@ TEST(GrpcPsTransportTest, RoundsTheShardFailsAreRePushedUntilEveryWorkerIsIn) {
   policy.initial_backoff = absl::Milliseconds(2);
   policy.max_backoff = absl::Milliseconds(20);
   GrpcPsTransport early({shard->server->address()}, {}, policy), late({shard->server->address()}, {}, policy);
-  std::promise<absl::StatusOr<PushOutcome>> promise;
-  early.Push(PushTarget{0, "transport-test", 0, 0, /*round=*/0, /*worker=*/0}, DensePayload(1.0f),
-             [&promise](absl::StatusOr<PushOutcome> outcome) { promise.set_value(std::move(outcome)); });
+  std::future<absl::StatusOr<PushOutcome>> early_push = PushInBackground(early, 0, 0, 1.0f, /*worker=*/0);
   // Fail the round each time the early push has opened it again.
   auto fail_the_open_round = [&](const std::function<int()>& fail) {
     for (int i = 0; i < 4000; ++i) {
@@ -151,7 +156,7 @@ TEST(GrpcPsTransportTest, RoundsTheShardFailsAreRePushedUntilEveryWorkerIsIn) {
       [&] { return shard->core->FailAllRounds(absl::UnavailableError("the aggregation server is shutting down")); }));
   ASSERT_TRUE(fail_the_open_round([&] { return shard->core->ExpireRounds(absl::Now() + absl::Hours(1)); }));
   absl::StatusOr<PushOutcome> second = PushAndWait(late, 0, 0, 10.0f, /*worker=*/1);
-  absl::StatusOr<PushOutcome> first = promise.get_future().get();
+  absl::StatusOr<PushOutcome> first = early_push.get();
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_GE(first->attempts, 3);
@@ -177,9 +182,7 @@ TEST(GrpcPsTransportTest, RoundsFailedForLateWorkersAreRePushedPastTheBudgetUnti
   policy.initial_backoff = absl::Milliseconds(2);
   policy.max_backoff = absl::Milliseconds(20);
   GrpcPsTransport early({shard->server->address()}, {}, policy), late({shard->server->address()}, {}, policy);
-  std::promise<absl::StatusOr<PushOutcome>> promise;
-  early.Push(PushTarget{0, "transport-test", 0, 0, /*round=*/0, /*worker=*/0}, DensePayload(1.0f),
-             [&promise](absl::StatusOr<PushOutcome> outcome) { promise.set_value(std::move(outcome)); });
+  std::future<absl::StatusOr<PushOutcome>> early_push = PushInBackground(early, 0, 0, 1.0f, /*worker=*/0);
   // The round deadline passes five times, each time after the early push
   // opened the round again.
   for (int expired = 0; expired < 5;) {
@@ -190,7 +193,7 @@ TEST(GrpcPsTransportTest, RoundsFailedForLateWorkersAreRePushedPastTheBudgetUnti
     }
   }
   absl::StatusOr<PushOutcome> second = PushAndWait(late, 0, 0, 10.0f, /*worker=*/1);
-  absl::StatusOr<PushOutcome> first = promise.get_future().get();
+  absl::StatusOr<PushOutcome> first = early_push.get();
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_GE(first->attempts, 6) << "five failed rounds, then the one that completed";
@@ -202,10 +205,7 @@ TEST(GrpcPsTransportTest, RoundsFailedForLateWorkersAreRePushedPastTheBudgetUnti
   // at its push deadline naming the missing worker.
   policy.push_deadline = absl::Milliseconds(400);
   GrpcPsTransport alone({shard->server->address()}, {}, policy);
-  std::promise<absl::StatusOr<PushOutcome>> lonely;
-  alone.Push(PushTarget{0, "transport-test", 1, 0, /*round=*/0, /*worker=*/0}, DensePayload(1.0f),
-             [&lonely](absl::StatusOr<PushOutcome> outcome) { lonely.set_value(std::move(outcome)); });
-  std::future<absl::StatusOr<PushOutcome>> outcome = lonely.get_future();
+  std::future<absl::StatusOr<PushOutcome>> outcome = PushInBackground(alone, 1, 0, 1.0f, /*worker=*/0);
   while (outcome.wait_for(std::chrono::milliseconds(1)) != std::future_status::ready) {
     shard->core->ExpireRounds(absl::Now() + absl::Hours(1));
   }
@@ -239,12 +239,10 @@ TEST(GrpcPsTransportTest, APushRefusedForTheStepWindowWaitsForItsRoundUntilItsDe
   policy.initial_backoff = absl::Milliseconds(5);
   policy.max_backoff = absl::Milliseconds(20);
   GrpcPsTransport claimed({shard->server->address()}, {}, policy), other({shard->server->address()}, {}, policy);
-  std::promise<absl::StatusOr<PushOutcome>> promise;
-  claimed.Push(PushTarget{0, "transport-test", 500, 0, /*round=*/0, /*worker=*/0}, DensePayload(1.0f),
-               [&promise](absl::StatusOr<PushOutcome> outcome) { promise.set_value(std::move(outcome)); });
+  std::future<absl::StatusOr<PushOutcome>> claimed_push = PushInBackground(claimed, 500, 0, 1.0f, /*worker=*/0);
   absl::SleepFor(absl::Milliseconds(300));  // past the attempts' budget of 2
   absl::StatusOr<PushOutcome> second = PushAndWait(other, 500, 0, 10.0f, /*worker=*/1);
-  absl::StatusOr<PushOutcome> first = promise.get_future().get();
+  absl::StatusOr<PushOutcome> first = claimed_push.get();
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_GT(first->attempts, 2);
