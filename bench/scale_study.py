@@ -69,8 +69,8 @@ BASELINES = ["dense_allreduce", "dense_bf16_allreduce"]
 PROBE_STEPS = 2
 REFINE_PROBES = 3  # probes at the fitted density (and its secant correction) per scheme, W and ratio
 BUDGET_TOLERANCE = 0.05  # a run further than this from its byte budget is flagged in the tables
-DIVERGED_BELOW = 0.11
-DIVERGED_EXIT = 3  # the worker's exit status when a NaN stopped the run (its summary names the step)  # ten classes: a run at chance has diverged
+DIVERGED_BELOW = 0.11  # ten classes: a run that ends at chance has diverged, whether or not its loss went non-finite
+DIVERGED_EXIT = 3  # the worker's exit status when a NaN stopped the run (its summary names the step)
 
 
 class StudyError(Exception):
