@@ -7,36 +7,27 @@ units of the learning rate; this folder's runs/) beside the same command made wi
     python3 bench/data/scale/study_cnn_wide/ef_rate/compare.py
 
 Reads only the runs' summaries; a run missing on either side prints as 'not run'."""
-import json
 import os
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", ".."))  # bench/ (scale_study.py)
+from scale_study import DIVERGED_BELOW, read_summary  # noqa: E402
 OLD = os.path.join(HERE, "..", "runs")
 NEW = os.path.join(HERE, "runs")
 SCHEMES = ["fixed_sketch_ps", "topk_ps", "sketch_ps", "spardl", "topk_allgather", "gtopk",
            "sketch_allreduce", "fixed_sketch_allreduce"]
 
 
-def summary(folder, name):
-    """The run's summary (a dict), or None where the file or its summary line is missing."""
-    try:
-        with open(os.path.join(folder, name)) as f:
-            for line in f:
-                if line.startswith("summary "):
-                    return json.loads(line[len("summary "):])
-    except FileNotFoundError:
-        pass
-    return None
-
-
 def cell(s, dense):
+    """The table's cell for summary `s` (None: not run) and its accuracy in points, None where
+    the run did not train; with its gap to `dense` (points) where that is known."""
     if s is None:
         return "not run", None
     if s.get("diverged"):
         return f"diverged (step {s['diverged']['step']})", None
     acc = 100 * s["final_test_accuracy"]
-    if acc < 11:
-        # ../../../scale_study.py's rule: ten classes, so a run that ends at chance has diverged.
+    if acc < 100 * DIVERGED_BELOW:  # the study's rule: a run that ends at chance has diverged
         return f"at chance ({acc:.2f}%)", None
     if dense is None:
         return f"{acc:.2f}%", acc
@@ -49,14 +40,14 @@ def main():
     print("| --- | ---: | ---: | ---: | ---: |")
     for w in (64, 256):
         base = f"cnn_wide_W{w}_dense_allreduce_base.out"
-        d_old, d_new = summary(OLD, base), summary(NEW, base)
+        d_old, d_new = read_summary(os.path.join(OLD, base)), read_summary(os.path.join(NEW, base))
         dense_old = None if d_old is None else 100 * d_old["final_test_accuracy"]
         dense_new = None if d_new is None else 100 * d_new["final_test_accuracy"]
         print(f"| {w}, `dense_allreduce` | {cell(d_old, None)[0]} | {cell(d_new, None)[0]} | | "
               f"{'' if d_new is None else round(d_new['bytes_sent_per_step'] + d_new['bytes_received_per_step'])} |")
         for scheme in SCHEMES:
             name = f"cnn_wide_W{w}_{scheme}_10x.out"
-            old, new = summary(OLD, name), summary(NEW, name)
+            old, new = read_summary(os.path.join(OLD, name)), read_summary(os.path.join(NEW, name))
             if old is None and new is None:
                 continue
             (c_old, a_old), (c_new, a_new) = cell(old, dense_old), cell(new, dense_new)
