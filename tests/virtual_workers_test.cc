@@ -6,7 +6,8 @@
 // its epoch, and every worker's bytes as the processes count them (sent and
 // received per worker per step, each worker's bytes averaged). Also: a NaN
 // injected into virtual worker 3's gradient ends the run as a divergence
-// naming that worker, with the divergence exit status.
+// naming that worker, with the divergence exit status; so does a loss that
+// blows up without going non-finite (a learning rate of 5).
 // Usage (from Bazel): virtual_workers_test <sketchfuse_server> <sketchfuse_worker>
 #include <cmath>
 #include <regex>
@@ -172,6 +173,33 @@ TEST(VirtualWorkersDivergenceTest, ANanInOneWorkersGradientStopsTheJobNamingIt) 
   EXPECT_NE(run.out.find("\"diverged\": {\"step\": 3"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("\"worker\": \"virtual-3\""), std::string::npos) << run.out;
   EXPECT_NE(run.err.find("virtual-3"), std::string::npos) << run.err;
+}
+
+// At a learning rate of 5 the MLP's mean loss goes 2.3, 4.5, 5054, 5.2e5,
+// 1.6e11, 1.0e18, 1.2e35 over steps 0 to 6, and turns NaN at step 7, where
+// the run stopped before the blow-up bound. The bound (100 ln 10 = 230.26
+// nats) stops it at a finite loss, and names it: "the loss is ..., past 100
+// times a uniform guess's".
+TEST(VirtualWorkersDivergenceTest, ALossThatBlowsUpStopsTheJobBeforeItTurnsNaN) {
+  std::vector<std::string> flags = RunFlags("dense_allreduce");
+  flags.push_back("--learning_rate=5");
+  const VirtualRun run = RunVirtual("blown-up", flags);
+  EXPECT_EQ(run.exit_code, 3) << run.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(run.out, m,
+                                std::regex("\"diverged\": \\{\"step\": ([0-9]+), \"group\": null, \"worker\": "
+                                           "\"virtual-[0-3]\", \"what\": \"loss\", \"index\": null, "
+                                           "\"value\": \"([^\"]+)\"")))
+      << run.out;
+  const int step = std::stoi(m[1]);
+  const double loss = std::stod(m[2]);
+  EXPECT_GE(step, 1) << "the first step's loss is the initial model's";
+  EXPECT_LT(step, 7) << "not at the NaN (step 7), at the first loss past the bound";
+  EXPECT_TRUE(std::isfinite(loss)) << m[2];
+  EXPECT_GT(loss, 230.26) << m[2];
+  EXPECT_EQ(SummaryNumber(run.out, "steps"), step) << "the steps done before it";
+  EXPECT_NE(run.out.find("\"final_test_accuracy\": null"), std::string::npos) << run.out;
+  EXPECT_NE(run.err.find("past 100 times a uniform guess's (the model has blown up)"), std::string::npos) << run.err;
 }
 
 // On the centralized route the workers before the diverged one have pushed

@@ -29,7 +29,12 @@ bool IsPlainField(absl::string_view text) {
 
 std::string Divergence::Describe() const {
   const std::string who = worker.empty() ? "diverged" : absl::StrCat(worker, " diverged");
-  if (what == "loss") return absl::StrCat(who, " at step ", step, ": the loss is ", value);
+  if (what == "loss") {
+    return absl::StrCat(who, " at step ", step, ": the loss is ", value,
+                        std::isfinite(value) ? absl::StrCat(", past ", kBlownUpLossFactor,
+                                                            " times a uniform guess's (the model has blown up)")
+                                             : "");
+  }
   const char* of = what == "gradient"  ? "fused gradient"
                    : what == "update"  ? "aggregated update"
                    : what == "payload" ? "encoded payload"
@@ -94,8 +99,12 @@ std::optional<Divergence> DivergenceOf(const absl::Status& status) {
   return DecodeDivergence(std::string(*payload));
 }
 
-absl::Status CheckFiniteLoss(int64_t step, double loss) {
-  if (std::isfinite(loss)) return absl::OkStatus();
+double BlownUpLoss(int64_t num_classes) {
+  return kBlownUpLossFactor * std::log(static_cast<double>(num_classes));
+}
+
+absl::Status CheckLoss(int64_t step, double loss, int64_t num_classes) {
+  if (std::isfinite(loss) && loss <= BlownUpLoss(num_classes)) return absl::OkStatus();
   Divergence d;
   d.step = step;
   d.what = "loss";

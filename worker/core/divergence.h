@@ -1,6 +1,10 @@
-// Divergence: a worker whose training produces a NaN or an infinity stops;
-// it never trains through one. The checks run where they are cheap:
-//   - the loss of each step, before the backward pass (the trainer);
+// Divergence: a worker whose training produces a NaN or an infinity, or a
+// loss that has blown up, stops; it never trains through one. The checks run
+// where they are cheap:
+//   - the loss of each step, before the backward pass (the trainer): not
+//     finite, or past BlownUpLoss (a run whose weights have exploded can go
+//     on for a whole epoch at a loss of 1e13 without a NaN, and end at
+//     chance reported as trained);
 //   - each group's fused gradient, before the scheme encodes it (the step
 //     pipeline, on the communication thread; host buffers only);
 //   - each group's encoded payload, before it is sent (a residual can
@@ -55,8 +59,22 @@ std::optional<Divergence> DivergenceOf(const absl::Status& status);
 std::string EncodeDivergence(const Divergence& divergence);
 std::optional<Divergence> DecodeDivergence(absl::string_view text);
 
-// OK if `loss` is finite; else the divergence of step `step` ("loss").
-absl::Status CheckFiniteLoss(int64_t step, double loss);
+// A classifier's cross-entropy loss past kBlownUpLossFactor times a uniform
+// guess's (ln C nats for C classes: every class at probability 1/C) means
+// its weights have exploded: the loss of a batch is then dozens of nats per
+// example and climbing, and no run of the kept benchmarks (bench/data/) came
+// back from one. The worst loss of a run that recovered there was 11.7 (a
+// reporting window's mean, ten classes), 20 times below the bound (230 nats
+// for ten classes); the runs past it ended at chance.
+inline constexpr double kBlownUpLossFactor = 100;
+
+// The bound of a `num_classes`-class classifier's loss: kBlownUpLossFactor ·
+// ln(num_classes) (num_classes >= 2).
+double BlownUpLoss(int64_t num_classes);
+
+// OK if `loss` is finite and at most BlownUpLoss(num_classes); else the
+// divergence of step `step` ("loss", its value the loss).
+absl::Status CheckLoss(int64_t step, double loss, int64_t num_classes);
 
 // OK if every value is finite; else the divergence of `group` in step `step`
 // at the first non-finite value (common/payload.h FirstNonFinite), `what`

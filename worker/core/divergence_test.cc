@@ -16,10 +16,10 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 TEST(DivergenceTest, AFiniteLossPassesANonFiniteOneIsADivergenceOfTheStep) {
-  EXPECT_TRUE(CheckFiniteLoss(3, 2.3).ok());
-  EXPECT_TRUE(CheckFiniteLoss(3, 0.0).ok());
+  EXPECT_TRUE(CheckLoss(3, 2.3, 10).ok());
+  EXPECT_TRUE(CheckLoss(3, 0.0, 10).ok());
   for (const double loss : {static_cast<double>(kNaN), static_cast<double>(kInf), -static_cast<double>(kInf)}) {
-    const absl::Status s = CheckFiniteLoss(7, loss);
+    const absl::Status s = CheckLoss(7, loss, 10);
     EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
     const std::optional<Divergence> d = DivergenceOf(s);
     ASSERT_TRUE(d.has_value()) << s;
@@ -29,6 +29,30 @@ TEST(DivergenceTest, AFiniteLossPassesANonFiniteOneIsADivergenceOfTheStep) {
     EXPECT_EQ(d->index, -1);
     EXPECT_TRUE(std::isnan(loss) ? std::isnan(d->value) : d->value == loss);
     EXPECT_NE(s.message().find("diverged at step 7: the loss is"), std::string::npos) << s;
+    EXPECT_EQ(s.message().find("blown up"), std::string::npos) << "a non-finite loss is not called blown up: " << s;
+  }
+}
+
+// The bound is 100 ln C: 230.26 nats for ten classes, 69.31 for two. A loss
+// at it passes; one past it, finite, is a divergence that says so.
+TEST(DivergenceTest, ALossPastAHundredUniformGuessesIsADivergence) {
+  EXPECT_NEAR(BlownUpLoss(10), 100 * std::log(10.0), 1e-12);
+  EXPECT_NEAR(BlownUpLoss(2), 69.3147, 1e-4);
+  EXPECT_TRUE(CheckLoss(0, BlownUpLoss(10), 10).ok());
+  EXPECT_TRUE(CheckLoss(0, 230.0, 10).ok());
+  EXPECT_TRUE(CheckLoss(0, 70.0, 10).ok());
+  EXPECT_FALSE(CheckLoss(0, 70.0, 2).ok()) << "the bound follows the number of classes";
+  for (const double loss : {230.3, 1e4, 6.7e13}) {
+    const absl::Status s = CheckLoss(12, loss, 10);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    const std::optional<Divergence> d = DivergenceOf(s);
+    ASSERT_TRUE(d.has_value()) << s;
+    EXPECT_EQ(d->step, 12);
+    EXPECT_EQ(d->what, "loss");
+    EXPECT_EQ(d->group, -1);
+    EXPECT_EQ(d->value, loss);
+    EXPECT_NE(s.message().find("diverged at step 12: the loss is"), std::string::npos) << s;
+    EXPECT_NE(s.message().find("past 100 times a uniform guess's (the model has blown up)"), std::string::npos) << s;
   }
 }
 
@@ -77,7 +101,7 @@ TEST(DivergenceTest, TheRecordSurvivesTheNoticeText) {
 }
 
 TEST(DivergenceTest, DivergenceBehindTellsADivergenceFromAnotherFailure) {
-  const absl::Status own = CheckFiniteLoss(5, kNaN);
+  const absl::Status own = CheckLoss(5, kNaN, 10);
   const absl::Status lost = absl::UnavailableError("gloo: connection closed by peer");
   Divergence posted;
   posted.step = 5;

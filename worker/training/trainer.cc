@@ -269,7 +269,7 @@ absl::Status Trainer::TrainStep(int64_t step, const torch::Tensor& images, const
   torch::Tensor loss = torch::nn::functional::cross_entropy(s.model->forward(images), labels);
   *loss_out = loss.item<double>();
   // Before any gradient of this step reaches the pipeline.
-  if (absl::Status finite = CheckFiniteLoss(step, *loss_out); !finite.ok()) return finite;
+  if (absl::Status sane = CheckLoss(step, *loss_out, kNumClasses); !sane.ok()) return sane;
   loss.backward();
   pipeline_->MarkBackwardEnd();
   absl::StatusOr<std::vector<Update>> updates = pipeline_->FinishStep();

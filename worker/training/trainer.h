@@ -7,13 +7,13 @@
 // `eval_examples` examples): the accuracy curve of the summary. Evaluations
 // are not counted in step times; they are in the wall time.
 //
-// Divergence (worker/core/divergence.h): a non-finite loss (checked before the
-// backward pass), fused gradient (the pipeline, before encoding) or
-// aggregated update (before it is applied) ends the run at that step; Run
-// then returns the summary of the steps done with `diverged` set, never an
-// update applied from a NaN. So does a step that fails because another
-// worker diverged (TrainerConfig::posted_divergence), and a step aborted by
-// Abort.
+// Divergence (worker/core/divergence.h): a non-finite or blown-up loss
+// (checked before the backward pass), a non-finite fused gradient (the
+// pipeline, before encoding) or aggregated update (before it is applied)
+// ends the run at that step; Run then returns the summary of the steps done
+// with `diverged` set, never an update applied from a NaN. So does a step
+// that fails because another worker diverged
+// (TrainerConfig::posted_divergence), and a step aborted by Abort.
 //
 // Determinism: the model's initial parameters, each worker's data shard and
 // its per-epoch order follow from (run.seed, rank, epoch) only, so a worker

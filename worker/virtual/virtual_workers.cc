@@ -242,7 +242,7 @@ absl::Status VirtualWorkers::Step(int64_t step, double* loss_out) {
     torch::Tensor loss = torch::nn::functional::cross_entropy(
         s.model->forward(s.train[rank].images.index_select(0, index)), s.train[rank].labels.index_select(0, index));
     const double value = loss.item<double>();
-    if (absl::Status finite = CheckFiniteLoss(step, value); !finite.ok()) return fail(rank, finite);
+    if (absl::Status sane = CheckLoss(step, value, kNumClasses); !sane.ok()) return fail(rank, sane);
     loss_sum += value;
     loss.backward();
     pipeline.MarkBackwardEnd();
