@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Prints the rule comparison of this folder's README: each run of the wide CNN at 64 (and 256)
-workers, 10x, made with the worker's default since 2026-11-29 (error feedback's residual in
+"""Prints the rule comparison of this folder's README: each run of the wide CNN at 4, 16, 64 and
+256 workers, 10x, made with the worker's default since 2026-11-29 (error feedback's residual in
 units of the learning rate; this folder's runs/) beside the same command made with the old rule
 (the raw residual; ../runs/, the study of 2026-11-29), each with its gap to dense.
 
@@ -38,7 +38,7 @@ def main():
     print("| workers, scheme (10x) | raw residual (the old rule, ../runs/) | units of the rate (the default, runs/) "
           "| change | bytes per step, sent + received |")
     print("| --- | ---: | ---: | ---: | ---: |")
-    for w in (64, 256):
+    for w in (4, 16, 64, 256):
         base = f"cnn_wide_W{w}_dense_allreduce_base.out"
         d_old, d_new = read_summary(os.path.join(OLD, base)), read_summary(os.path.join(NEW, base))
         dense_old = None if d_old is None else 100 * d_old["final_test_accuracy"]
