@@ -85,6 +85,25 @@ void ExpectCellsNear(const Payload& got, const Payload& want, const std::vector<
   }
 }
 
+// Encodes one worker's gradient for `group` at `step` on both stacks: the
+// GPU's from *on_device, a device copy of `grad` made here (later rounds
+// read it again), into *got; the host's, the reference, into *want. Both
+// must succeed with the same sketch (shape and the step's seed).
+void EncodeOnBoth(GroupCompressors& host, GroupCompressors& gpu, int group, const std::vector<float>& grad,
+                  int step, DeviceArray* on_device, Payload* want, Payload* got) {
+  absl::StatusOr<DeviceArray> uploaded = DeviceArray::Upload(grad);
+  ASSERT_TRUE(uploaded.ok()) << uploaded.status();
+  *on_device = *std::move(uploaded);
+  const EncodeContext context{static_cast<uint64_t>(step)};
+  absl::StatusOr<Payload> host_payload = host.Encode(group, grad, context);
+  absl::StatusOr<Payload> gpu_payload = gpu.Encode(group, on_device->view(), context);
+  ASSERT_TRUE(host_payload.ok()) << host_payload.status();
+  ASSERT_TRUE(gpu_payload.ok()) << gpu_payload.status();
+  ASSERT_EQ(gpu_payload->sketch, host_payload->sketch);
+  *want = *std::move(host_payload);
+  *got = *std::move(gpu_payload);
+}
+
 // Decodes `aggregate` with both stacks: the same update, bit for bit, into *update.
 void ExpectSameDecode(GroupCompressors& host, GroupCompressors& gpu, int group, const Payload& aggregate,
                       Update* update) {
@@ -110,17 +129,13 @@ TEST(DeviceGroupStateTest, EncodeDecodeAndSettleMatchTheHostStack) {
       for (size_t g = 0; g < kSizes.size(); ++g) {
         SCOPED_TRACE(testing::Message() << "step " << step << " dim " << kSizes[g]);
         const std::vector<float> grad = HeavyTailed(kSizes[g], 100 * step + g);
-        absl::StatusOr<DeviceArray> on_device = DeviceArray::Upload(grad);
-        ASSERT_TRUE(on_device.ok()) << on_device.status();
-        absl::StatusOr<Payload> want = host->Encode(g, grad, EncodeContext{static_cast<uint64_t>(step)});
-        absl::StatusOr<Payload> got = gpu->Encode(g, on_device->view(), EncodeContext{static_cast<uint64_t>(step)});
-        ASSERT_TRUE(want.ok()) << want.status();
-        ASSERT_TRUE(got.ok()) << got.status();
-        ASSERT_EQ(got->sketch, want->sketch);
-        ASSERT_NO_FATAL_FAILURE(ExpectCellsNear(*got, *want, CellMass(want->sketch, host->residual(g))));
+        DeviceArray on_device;
+        Payload want, got;
+        ASSERT_NO_FATAL_FAILURE(EncodeOnBoth(*host, *gpu, g, grad, step, &on_device, &want, &got));
+        ASSERT_NO_FATAL_FAILURE(ExpectCellsNear(got, want, CellMass(want.sketch, host->residual(g))));
         // The same aggregate decodes to the same update, bit for bit.
         Update update;
-        ASSERT_NO_FATAL_FAILURE(ExpectSameDecode(*host, *gpu, g, *want, &update));
+        ASSERT_NO_FATAL_FAILURE(ExpectSameDecode(*host, *gpu, g, want, &update));
         ASSERT_TRUE(host->Settle(g, SettleAt(update)).ok());
         ASSERT_TRUE(gpu->Settle(g, SettleAt(update)).ok());
       }
@@ -179,24 +194,19 @@ TEST(DeviceGroupStateTest, PeelEncodeDecodeAndSettleMatchTheHostStack) {
       for (size_t g = 0; g < kSizes.size(); ++g) {
         SCOPED_TRACE(testing::Message() << "step " << step << " dim " << kSizes[g]);
         const std::vector<float> grad = HeavyTailed(kSizes[g], 100 * step + g);
-        absl::StatusOr<DeviceArray> on_device = DeviceArray::Upload(grad);
-        ASSERT_TRUE(on_device.ok()) << on_device.status();
-        const EncodeContext context{static_cast<uint64_t>(step)};
-        absl::StatusOr<Payload> want = host->Encode(g, grad, context);
-        absl::StatusOr<Payload> got = gpu->Encode(g, on_device->view(), context);
-        ASSERT_TRUE(want.ok()) << want.status();
-        ASSERT_TRUE(got.ok()) << got.status();
-        ASSERT_EQ(got->sketch, want->sketch);
-        ASSERT_TRUE(got->inserted.has_value());
-        ASSERT_EQ(*got->inserted, *want->inserted);
+        DeviceArray on_device;
+        Payload want, got;
+        ASSERT_NO_FATAL_FAILURE(EncodeOnBoth(*host, *gpu, g, grad, step, &on_device, &want, &got));
+        ASSERT_TRUE(got.inserted.has_value());
+        ASSERT_EQ(*got.inserted, *want.inserted);
         std::vector<float> selected(kSizes[g], 0.0f);
         const absl::Span<const float> e = host->residual(g);
-        for (uint32_t i : *want->inserted) selected[i] = e[i];
-        ASSERT_NO_FATAL_FAILURE(ExpectCellsNear(*got, *want, CellMass(want->sketch, selected)));
+        for (uint32_t i : *want.inserted) selected[i] = e[i];
+        ASSERT_NO_FATAL_FAILURE(ExpectCellsNear(got, want, CellMass(want.sketch, selected)));
         Update update;
-        ASSERT_NO_FATAL_FAILURE(ExpectSameDecode(*host, *gpu, g, *want, &update));
-        ASSERT_TRUE(host->Settle(g, SettleSent(*want, update)).ok());
-        ASSERT_TRUE(gpu->Settle(g, SettleSent(*got, update)).ok());
+        ASSERT_NO_FATAL_FAILURE(ExpectSameDecode(*host, *gpu, g, want, &update));
+        ASSERT_TRUE(host->Settle(g, SettleSent(want, update)).ok());
+        ASSERT_TRUE(gpu->Settle(g, SettleSent(got, update)).ok());
       }
       if (capped) {
         ExpectStatesNear(gpu->SaveState(), host->SaveState(), 1e-6);
@@ -251,34 +261,29 @@ TEST(DeviceGroupStateTest, CandidatesEncodeGatherCapAndSettleMatchTheHostStack) 
       for (size_t g = 0; g < kSizes.size(); ++g) {
         SCOPED_TRACE(testing::Message() << "step " << step << " dim " << kSizes[g]);
         const std::vector<float> grad = HeavyTailed(kSizes[g], 100 * step + g);
-        absl::StatusOr<DeviceArray> on_device = DeviceArray::Upload(grad);
-        ASSERT_TRUE(on_device.ok()) << on_device.status();
-        const EncodeContext context{static_cast<uint64_t>(step)};
-        absl::StatusOr<Payload> want = host->Encode(g, grad, context);
-        absl::StatusOr<Payload> got = gpu->Encode(g, on_device->view(), context);
-        ASSERT_TRUE(want.ok()) << want.status();
-        ASSERT_TRUE(got.ok()) << got.status();
-        ASSERT_EQ(got->sketch, want->sketch);
-        EXPECT_FALSE(got->inserted.has_value());
-        std::vector<double> mass = CellMass(want->sketch, host->residual(g));
+        DeviceArray on_device;
+        Payload want, got;
+        ASSERT_NO_FATAL_FAILURE(EncodeOnBoth(*host, *gpu, g, grad, step, &on_device, &want, &got));
+        EXPECT_FALSE(got.inserted.has_value());
+        std::vector<double> mass = CellMass(want.sketch, host->residual(g));
         if (bf16) {
-          EXPECT_TRUE(HoldsExactlyAsBf16(got->values) || got->values.empty());
+          EXPECT_TRUE(HoldsExactlyAsBf16(got.values) || got.values.empty());
           // One bfloat16 step (8 significant bits) on top of the atomics.
-          for (size_t c = 0; c < mass.size(); ++c) mass[c] = 1e-5 * mass[c] + std::ldexp(std::abs(want->values[c]), -7);
+          for (size_t c = 0; c < mass.size(); ++c) mass[c] = 1e-5 * mass[c] + std::ldexp(std::abs(want.values[c]), -7);
           for (size_t c = 0; c < mass.size(); ++c) {
-            ASSERT_LE(std::abs(got->values[c] - want->values[c]), mass[c] + 1e-30) << "cell " << c;
+            ASSERT_LE(std::abs(got.values[c] - want.values[c]), mass[c] + 1e-30) << "cell " << c;
           }
         } else {
-          ASSERT_NO_FATAL_FAILURE(ExpectCellsNear(*got, *want, mass));
+          ASSERT_NO_FATAL_FAILURE(ExpectCellsNear(got, want, mass));
         }
         // Round 0: the same candidates from the same aggregate, bit for bit.
         Update candidates;
-        ASSERT_NO_FATAL_FAILURE(ExpectSameDecode(*host, *gpu, g, *want, &candidates));
+        ASSERT_NO_FATAL_FAILURE(ExpectSameDecode(*host, *gpu, g, want, &candidates));
         const uint64_t k = std::max<uint64_t>(1, candidates.indices.size() / (bf16 ? 2 : 4));
         // Round 1: the exact values there, gathered on the device.
         absl::StatusOr<std::vector<float>> host_values = host->ExactValuesAt(g, grad, candidates.indices);
         absl::StatusOr<std::vector<float>> gpu_values =
-            gpu->ExactValuesAt(g, on_device->view(), candidates.indices);
+            gpu->ExactValuesAt(g, on_device.view(), candidates.indices);
         ASSERT_TRUE(host_values.ok()) << host_values.status();
         ASSERT_TRUE(gpu_values.ok()) << gpu_values.status();
         ASSERT_EQ(*gpu_values, *host_values);
@@ -302,8 +307,8 @@ TEST(DeviceGroupStateTest, CandidatesEncodeGatherCapAndSettleMatchTheHostStack) 
           update.indices.push_back(candidates.indices[j]);
           update.values.push_back((*host_values)[j]);
         }
-        ASSERT_TRUE(host->Settle(g, SettleExchange(*want, update, 2)).ok());
-        ASSERT_TRUE(gpu->Settle(g, SettleExchange(*got, update, 2)).ok());
+        ASSERT_TRUE(host->Settle(g, SettleExchange(want, update, 2)).ok());
+        ASSERT_TRUE(gpu->Settle(g, SettleExchange(got, update, 2)).ok());
       }
       if (capped) {
         // The kept fraction 1 - f of a capped coordinate carries f's 1e-6.
