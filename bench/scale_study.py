@@ -6,7 +6,7 @@
         [--ratios=10,100] [--schemes=...] [--baselines=dense_allreduce,dense_bf16_allreduce]
         [--steps=116] [--batch_size=32] [--learning_rate=0.05] [--lr_base_workers=16]
         [--lr_warmup_steps=29] [--lr_cap=0.2] [--seed=1] [--worker=PATH] [--worker_flags='...']
-        [--replace_stale] [--report_only]
+        [--start_spec=SCHEME=SPEC ...] [--replace_stale] [--report_only]
 
 Every run is one process of W virtual workers (sketchfuse_worker
 --virtual_workers=W: each worker its own data shard, batch and compressor
@@ -29,7 +29,11 @@ The protocol, the same for every scheme:
     per scheme, model and W by probe runs of two steps: at the scheme's default
     density and at a quarter of it (an affine fit), then at the fitted density
     and, where that misses by more than 5%, at the secant's (bytes are not
-    quite affine in the density). The full run's measured bytes are reported
+    quite affine in the density). --start_spec=SCHEME=SPEC starts that
+    scheme's probes at SPEC (its density, and a quarter of it) instead of the
+    registry's default: where the default does not fit in memory (the peel's
+    ring at 256 workers on mlp_large holds 256 tables of 4 x the group's size
+    in one process, 21 GB). The full run's measured bytes are reported
     next to the budget, and flagged in the tables where they drift more than
     5% from it over the run.
   - the baselines run once per (model, W) at their own bytes. --baselines=
@@ -127,7 +131,10 @@ def density_of(spec):
     m = re.search(r"(?:^|[:,])density=([0-9.eE+-]+)", spec)
     if m is None:
         raise StudyError(f"compressor '{spec}' has no density to scale")
-    return float(m.group(1))
+    try:
+        return float(m.group(1))
+    except ValueError:
+        raise StudyError(f"compressor '{spec}': density={m.group(1)} is not a number") from None
 
 
 def read_summary(path):
@@ -225,10 +232,11 @@ def dense_bytes(summary):
 
 
 def calibrate(runner, args, model, workers, scheme):
-    """Probes `scheme` at its default density and a quarter of it; returns
-    (default summary, affine fit {a, b}: total bytes = a + b * density, spec,
-    the probes' (density, total bytes) points)."""
-    first = probe(runner, args, model, workers, scheme, "default", None)
+    """Probes `scheme` at its default density (or its --start_spec) and a quarter
+    of it; returns (first probe's summary, affine fit {a, b}: total bytes = a +
+    b * density, spec, the probes' (density, total bytes) points)."""
+    start = args.start_specs.get(scheme)
+    first = probe(runner, args, model, workers, scheme, "default" if start is None else "start", start)
     spec = first["compressor"]
     d0 = density_of(spec)
     second = probe(runner, args, model, workers, scheme, "quarter", with_density(spec, d0 / 4))
@@ -308,7 +316,9 @@ def run_study(args):
                 if key not in fits:
                     first, fit, spec, points = calibrate(runner, args, model, w, scheme)
                     fits[key] = (first, spec, points)
-                    probes.append({"model": model, "workers": w, "scheme": scheme, "default_compressor": spec,
+                    probes.append({"model": model, "workers": w, "scheme": scheme,
+                                   "first_probe": "default" if scheme not in args.start_specs else "start",
+                                   "default_compressor": spec,
                                    "default_bytes_sent": first["bytes_sent_per_step"],
                                    "default_bytes_received": first["bytes_received_per_step"],
                                    "dense_bytes": dense_bytes(first), "fit_a": fit["a"], "fit_b": fit["b"]})
@@ -444,7 +454,7 @@ def plot_command(data, prefix, series):
         with open(path, "w") as f:
             f.writelines(f"{x} {y}\n" for x, y in sorted(points))
         cmds.append(f"'{path}' using 1:2 with linespoints title '{name}'")
-    return "plot " + ", ".join(cmds) if cmds else "plot [1:2][0:1] -1 notitle"
+    return "plot " + ", ".join(cmds) if cmds else "plot [1:2][1:2] -1 notitle"  # [1:2]: valid on log axes too
 
 
 def plot(args, results, probes):
@@ -480,8 +490,10 @@ def plot(args, results, probes):
                    f"set multiplot layout {len(args.models)},1", "set logscale xy",
                    "set ylabel 'KiB per worker per step, sent + received'", "set key outside font ',8'"]
         for model in args.models:
+            # A probe started at --start_spec is not at the default density: left out.
             series = {s: [(p["workers"], (p["default_bytes_sent"] + p["default_bytes_received"]) / 1024)
-                          for p in probes if p["model"] == model and p["scheme"] == s] for s in args.schemes}
+                          for p in probes if p["model"] == model and p["scheme"] == s
+                          and p["first_probe"] == "default"] for s in args.schemes}
             script.append(f"set title '{model}: each scheme at its default density'")
             script.append(plot_command(data, f"bytes_{model}", series))
         script.append("unset multiplot")
@@ -517,6 +529,10 @@ def parse_args(argv):
                         help="the in-process collective's limit: long steps at 256 workers on a loaded machine")
     parser.add_argument("--worker", default=os.path.join(ROOT, "bazel-bin/worker/sketchfuse_worker"))
     parser.add_argument("--worker_flags", default="", help="more worker flags for every run, space-separated")
+    parser.add_argument("--start_spec", action="append", default=[], metavar="SCHEME=SPEC",
+                        help="start SCHEME's probes at the compressor SPEC (it must name a density) instead of the "
+                             "registry's default, e.g. sketch_allreduce=count_sketch:method=peel,density=0.0002,rows=4; "
+                             "repeatable, one per scheme; a --report_only of the study needs the same")
     parser.add_argument("--replace_stale", action="store_true",
                         help="an output made with other flags is moved aside (.stale) and made again, instead of "
                              "stopping the study")
@@ -547,6 +563,22 @@ def parse_args(argv):
         raise StudyError("--collective_timeout_s must be >= 1")
     if any(not f.startswith("--") for f in args.worker_flags.split()):
         raise StudyError(f"--worker_flags takes worker flags (--name=value), got '{args.worker_flags}'")
+    args.start_specs = {}
+    for entry in args.start_spec:
+        scheme, sep, spec = entry.partition("=")
+        if not sep or not spec:
+            raise StudyError(f"--start_spec takes SCHEME=SPEC, got '{entry}'")
+        if scheme not in args.schemes:
+            raise StudyError(f"--start_spec names '{scheme}', which is not in --schemes")
+        if scheme in args.start_specs:
+            raise StudyError(f"--start_spec names '{scheme}' twice")
+        try:
+            density = density_of(spec)
+        except StudyError as e:
+            raise StudyError(f"--start_spec {scheme}: {e}") from None
+        if not 0 < density <= 1:
+            raise StudyError(f"--start_spec {scheme}: the density of '{spec}' is not in (0, 1]")
+        args.start_specs[scheme] = spec
     if not (os.path.isfile(args.worker) and os.access(args.worker, os.X_OK)):
         raise StudyError(f"--worker {args.worker} is not an executable (bash scripts/bazel.sh build "
                          "//worker:sketchfuse_worker)")

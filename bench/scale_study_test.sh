@@ -4,7 +4,8 @@
 # two compressed schemes at 10x) meets its byte budget per scheme and W within
 # 5%, writes its CSV, JSON and tables with the gap to dense; a second
 # invocation reuses every output, and so does one with --baselines= (which
-# reports the schemes only); --report_only runs nothing.
+# reports the schemes only); --start_spec starts a scheme's probes at its
+# spec; --report_only runs nothing.
 set -uo pipefail
 study="$1"    # bench/scale_study.py
 worker="$2"   # bazel-bin/worker/sketchfuse_worker
@@ -35,6 +36,11 @@ expect_refusal "--lr_cap must be a number >= 0" --lr_cap=-0.1
 expect_refusal "--worker_flags takes worker flags" --worker_flags=seed=3
 expect_refusal "4096 workers x batch 32 is more than the 60000 training examples" --workers=4096
 expect_refusal "is not an executable" --worker=/nonexistent/sketchfuse_worker
+expect_refusal "--start_spec takes SCHEME=SPEC, got 'topk_allgather'" --start_spec=topk_allgather
+expect_refusal "--start_spec names 'gtopk', which is not in --schemes" --schemes=topk_allgather \
+  --start_spec=gtopk=topk:density=0.01
+expect_refusal "--start_spec topk_allgather: the density of 'topk:density=7' is not in (0, 1]" \
+  --schemes=topk_allgather --start_spec=topk_allgather=topk:density=7
 [ -e "$dir/refused/scale.csv" ] && fail "a refused study wrote $dir/refused/scale.csv"
 
 small=(--models=mlp --workers=2,4 --ratios=10 --schemes=topk_allgather,fixed_sketch_ps --baselines=dense_allreduce
@@ -106,6 +112,26 @@ if python3 "$study" --out="$dir/s" --worker="$worker" "${small[@]}" --seed=2 >"$
   fail "a study with another seed reused or ran beside the first one's outputs:"; cat "$dir/stale.log"
 else
   echo "ok: $(grep -o 'scale_study: .*was made by' "$dir/stale.log" | cut -c1-100)..."
+fi
+# --start_spec: the probes start at that spec, not the registry's default, and still meet the budget.
+started=(--models=mlp --workers=2 --ratios=10 --schemes=topk_allgather --baselines= --steps=4
+         --worker_flags=--test_examples=1000 --start_spec=topk_allgather=topk:density=0.004)
+if ! python3 "$study" --out="$dir/started" --worker="$worker" "${started[@]}" >"$dir/started.log" 2>&1; then
+  fail "the study with --start_spec failed:"; cat "$dir/started.log"
+elif [ -e "$dir/started/probes/mlp_W2_topk_allgather_default.out" ] \
+   || { command -v gnuplot >/dev/null && grep -q "gnuplot failed" "$dir/started.log"; } \
+   || ! head -1 "$dir/started/probes/mlp_W2_topk_allgather_start.out" | grep -qE -- "--compressor=topk:density=0.004( |$)" \
+   || ! head -1 "$dir/started/probes/mlp_W2_topk_allgather_quarter.out" | grep -qE -- "--compressor=topk:density=0.001( |$)" \
+   || ! python3 -c '
+import csv, json, sys
+row, = csv.DictReader(open(sys.argv[1] + "/scale.csv"))
+probe, = json.load(open(sys.argv[1] + "/scale.json"))["probes"]
+assert probe["first_probe"] == "start" and probe["default_compressor"] == "topk:density=0.004", probe
+assert abs(float(row["budget_deviation"])) <= 0.05 and float(row["final_test_accuracy"]) > 0.1, row
+' "$dir/started"; then
+  fail "--start_spec did not start the probes at its spec:"; ls "$dir/started/probes"; cat "$dir/started.log"
+else
+  echo "ok: --start_spec probed topk:density=0.004 and 0.001 first, then met the budget"
 fi
 if ! python3 "$study" --out="$dir/empty" --worker="$worker" "${small[@]}" --report_only >"$dir/report.log" 2>&1 \
    || ! grep -q "0 runs made, 0 reused" "$dir/report.log" \
