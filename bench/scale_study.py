@@ -38,14 +38,20 @@ The protocol, the same for every scheme:
     5% from it over the run.
   - the baselines run once per (model, W) at their own bytes. --baselines=
     (empty) runs only the schemes, for a second study process sharing the
-    work of one DIR; the gaps to dense then appear once a --report_only
-    with the baselines reads DIR.
+    work of one DIR.
 
 Writes DIR/scale.csv (one line per run), DIR/scale.json (the runs and the
 probes), DIR/scale.md (a table per model and ratio: accuracy against W, and
 the difference from dense_allreduce), DIR/accuracy_vs_workers.png (one panel
 per model and ratio) and DIR/bytes_vs_workers.png (each scheme's bytes at its
-default density against W, from the probes; gnuplot). Each run's output is
+default density against W, from the probes; gnuplot). These are the folder's
+report, not one process's: a study merges its rows into what DIR/scale.json
+already holds (its own replace those of the same model, W, scheme and ratio),
+under a lock on DIR, so studies that share a folder, one per scheme or W and
+running at the same time, all land in one set of tables. A folder holds one
+protocol: a study whose --steps, --batch_size, learning-rate flags, --seed or
+--worker_flags differ from those of DIR's report is refused before it runs
+anything. Each run's output is
 kept as DIR/runs/<model>_W<W>_<scheme>_<ratio>.out and each probe's as
 DIR/probes/...; a run or probe whose output already holds a summary is not
 run again, so a study can be stopped and resumed (delete an output to redo
@@ -55,6 +61,7 @@ diverges (the worker's exit status 3) is a result: "diverged" in the tables.
 """
 import argparse
 import csv
+import fcntl
 import json
 import math
 import os
@@ -63,6 +70,7 @@ import shutil
 import subprocess
 import sys
 import time
+import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN_EXAMPLES = 60000  # Fashion-MNIST's training set
@@ -233,10 +241,12 @@ def dense_bytes(summary):
 
 def calibrate(runner, args, model, workers, scheme):
     """Probes `scheme` at its default density (or its --start_spec) and a quarter
-    of it; returns (first probe's summary, affine fit {a, b}: total bytes = a +
-    b * density, spec, the probes' (density, total bytes) points)."""
+    of it; returns (first probe's name, "default" or "start"; its summary; the
+    affine fit {a, b}: total bytes = a + b * density; spec; the probes'
+    (density, total bytes) points)."""
     start = args.start_specs.get(scheme)
-    first = probe(runner, args, model, workers, scheme, "default" if start is None else "start", start)
+    first_name = "default" if start is None else "start"
+    first = probe(runner, args, model, workers, scheme, first_name, start)
     spec = first["compressor"]
     d0 = density_of(spec)
     second = probe(runner, args, model, workers, scheme, "quarter", with_density(spec, d0 / 4))
@@ -246,7 +256,7 @@ def calibrate(runner, args, model, workers, scheme):
     if b <= 0:
         raise StudyError(f"{scheme} on {model} at W={workers}: its bytes do not grow with the density "
                          f"({t1:.0f} B at {d0 / 4:g}, {t0:.0f} B at {d0:g})")
-    return first, {"a": a, "b": b}, spec, [(d0, t0), (d0 / 4, t1)]
+    return first_name, first, {"a": a, "b": b}, spec, [(d0, t0), (d0 / 4, t1)]
 
 
 def probe(runner, args, model, workers, scheme, name, compressor):
@@ -314,10 +324,9 @@ def run_study(args):
             if ratio is not None:
                 key = (model, w, scheme)
                 if key not in fits:
-                    first, fit, spec, points = calibrate(runner, args, model, w, scheme)
+                    first_name, first, fit, spec, points = calibrate(runner, args, model, w, scheme)
                     fits[key] = (first, spec, points)
-                    probes.append({"model": model, "workers": w, "scheme": scheme,
-                                   "first_probe": "default" if scheme not in args.start_specs else "start",
+                    probes.append({"model": model, "workers": w, "scheme": scheme, "first_probe": first_name,
                                    "default_compressor": spec,
                                    "default_bytes_sent": first["bytes_sent_per_step"],
                                    "default_bytes_received": first["bytes_received_per_step"],
@@ -359,14 +368,109 @@ def run_study(args):
         extra = "" if "budget_bytes" not in row else f", {100 * row['budget_deviation']:+.1f}% of the budget"
         print(f"  {'diverged' if diverged else f'{100 * acc:.2f}%'} after {s['steps']} steps, "
               f"{total_bytes(s):.0f} B per worker per step{extra}", flush=True)
-    # The gap to dense_allreduce of the same model and W.
+    return results, probes, runner
+
+
+def add_gaps(results):
+    """Sets each run's vs_dense_points: its gap to dense_allreduce of the same model and W, where both ended."""
     dense = {(r["model"], r["workers"]): r.get("final_test_accuracy") for r in results
              if r["scheme"] == "dense_allreduce" and "final_test_accuracy" in r}
     for r in results:
+        r.pop("vs_dense_points", None)
         ref = dense.get((r["model"], r["workers"]))
         if ref is not None and r.get("final_test_accuracy") is not None and not r.get("diverged"):
             r["vs_dense_points"] = 100 * (r["final_test_accuracy"] - ref)
-    return results, probes, runner
+
+
+# The settings that change a run's result: one folder's tables never mix two of them.
+PROTOCOL = ("steps", "batch_size", "learning_rate", "lr_base_workers", "lr_warmup_steps", "lr_cap", "seed",
+            "worker_flags")
+
+
+def read_report(out):
+    """The folder's scale.json as a dict, or None where it has none yet."""
+    path = os.path.join(out, "scale.json")
+    try:
+        with open(path) as f:
+            report = json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise StudyError(f"{path} is not a study's report ({e}): move it aside or use another --out") from None
+    if not (isinstance(report, dict) and isinstance(report.get("settings"), dict)
+            and isinstance(report.get("runs"), list) and isinstance(report.get("probes"), list)):
+        raise StudyError(f"{path} is not a study's report (it needs settings, runs and probes): "
+                         "move it aside or use another --out")
+    return report
+
+
+def check_protocol(args, report):
+    """StudyError where the folder's `report` was made with another protocol than this study's."""
+    if report is None:
+        return
+    made = report["settings"]
+    differ = [k for k in PROTOCOL if k in made and made[k] != getattr(args, k)]
+    if differ:
+        raise StudyError(f"{args.out} holds a study made with "
+                         + ", ".join(f"--{k}={made[k]}" for k in differ) + "; this one has "
+                         + ", ".join(f"--{k}={getattr(args, k)}" for k in differ)
+                         + ": use another --out, so that one folder's tables compare like with like")
+
+
+def merged(previous, current, key):
+    """`previous` with each entry of `current` in place of the one with its key (new keys added)."""
+    mine = {key(x) for x in current}
+    return [x for x in previous if key(x) not in mine] + current
+
+
+def ordered(names, known):
+    """`names` once each: those in `known` in its order, then the rest in their order of appearance."""
+    names = list(dict.fromkeys(names))
+    return [n for n in known if n in names] + [n for n in names if n not in known]
+
+
+def report_axes(args, results):
+    """The tables' models, workers, ratios, baselines and schemes: every one that the runs
+    (this study's and those the folder held) or this study's flags name."""
+    return types.SimpleNamespace(
+        models=ordered(args.models + [r["model"] for r in results], MODELS),
+        workers=sorted(set(args.workers) | {r["workers"] for r in results}),
+        ratios=sorted(set(args.ratios) | {r["ratio"] for r in results if r["ratio"] is not None}),
+        baselines=ordered(args.baselines + [r["scheme"] for r in results if r["ratio"] is None], BASELINES),
+        schemes=ordered(args.schemes + [r["scheme"] for r in results if r["ratio"] is not None],
+                        DEFAULT_SCHEMES))
+
+
+def write_report(args, results, probes):
+    """Merges this study's runs and probes into the folder's report and writes scale.csv,
+    scale.json, scale.md and the plots from the merge: a study sharing the folder
+    (another W, ratio or scheme) keeps the others' rows, and this one's replace
+    theirs where both have the same (model, W, scheme, ratio). Holds a lock on
+    the folder meanwhile, so two studies that end together both land. Returns
+    (the merged runs, the plots written)."""
+    folder = os.open(args.out, os.O_RDONLY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        previous = read_report(args.out)
+        check_protocol(args, previous)  # again: another study may have written the folder meanwhile
+        if previous is not None:
+            results = merged(previous["runs"], results, lambda r: (r["model"], r["workers"], r["scheme"], r["ratio"]))
+            probes = merged(previous["probes"], probes, lambda p: (p["model"], p["workers"], p["scheme"]))
+        add_gaps(results)
+        axes = report_axes(args, results)
+        rank = {name: i for i, name in enumerate(axes.models + axes.baselines + axes.schemes)}
+        results.sort(key=lambda r: (rank[r["model"]], r["workers"], r["ratio"] or 0, rank[r["scheme"]]))
+        write_csv(os.path.join(args.out, "scale.csv"), results)
+        settings = {k: v for k, v in vars(args).items() if k != "worker"}
+        settings.update(vars(axes))
+        tmp = os.path.join(args.out, "scale.json.partial")
+        with open(tmp, "w") as f:
+            json.dump({"settings": settings, "runs": results, "probes": probes}, f, indent=1)
+        os.replace(tmp, os.path.join(args.out, "scale.json"))
+        write_markdown(os.path.join(args.out, "scale.md"), results, args, axes)
+        return results, plot(args, axes, results, probes)
+    finally:
+        os.close(folder)
 
 
 CSV_FIELDS = ["model", "workers", "scheme", "ratio", "compressor", "train_examples", "epochs", "steps",
@@ -404,22 +508,22 @@ def cell(r):
     return text
 
 
-def write_markdown(path, results, args):
+def write_markdown(path, results, args, axes):
     rate = (f"learning rate {args.learning_rate} at {args.lr_base_workers} workers, scaled linearly with W after "
             f"{args.lr_warmup_steps} warm-up steps" + (f", held at {args.lr_cap}" if args.lr_cap else "")
-            + " (peak " + ", ".join(f"{peak_learning_rate(args, w):g} at {w}" for w in args.workers) + ")"
+            + " (peak " + ", ".join(f"{peak_learning_rate(args, w):g} at {w}" for w in axes.workers) + ")"
             if args.lr_base_workers else f"learning rate {args.learning_rate} at every W")
-    lines = [f"# Scale study: {', '.join(args.models)}", "",
+    lines = [f"# Scale study: {', '.join(axes.models)}", "",
              f"Virtual workers; {rate}; about {args.steps} steps of batch {args.batch_size} per worker; seed "
              f"{args.seed}. Final test accuracy (points from dense_allreduce at the same W); at each ratio every "
              "compressed scheme sends plus receives the same bytes per worker per step.", ""]
-    ws = args.workers
-    for model in args.models:
-        sets = [(None, args.baselines)] + [(r, args.schemes) for r in args.ratios]
+    ws = axes.workers
+    for model in axes.models:
+        sets = [(None, axes.baselines)] + [(r, axes.schemes) for r in axes.ratios]
         for ratio, schemes in sets:
             found = [x for x in results if x["model"] == model and x["ratio"] == ratio and x["scheme"] in schemes]
-            if found and all(x.get("not_run") for x in found):
-                continue  # a table this --report_only has no run of
+            if all(x.get("not_run") for x in found):
+                continue  # a table with no run (of this --report_only, say)
             title = ("baselines" if ratio is None else
                      f"{ratio:g}x: sent + received {2 / ratio:.3g} times the dense gradient's bytes per worker per step")
             lines += [f"## {model}, {title}", "", "| scheme | " + " | ".join(f"W = {w}" for w in ws) + " |",
@@ -457,7 +561,7 @@ def plot_command(data, prefix, series):
     return "plot " + ", ".join(cmds) if cmds else "plot [1:2][1:2] -1 notitle"  # [1:2]: valid on log axes too
 
 
-def plot(args, results, probes):
+def plot(args, axes, results, probes):
     """accuracy_vs_workers.png and bytes_vs_workers.png with gnuplot; returns the files written."""
     if shutil.which("gnuplot") is None:
         print("scale_study: gnuplot not found; no plots", file=sys.stderr)
@@ -465,10 +569,10 @@ def plot(args, results, probes):
     data = os.path.join(args.out, "plot_data")
     os.makedirs(data, exist_ok=True)
     # One panel per (model, ratio) with a compressed run to show.
-    panels = [(m, r) for m in args.models for r in args.ratios
+    panels = [(m, r) for m in axes.models for r in axes.ratios
               if any(x["model"] == m and x["ratio"] == r and x.get("final_test_accuracy") is not None
-                     for x in results)] or [(args.models[0], args.ratios[0])]
-    cols = min(len(args.ratios), len(panels))
+                     for x in results)] or [(axes.models[0], axes.ratios[0])]
+    cols = min(len(axes.ratios), len(panels))
     rows = -(-len(panels) // cols)
     script = [f"set terminal png size {680 * cols},{400 * rows}",
               f"set output '{os.path.join(args.out, 'accuracy_vs_workers.png')}'", "set termoption noenhanced",
@@ -479,21 +583,21 @@ def plot(args, results, probes):
         series = {s: [(r["workers"], 100 * r["final_test_accuracy"]) for r in results
                       if r["model"] == model and r["scheme"] == s and (r["ratio"] in (None, ratio))
                       and r.get("final_test_accuracy") is not None and not r.get("diverged")]
-                  for s in args.baselines + args.schemes}
+                  for s in axes.baselines + axes.schemes}
         script.append(f"set title '{model}, {ratio:g}x (same bytes per worker)'")
         script.append(plot_command(data, f"acc_{model}_{ratio:g}", series))
     script.append("unset multiplot")
     if probes:
-        script += [f"set terminal png size 900,{420 * len(args.models)}",
+        script += [f"set terminal png size 900,{420 * len(axes.models)}",
                    f"set output '{os.path.join(args.out, 'bytes_vs_workers.png')}'", "set termoption noenhanced",
                    "set xlabel 'workers (virtual)'",
-                   f"set multiplot layout {len(args.models)},1", "set logscale xy",
+                   f"set multiplot layout {len(axes.models)},1", "set logscale xy",
                    "set ylabel 'KiB per worker per step, sent + received'", "set key outside font ',8'"]
-        for model in args.models:
+        for model in axes.models:
             # A probe started at --start_spec is not at the default density: left out.
             series = {s: [(p["workers"], (p["default_bytes_sent"] + p["default_bytes_received"]) / 1024)
                           for p in probes if p["model"] == model and p["scheme"] == s
-                          and p["first_probe"] == "default"] for s in args.schemes}
+                          and p.get("first_probe", "default") == "default"] for s in axes.schemes}
             script.append(f"set title '{model}: each scheme at its default density'")
             script.append(plot_command(data, f"bytes_{model}", series))
         script.append("unset multiplot")
@@ -605,17 +709,15 @@ def main(argv):
         args = parse_args(argv)
         check_names(args)
         os.makedirs(args.out, exist_ok=True)
+        check_protocol(args, read_report(args.out))  # before hours of runs, not after
         results, probes, runner = run_study(args)
+        mine = len(results)
+        results, plots = write_report(args, results, probes)
     except StudyError as e:
         sys.exit(f"scale_study: {e}")
-    write_csv(os.path.join(args.out, "scale.csv"), results)
-    with open(os.path.join(args.out, "scale.json"), "w") as f:
-        json.dump({"settings": {k: v for k, v in vars(args).items() if k != "worker"}, "runs": results,
-                   "probes": probes}, f, indent=1)
-    write_markdown(os.path.join(args.out, "scale.md"), results, args)
-    plots = plot(args, results, probes)
     print(f"scale_study: {runner.ran} runs made, {runner.reused} reused; wrote scale.csv, scale.json, scale.md"
-          + "".join(f", {p}" for p in plots) + f" in {args.out}")
+          + "".join(f", {p}" for p in plots) + f" in {args.out} ({mine} rows of this study, "
+          f"{len(results) - mine} kept from the folder's report)")
     return 1 if any("failed" in r for r in results) else 0
 
 

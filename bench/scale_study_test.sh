@@ -3,9 +3,12 @@
 # by name before any run; a small study (the MLP at 2 and 4 virtual workers,
 # two compressed schemes at 10x) meets its byte budget per scheme and W within
 # 5%, writes its CSV, JSON and tables with the gap to dense; a second
-# invocation reuses every output, and so does one with --baselines= (which
-# reports the schemes only); --start_spec starts a scheme's probes at its
-# spec; --report_only runs nothing.
+# invocation reuses every output, and so does one with --baselines= (whose
+# report keeps the folder's baselines); two studies of other W that share the
+# folder and end together both land in its tables; a study with another
+# protocol is refused by the folder, and an output made with other flags
+# stops a study; --start_spec starts a scheme's probes at its spec;
+# --report_only runs nothing.
 set -uo pipefail
 study="$1"    # bench/scale_study.py
 worker="$2"   # bazel-bin/worker/sketchfuse_worker
@@ -97,21 +100,57 @@ if ! python3 "$study" --out="$dir/s" --worker="$worker" "${small[@]}" >"$dir/sec
 else
   echo "ok: $(tail -1 "$dir/second.log")"
 fi
-# --baselines= runs only the schemes (a second process sharing a study's folder): here all reused.
+# --baselines= runs only the schemes (a second process sharing a study's folder): here all reused,
+# and the folder's report keeps its two dense rows, so the gaps are still there.
 if ! python3 "$study" --out="$dir/s" --worker="$worker" "${small[@]}" --baselines= >"$dir/schemes.log" 2>&1 \
-   || ! grep -q "^scale_study: 0 runs made" "$dir/schemes.log" || grep -q "dense_allreduce" "$dir/s/scale.csv" \
-   || [ "$(tail -n +2 "$dir/s/scale.csv" | wc -l)" != 4 ]; then
-  fail "a schemes-only invocation ran something or reported a baseline:"; cat "$dir/schemes.log"
+   || ! grep -q "^scale_study: 0 runs made.*(4 rows of this study, 2 kept from the folder's report)" "$dir/schemes.log" \
+   || [ "$(grep -c '^mlp,[24],dense_allreduce,' "$dir/s/scale.csv")" != 2 ] \
+   || [ "$(tail -n +2 "$dir/s/scale.csv" | wc -l)" != 6 ] \
+   || ! python3 -c '
+import csv, sys
+assert all(r["vs_dense_points"] for r in csv.DictReader(open(sys.argv[1])) if r["scheme"] != "dense_allreduce")
+' "$dir/s/scale.csv"; then
+  fail "a schemes-only invocation ran something or dropped the folder's baselines:"; cat "$dir/schemes.log"
 else
-  echo "ok: --baselines= reported the 4 scheme runs only"
+  echo "ok: --baselines= ran nothing and the report kept the folder's 2 dense rows and the gaps"
 fi
-# Outputs made with other flags are not mixed into a study.
-if python3 "$study" --out="$dir/s" --worker="$worker" "${small[@]}" --seed=2 >"$dir/stale.log" 2>&1 \
-   || ! grep -q "was made by .* --seed=1 .*not by this study's .* --seed=2" "$dir/stale.log" \
+# Two studies of other W sharing the folder, at the same time: both land in its tables, beside the rest.
+for w in 3 5; do
+  python3 "$study" --out="$dir/s" --worker="$worker" "${small[@]}" --workers=$w --schemes= >"$dir/w$w.log" 2>&1 &
+done
+wait
+if ! grep -q "1 runs made" "$dir/w3.log" || ! grep -q "1 runs made" "$dir/w5.log" \
+   || [ "$(tail -n +2 "$dir/s/scale.csv" | wc -l)" != 8 ] \
+   || [ "$(grep -c '^mlp,[35],dense_allreduce,' "$dir/s/scale.csv")" != 2 ] \
+   || ! grep -q "| scheme | W = 2 | W = 3 | W = 4 | W = 5 |" "$dir/s/scale.md"; then
+  fail "two studies of other W sharing the folder did not both land:"; cat "$dir/w3.log" "$dir/w5.log" "$dir/s/scale.csv"
+else
+  echo "ok: the studies at 3 and 5 workers both landed: $(tail -n +2 "$dir/s/scale.csv" | wc -l) rows, W = 2 to 5"
+fi
+# A folder holds one protocol: a study with another seed is refused before it runs anything.
+if python3 "$study" --out="$dir/s" --worker="$worker" "${small[@]}" --seed=2 >"$dir/protocol.log" 2>&1 \
+   || ! grep -q "holds a study made with --seed=1; this one has --seed=2" "$dir/protocol.log" \
    || ls "$dir/s/runs" | grep -q partial; then
+  fail "a study with another seed was not refused by the folder:"; cat "$dir/protocol.log"
+else
+  echo "ok: $(grep -o 'scale_study: .*' "$dir/protocol.log" | cut -c1-100)..."
+fi
+# Outputs made with other flags are not mixed into a study (here a folder whose report was removed).
+cp -r "$dir/s" "$dir/s_noreport" && rm "$dir/s_noreport/scale.json"
+if python3 "$study" --out="$dir/s_noreport" --worker="$worker" "${small[@]}" --seed=2 >"$dir/stale.log" 2>&1 \
+   || ! grep -q "was made by .* --seed=1 .*not by this study's .* --seed=2" "$dir/stale.log" \
+   || ls "$dir/s_noreport/runs" | grep -q partial; then
   fail "a study with another seed reused or ran beside the first one's outputs:"; cat "$dir/stale.log"
 else
   echo "ok: $(grep -o 'scale_study: .*was made by' "$dir/stale.log" | cut -c1-100)..."
+fi
+# A folder whose scale.json is not a report is refused by name.
+mkdir -p "$dir/junk" && echo '[1, 2]' > "$dir/junk/scale.json"
+if python3 "$study" --out="$dir/junk" --worker="$worker" "${small[@]}" --report_only >"$dir/junk.log" 2>&1 \
+   || ! grep -q "junk/scale.json is not a study's report" "$dir/junk.log"; then
+  fail "a folder with a scale.json that is no report:"; cat "$dir/junk.log"
+else
+  echo "ok: $(grep -o 'scale_study: .*' "$dir/junk.log" | cut -c1-100)"
 fi
 # --start_spec: the probes start at that spec, not the registry's default, and still meet the budget.
 started=(--models=mlp --workers=2 --ratios=10 --schemes=topk_allgather --baselines= --steps=4
