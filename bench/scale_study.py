@@ -401,6 +401,17 @@ def read_report(out):
             and isinstance(report.get("runs"), list) and isinstance(report.get("probes"), list)):
         raise StudyError(f"{path} is not a study's report (it needs settings, runs and probes): "
                          "move it aside or use another --out")
+    # Every entry needs the key the merge and the tables file it under.
+    def keyed(entry, with_ratio):
+        return (isinstance(entry, dict) and isinstance(entry.get("model"), str)
+                and isinstance(entry.get("scheme"), str) and type(entry.get("workers")) is int
+                and (not with_ratio or entry.get("ratio") is None or type(entry.get("ratio")) in (int, float)))
+    for name, entries, with_ratio in (("run", report["runs"], True), ("probe", report["probes"], False)):
+        bad = next((e for e in entries if not keyed(e, with_ratio)), None)
+        if bad is not None:
+            raise StudyError(f"{path} is not a study's report: a {name} without a model, W, scheme"
+                             + (" and ratio" if with_ratio else "") + f" ({str(bad)[:80]}): "
+                             "move it aside or use another --out")
     return report
 
 

@@ -152,6 +152,13 @@ if python3 "$study" --out="$dir/junk" --worker="$worker" "${small[@]}" --report_
 else
   echo "ok: $(grep -o 'scale_study: .*' "$dir/junk.log" | cut -c1-100)"
 fi
+echo '{"settings": {}, "runs": [{"model": "mlp", "workers": "4"}], "probes": []}' > "$dir/junk/scale.json"
+if python3 "$study" --out="$dir/junk" --worker="$worker" "${small[@]}" --report_only >"$dir/junk.log" 2>&1 \
+   || ! grep -q "junk/scale.json is not a study's report: a run without a model, W, scheme and ratio" "$dir/junk.log"; then
+  fail "a report with a malformed run:"; cat "$dir/junk.log"
+else
+  echo "ok: $(grep -o 'scale_study: .*' "$dir/junk.log" | cut -c1-100)"
+fi
 # --start_spec: the probes start at that spec, not the registry's default, and still meet the budget.
 started=(--models=mlp --workers=2 --ratios=10 --schemes=topk_allgather --baselines= --steps=4
          --worker_flags=--test_examples=1000 --start_spec=topk_allgather=topk:density=0.004)
