@@ -129,6 +129,16 @@ std::string PeelRecoveryWarning(double share) {
       100 * share, 100 * kPeelRecoveryWarning);
 }
 
+std::string ChanceAccuracyWarning(double accuracy, int64_t classes) {
+  if (classes <= 0 || !(accuracy >= 0)) return "";
+  const double bound = kChanceAccuracyFactor / static_cast<double>(classes);
+  if (accuracy > bound) return "";
+  return absl::StrFormat(
+      "the final test accuracy is %.2f%%, at most %.2f%% (%.1f times chance over %d classes): the run did not "
+      "learn, though its loss never passed the divergence bound. Lower the learning rate or the compression",
+      100 * accuracy, 100 * bound, kChanceAccuracyFactor, classes);
+}
+
 std::string SummaryJson(const SummaryHeader& h, const TrainingSummary& summary) {
   std::string epochs;
   for (const Progress& p : summary.epochs) {

@@ -107,7 +107,8 @@ struct TrainingSummary {
   double peel_recovered_share = -1;
   // What the worker warned about at join (a compressor that does not fit
   // the job's world size, worker/pipeline/job_plan.h JobFitWarnings) and
-  // after the run (a peel that recovered under kPeelRecoveryWarning).
+  // after the run (a peel that recovered under kPeelRecoveryWarning, a final
+  // accuracy no better than guessing: ChanceAccuracyWarning).
   std::vector<std::string> warnings;
 };
 
@@ -118,6 +119,17 @@ inline constexpr double kPeelRecoveryWarning = 0.9;
 // inserted energy; empty when share >= kPeelRecoveryWarning or no peeled
 // sketch was sent (share < 0).
 std::string PeelRecoveryWarning(double share);
+
+// A run that ends with a test accuracy of at most this many times chance
+// (1/classes) has not learned, whether or not its loss ever passed the
+// divergence bound (worker/core/divergence.h): a slow blow-up, or a model
+// stuck on a few classes. Its summary says so.
+inline constexpr double kChanceAccuracyFactor = 1.1;
+// The summary's warning for a final test accuracy `accuracy` (a share) over
+// `classes` classes; empty when accuracy > kChanceAccuracyFactor / classes,
+// when there is no test set (accuracy < 0), or when the run diverged
+// (accuracy NaN: the divergence is reported on its own).
+std::string ChanceAccuracyWarning(double accuracy, int64_t classes);
 
 // Accumulates steps into a window (reset at each report) and into totals.
 class StepStats {

@@ -412,6 +412,9 @@ absl::StatusOr<TrainingSummary> VirtualWorkers::Run(const std::function<void(con
   if (std::string w = PeelRecoveryWarning(summary.peel_recovered_share); !w.empty()) summary.warnings.push_back(w);
   summary.eval_seconds = eval_seconds;
   summary.final_test_accuracy = Evaluate(*s.model, s.test, 1000).accuracy;
+  if (std::string w = ChanceAccuracyWarning(summary.final_test_accuracy, kNumClasses); !w.empty()) {
+    summary.warnings.push_back(w);
+  }
   return summary;
 }
 
