@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -137,6 +138,13 @@ std::string ChanceAccuracyWarning(double accuracy, int64_t classes) {
       "the final test accuracy is %.2f%%, at most %.2f%% (%.1f times chance over %d classes): the run did not "
       "learn, though its loss never passed the divergence bound. Lower the learning rate or the compression",
       100 * accuracy, 100 * bound, kChanceAccuracyFactor, classes);
+}
+
+void AddEndOfRunWarnings(int64_t classes, TrainingSummary* summary) {
+  for (std::string w : {PeelRecoveryWarning(summary->peel_recovered_share),
+                        ChanceAccuracyWarning(summary->final_test_accuracy, classes)}) {
+    if (!w.empty()) summary->warnings.push_back(std::move(w));
+  }
 }
 
 std::string SummaryJson(const SummaryHeader& h, const TrainingSummary& summary) {

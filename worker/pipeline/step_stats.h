@@ -131,6 +131,13 @@ inline constexpr double kChanceAccuracyFactor = 1.1;
 // (accuracy NaN: the divergence is reported on its own).
 std::string ChanceAccuracyWarning(double accuracy, int64_t classes);
 
+// Appends the warnings a finished run earns from its own figures, in this
+// order: PeelRecoveryWarning(summary->peel_recovered_share), then
+// ChanceAccuracyWarning(summary->final_test_accuracy, classes). Call it once
+// both figures are set; every runner (trainer, virtual workers, synthetic
+// profiles) ends through it.
+void AddEndOfRunWarnings(int64_t classes, TrainingSummary* summary);
+
 // Accumulates steps into a window (reset at each report) and into totals.
 class StepStats {
  public:

@@ -239,5 +239,25 @@ TEST(SummaryWarningsTest, ChanceAccuracyWarnsAtOrUnderElevenPercentOfTenClasses)
   EXPECT_EQ(ChanceAccuracyWarning(0.56, 2), "");
 }
 
+TEST(SummaryWarningsTest, EndOfRunWarningsAppendPeelThenChanceAfterTheJoinsOwn) {
+  TrainingSummary summary;
+  summary.warnings = {"from the join"};
+  summary.peel_recovered_share = 0.5;
+  summary.final_test_accuracy = 0.05;
+  AddEndOfRunWarnings(10, &summary);
+  ASSERT_EQ(summary.warnings.size(), 3u);
+  EXPECT_EQ(summary.warnings[0], "from the join");
+  EXPECT_EQ(summary.warnings[1], PeelRecoveryWarning(0.5));
+  EXPECT_EQ(summary.warnings[2], ChanceAccuracyWarning(0.05, 10));
+
+  TrainingSummary quiet;  // recovered all, learned, or nothing to judge: nothing added
+  quiet.peel_recovered_share = -1;
+  quiet.final_test_accuracy = 0.85;
+  AddEndOfRunWarnings(10, &quiet);
+  quiet.final_test_accuracy = -1;
+  AddEndOfRunWarnings(0, &quiet);
+  EXPECT_TRUE(quiet.warnings.empty());
+}
+
 }  // namespace
 }  // namespace sketchfuse

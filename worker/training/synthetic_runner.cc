@@ -145,8 +145,8 @@ absl::StatusOr<TrainingSummary> SyntheticRunner::Run(const std::function<void(co
   }
   stats.Summarize(total_steps, &summary);
   summary.peel_recovered_share = PeelRecoveredShare(*scheme_);
-  if (std::string w = PeelRecoveryWarning(summary.peel_recovered_share); !w.empty()) summary.warnings.push_back(w);
-  summary.final_test_accuracy = -1;
+  summary.final_test_accuracy = -1;  // no test set
+  AddEndOfRunWarnings(/*classes=*/0, &summary);
   return summary;
 }
 

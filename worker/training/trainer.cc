@@ -375,12 +375,9 @@ absl::StatusOr<TrainingSummary> Trainer::Run(const std::function<void(const Prog
   }
   stats.Summarize(total_steps, &summary);
   summary.peel_recovered_share = PeelRecoveredShare(*s.scheme);
-  if (std::string w = PeelRecoveryWarning(summary.peel_recovered_share); !w.empty()) summary.warnings.push_back(w);
   summary.eval_seconds = eval_seconds;
   summary.final_test_accuracy = Evaluate(*s.model, s.test, 1000).accuracy;
-  if (std::string w = ChanceAccuracyWarning(summary.final_test_accuracy, kNumClasses); !w.empty()) {
-    summary.warnings.push_back(w);
-  }
+  AddEndOfRunWarnings(kNumClasses, &summary);
   return summary;
 }
 

@@ -409,12 +409,9 @@ absl::StatusOr<TrainingSummary> VirtualWorkers::Run(const std::function<void(con
   stats.Summarize(total, &summary);
   summary.peel_recovered_share = peel_share();
   summary.warnings = s.fit_warnings;
-  if (std::string w = PeelRecoveryWarning(summary.peel_recovered_share); !w.empty()) summary.warnings.push_back(w);
   summary.eval_seconds = eval_seconds;
   summary.final_test_accuracy = Evaluate(*s.model, s.test, 1000).accuracy;
-  if (std::string w = ChanceAccuracyWarning(summary.final_test_accuracy, kNumClasses); !w.empty()) {
-    summary.warnings.push_back(w);
-  }
+  AddEndOfRunWarnings(kNumClasses, &summary);
   return summary;
 }
 
