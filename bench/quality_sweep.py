@@ -20,7 +20,12 @@ accuracy against bytes sent per worker per step, one line per scheme, one
 panel per model; needs gnuplot). A scheme whose spec cannot reach a ratio
 (a selection above every coordinate) is skipped for it and listed.
 
-Scheme names are the registry's, optionally with a variant after a slash:
+Every scheme of the registry that compresses has a ratio rule (the dense ones
+are the baselines): the fixed-size sketch's routes (fixed_sketch_ps,
+fixed_sketch_allreduce, fixed_sketch_auto) at the registry's shape, and the
+hybrids at their centralized route's bytes; --schemes names them (the default
+list is the sweep's of 2026-11-25). Scheme names are the registry's,
+optionally with a variant after a slash:
   sketch_ps/fetchsgd, sketch_allreduce/fetchsgd  FetchSGD (sketch-space state)
   sketch_ps/estimate, sketch_allreduce/estimate  the estimate decode with
                                                  worker-side error feedback
@@ -52,14 +57,39 @@ SPARSE_FLOATS_PER_SELECTED = {
 }
 
 
+# The two-round fixed-size sketch's shape, the registry's (kFixedSketchSpec in
+# worker/schemes/scheme_registry.cc, checked by quality_sweep_test): a 1 x k
+# table of bfloat16 cells and 2k candidate values, k = density x group size.
+FIXED_SKETCH_SHAPE = "rows=1,width=1,candidates=2,table=bf16"
+FIXED_SKETCHES = ("fixed_sketch_ps", "fixed_sketch_allreduce", "fixed_sketch_auto")
+
+
 def ring_factor(workers):
     """A ring allreduce sends 2(W-1)/W of its data per worker."""
     return 2.0 * (workers - 1) / workers
 
 
+def fixed_sketch_floats_per_selected(base, workers):
+    """Floats of the dense gradient a worker sends per selected coordinate (k)
+    on a fixed-size sketch route (docs/BENCHMARKS.md, "Scale out: a sketch whose
+    bytes do not grow with the workers"): its table at 2 bytes a cell and 2k
+    float32 candidate values, pushed once to a shard (fixed_sketch_ps; the
+    hybrid while its shards answer); the ring sums the table in float32 and
+    moves 2(W-1)/W of both each way."""
+    if base == "fixed_sketch_allreduce":
+        return (1.0 + 2.0) * ring_factor(workers)
+    return 0.5 + 2.0
+
+
 def spec_for(scheme, ratio, workers):
     """(scheme to run, extra worker flags) for about `ratio`x, or None when out of reach."""
     base, _, variant = scheme.partition("/")
+    run_as = base
+    if base == "auto":
+        # The peel's hybrid pushes like sketch_ps while its shards answer.
+        if variant:
+            raise ValueError(f"auto has no variant '{variant}'")
+        base = "sketch_ps"
     allreduce = base == "sketch_allreduce"
     factor = ring_factor(workers) if allreduce else 1.0
     if base in ("sketch_ps", "sketch_allreduce"):
@@ -68,21 +98,26 @@ def spec_for(scheme, ratio, workers):
             # 4 workers, a quarter load for the union of 4 disjoint selections.
             rows, width = 4, workers
             density = 1.0 / (rows * width * ratio * factor)
-            return base, [f"--compressor=count_sketch:method=peel,density={density:.6g},rows={rows},width={width}"]
+            return run_as, [f"--compressor=count_sketch:method=peel,density={density:.6g},rows={rows},width={width}"]
         rows, width = 5, 10  # FetchSGD's and Sketched-SGD's r = 5, c/k = 10
         density = 1.0 / (rows * width * ratio * factor)
         if variant == "fetchsgd":
-            return base, [f"--compressor=count_sketch:method=fetchsgd,density={density:.6g},rows={rows},width={width}"]
+            return run_as, [f"--compressor=count_sketch:method=fetchsgd,density={density:.6g},rows={rows},width={width}"]
         if variant == "estimate":
-            return base, [f"--compressor=count_sketch:method=estimate,density={density:.6g},rows={rows},width={width}"]
+            return run_as, [f"--compressor=count_sketch:method=estimate,density={density:.6g},rows={rows},width={width}"]
         if variant == "estimate2r":
             # The second round sends one more value per decoded coordinate.
             density = 1.0 / ((rows * width + 2) * ratio * factor)
-            return base, [f"--compressor=count_sketch:method=estimate,density={density:.6g},rows={rows},width={width}",
-                          "--second_round"]
+            return run_as, [f"--compressor=count_sketch:method=estimate,density={density:.6g},rows={rows},width={width}",
+                            "--second_round"]
         raise ValueError(f"unknown variant '{variant}' of {base}")
     if variant:
         raise ValueError(f"{base} has no variant '{variant}'")
+    if base in FIXED_SKETCHES:
+        density = 1.0 / (fixed_sketch_floats_per_selected(base, workers) * ratio)
+        if density > 1:
+            return None
+        return base, [f"--compressor=count_sketch:method=candidates,density={density:.6g},{FIXED_SKETCH_SHAPE}"]
     if base == "topk_allgather":
         density = 1.0 / (2.0 * (workers - 1) * ratio)
     elif base in SPARSE_FLOATS_PER_SELECTED:

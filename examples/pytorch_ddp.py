@@ -117,7 +117,38 @@ def resnet50():
     return small_image_resnet("resnet50")
 
 
-MODELS = {"cnn": Cnn, "mlp": Mlp, "resnet18": resnet18, "resnet50": resnet50}
+def cnn_wide():
+    """worker/training/models.h's "cnn_wide" (0.40M parameters): the CNN with 64 and 192 channels."""
+    return Cnn(64, 192)
+
+
+def mlp_large():
+    """worker/training/models.h's "mlp_large" (1.86M parameters): 784-1024-1024-10."""
+    return Mlp(1024, 1024)
+
+
+class CnnBatchNorm(torch.nn.Module):
+    """A conventional small PyTorch CNN that is not the C++ worker's (0.42M parameters): two blocks of
+    a 3x3 convolution, batch norm, ReLU and 2x2 max-pool (32 and 64 channels), then a 128-unit hidden
+    layer. Its batch norm's and biases' few parameters share each bucket with the large layers."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(1, 32, 3, padding=1)
+        self.bn1 = torch.nn.BatchNorm2d(32)
+        self.conv2 = torch.nn.Conv2d(32, 64, 3, padding=1)
+        self.bn2 = torch.nn.BatchNorm2d(64)
+        self.fc1 = torch.nn.Linear(64 * 7 * 7, 128)
+        self.fc2 = torch.nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 2)
+        x = F.max_pool2d(F.relu(self.bn2(self.conv2(x))), 2)
+        return self.fc2(F.relu(self.fc1(x.flatten(1))))
+
+
+MODELS = {"cnn": Cnn, "cnn_bn": CnnBatchNorm, "cnn_wide": cnn_wide, "mlp": Mlp, "mlp_large": mlp_large,
+          "resnet18": resnet18, "resnet50": resnet50}
 
 
 def build_model(name):
@@ -169,7 +200,8 @@ def parse_args(argv=None):
     parser.add_argument("--scheme", default="sketch_allreduce")
     parser.add_argument("--compressor", default=None, help="compressor spec (default: the scheme's)")
     parser.add_argument("--model", default="cnn", choices=sorted(MODELS),
-                        help="cnn and mlp are the C++ worker's; resnet18 is torchvision's")
+                        help="cnn, cnn_wide, mlp and mlp_large are the C++ worker's; cnn_bn is a conventional "
+                             "CNN with batch norm that is not; resnet18 and resnet50 are torchvision's")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                         help="where the model, its gradients and the batches live (cuda: rank r on GPU r mod count)")
     parser.add_argument("--hook_device", default="cpu", choices=["cpu", "cuda"],

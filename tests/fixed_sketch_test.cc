@@ -10,7 +10,9 @@
 //   - the bytes a worker pushes per step on the centralized route are the
 //     same at every number of workers: its table (2 bytes a cell, bf16 by
 //     default) and its candidate values (4 bytes each), plus the request's
-//     framing.
+//     framing; the hybrid's are the centralized route's, byte for byte; the
+//     ring's are two float32 allreduces (the table, the candidate values),
+//     each 2(W - 1)/W of its size both ways, and nothing else.
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -24,6 +26,7 @@
 #include "gtest/gtest.h"
 #include "server/job_config.h"
 #include "worker/virtual/loopback_shards.h"
+#include "worker/collective/collective.h"
 #include "worker/collective/local_group.h"
 #include "worker/pipeline/job_plan.h"
 #include "worker/pipeline/step_pipeline.h"
@@ -163,6 +166,30 @@ std::vector<int64_t> GroupOffsets(const v1::JobConfig& job) {
   return offsets;
 }
 
+// A group's fixed-size sketch from its spec: k, the table's rows x
+// ceil(width k) cells, the p k candidate values of the second round, and the
+// bytes a cell takes on the centralized route (2 for table=bf16, else 4).
+struct FixedShape {
+  uint64_t k = 0;
+  uint64_t cells = 0;
+  uint64_t values = 0;
+  uint64_t cell_bytes = 4;
+};
+
+FixedShape ShapeOf(const v1::GroupConfig& group) {
+  const CompressorSpec spec = *ParseCompressorSpec(group.compressor());
+  FixedShape shape;
+  shape.k = *SpecSelectionSize(group.compressor(), group.dim());
+  double width = 0, rows = 0, candidates = 0;
+  EXPECT_TRUE(absl::SimpleAtod(spec.params.at("width"), &width));
+  EXPECT_TRUE(absl::SimpleAtod(spec.params.at("rows"), &rows));
+  EXPECT_TRUE(absl::SimpleAtod(spec.params.at("candidates"), &candidates));
+  shape.cells = static_cast<uint64_t>(rows * std::ceil(width * shape.k));
+  shape.values = static_cast<uint64_t>(candidates * shape.k);
+  shape.cell_bytes = spec.params.count("table") && spec.params.at("table") == "bf16" ? 2 : 4;
+  return shape;
+}
+
 TEST(FixedSketchTest, TheThreeRoutesApplyTheSameUpdatesAndConserveTheGradient) {
   for (uint32_t workers : {2u, 4u, 8u}) {
     SCOPED_TRACE(absl::StrCat(workers, " workers"));
@@ -284,15 +311,8 @@ TEST(FixedSketchTest, ACentralizedWorkerPushesTheSameBytesAtAnyNumberOfWorkers) 
   const v1::JobConfig job = Job("fixed_sketch_ps", 4);
   uint64_t payload_bytes = 0;
   for (const v1::GroupConfig& group : job.groups()) {
-    const CompressorSpec spec = *ParseCompressorSpec(group.compressor());
-    const uint64_t k = *SpecSelectionSize(group.compressor(), group.dim());
-    double width = 0, rows = 0, candidates = 0;
-    ASSERT_TRUE(absl::SimpleAtod(spec.params.at("width"), &width));
-    ASSERT_TRUE(absl::SimpleAtod(spec.params.at("rows"), &rows));
-    ASSERT_TRUE(absl::SimpleAtod(spec.params.at("candidates"), &candidates));
-    const uint64_t cell_bytes = spec.params.count("table") && spec.params.at("table") == "bf16" ? 2 : 4;
-    payload_bytes += cell_bytes * static_cast<uint64_t>(rows * std::ceil(width * k)) +
-                     4 * static_cast<uint64_t>(candidates * k);
+    const FixedShape shape = ShapeOf(group);
+    payload_bytes += shape.cell_bytes * shape.cells + 4 * shape.values;
   }
   for (size_t bytes : bytes_at[2]) {
     EXPECT_GE(bytes, payload_bytes);
@@ -317,13 +337,10 @@ TEST(FixedSketchTest, ACentralizedWorkerReceivesTheSameBytesAtAnyNumberOfWorkers
   const v1::JobConfig job = Job("fixed_sketch_ps", 4);
   uint64_t indices = 0, values = 0, index_bytes_max = 0;
   for (const v1::GroupConfig& group : job.groups()) {
-    const CompressorSpec spec = *ParseCompressorSpec(group.compressor());
-    const uint64_t k = *SpecSelectionSize(group.compressor(), group.dim());
-    double candidates = 0;
-    ASSERT_TRUE(absl::SimpleAtod(spec.params.at("candidates"), &candidates));
-    const uint64_t n = static_cast<uint64_t>(candidates * k) + k;
+    const FixedShape shape = ShapeOf(group);
+    const uint64_t n = shape.values + shape.k;
     indices += n;
-    values += k;
+    values += shape.k;
     index_bytes_max += n * varint_bytes(group.dim() - 1);
   }
   for (uint32_t workers : {2u, 4u, 8u}) {
@@ -334,6 +351,47 @@ TEST(FixedSketchTest, ACentralizedWorkerReceivesTheSameBytesAtAnyNumberOfWorkers
       EXPECT_LE(received, 4 * values + index_bytes_max + 2 * 96 * job.groups_size()) << workers << " workers";
     }
   }
+}
+
+// The ring and the hybrid at 2, 4 and 8 workers. While its shards answer, the
+// hybrid sends and receives what fixed_sketch_ps does, byte for byte. The
+// ring allreduces each group's table (summed in float32, whatever the table's
+// rounding) and then its p k candidate values, and sends and receives
+// 2(W - 1)/W of each (RingAllReduceBytes) and nothing more: no indices. Its
+// bytes divided by that factor are the same at every W, within the rounding
+// of each allreduce's share to a whole float.
+TEST(FixedSketchTest, TheRingMovesItsTwoAllreducesAndTheHybridItsCentralizedBytes) {
+  std::map<uint32_t, double> ring_per_factor;
+  for (uint32_t workers : {2u, 4u, 8u}) {
+    SCOPED_TRACE(absl::StrCat(workers, " workers"));
+    const v1::JobConfig job = Job("fixed_sketch_allreduce", workers);
+    uint64_t expected = 0;
+    uint64_t floats = 0;
+    for (const v1::GroupConfig& group : job.groups()) {
+      const FixedShape shape = ShapeOf(group);
+      expected += RingAllReduceBytes(shape.cells, static_cast<int>(workers)) +
+                  RingAllReduceBytes(shape.values, static_cast<int>(workers));
+      floats += shape.cells + shape.values;
+    }
+    const RouteRun ring = RunRoute("fixed_sketch_allreduce", workers);
+    ASSERT_EQ(ring.bytes_sent.size(), static_cast<size_t>(kSteps));
+    for (int step = 0; step < kSteps; ++step) {
+      EXPECT_EQ(ring.bytes_sent[step], expected) << "step " << step;
+      EXPECT_EQ(ring.bytes_received[step], expected) << "step " << step;
+    }
+    const double factor = 2.0 * (workers - 1) / workers;
+    ring_per_factor[workers] = static_cast<double>(ring.bytes_sent[0]) / factor;
+    // The formula in floats: 4 (cells + p k) 2(W - 1)/W, up to one byte of
+    // rounding per group and allreduce.
+    EXPECT_NEAR(ring_per_factor[workers], 4.0 * static_cast<double>(floats), 2.0 * job.groups_size() / factor);
+
+    const RouteRun ps = RunRoute("fixed_sketch_ps", workers);
+    const RouteRun hybrid = RunRoute("fixed_sketch_auto", workers);
+    EXPECT_EQ(hybrid.bytes_sent, ps.bytes_sent);
+    EXPECT_EQ(hybrid.bytes_received, ps.bytes_received);
+  }
+  EXPECT_NEAR(ring_per_factor[4], ring_per_factor[2], 8.0);
+  EXPECT_NEAR(ring_per_factor[8], ring_per_factor[2], 8.0);
 }
 
 }  // namespace

@@ -696,6 +696,30 @@ def _has_torchvision():
         return False
 
 
+class ExampleModels(unittest.TestCase):
+    """examples/pytorch_ddp.py's models are the C++ worker's (worker/training/models.h)."""
+
+    def test_the_examples_models_are_the_cpp_workers(self):
+        # worker/training/models.h's four classifiers, layer for layer: the parameter counts the C++
+        # worker's scale study reports (403,146 for cnn_wide, 1,863,690 for mlp_large).
+        sys.path.insert(0, os.path.join(ROOT, "examples"))
+        import pytorch_ddp  # noqa: E402
+        expected = {"cnn": [400, 16, 12800, 32, 15680, 10], "cnn_wide": [1600, 64, 307200, 192, 94080, 10],
+                    "mlp": [200704, 256, 32768, 128, 1280, 10],
+                    "mlp_large": [802816, 1024, 1048576, 1024, 10240, 10]}
+        for name, sizes in expected.items():
+            with self.subTest(model=name):
+                model = pytorch_ddp.build_model(name)
+                self.assertEqual([p.numel() for p in model.parameters()], sizes)
+                self.assertEqual(model(torch.zeros(3, 1, 28, 28)).shape, (3, 10))
+        self.assertEqual(sum(expected["cnn_wide"]), 403_146)
+        self.assertEqual(sum(expected["mlp_large"]), 1_863_690)
+        # The one that is not the worker's: batch norm, 0.42M parameters.
+        model = pytorch_ddp.build_model("cnn_bn")
+        self.assertEqual(sum(p.numel() for p in model.parameters()), 421_834)
+        self.assertEqual(model(torch.zeros(3, 1, 28, 28)).shape, (3, 10))
+
+
 class TorchvisionResNet18(unittest.TestCase):
     """A real convolutional network of 11.2M parameters (batch norm included) through the hook, two ranks."""
 

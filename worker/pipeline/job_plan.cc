@@ -116,6 +116,8 @@ std::vector<std::string> JobFitWarnings(const v1::JobConfig& job) {
     const std::string warning = (*compressor)->FitWarning(group.dim(), job.world_size());
     if (!warning.empty()) warnings.push_back(absl::StrCat("group ", group.group(), " (", group.dim(), " elements): ", warning));
   }
+  const std::string route_warning = SchemeFitWarning(job.run().scheme(), job.world_size());
+  if (!route_warning.empty()) warnings.push_back(route_warning);
   return warnings;
 }
 

@@ -36,7 +36,8 @@ absl::StatusOr<v1::JobConfig> MakeJobConfig(const std::string& job_name, uint32_
 // One line per group whose compressor will serve the job's world size
 // poorly (Compressor::FitWarning: a peeled sketch too small for the
 // workers' selections, with its expected recovery, or larger than the
-// dense gradient), naming the group; empty when every group fits. Workers
+// dense gradient), naming the group, then the scheme's own (SchemeFitWarning:
+// a route that serves this many workers poorly); empty when all fit. Workers
 // print them at join and keep them in their summaries.
 std::vector<std::string> JobFitWarnings(const v1::JobConfig& job);
 

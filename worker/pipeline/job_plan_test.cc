@@ -55,6 +55,32 @@ TEST(JobPlanTest, AnExplicitShapeTooSmallIsWarnedAboutByName) {
   EXPECT_TRUE(JobFitWarnings(*four).empty());
 }
 
+// The fixed sketch on the ring from 16 workers is warned about by name, with
+// its route's factor and the centralized route to use; below 16 workers, and
+// on the centralized route or the hybrid at any W, it is not.
+TEST(JobPlanTest, TheFixedSketchsRingIsWarnedAboutFromSixteenWorkers) {
+  const std::string spec = FindScheme("fixed_sketch_allreduce")->default_compressor_spec;
+  for (uint32_t world : {16u, 64u}) {
+    absl::StatusOr<v1::JobConfig> job = MakeJobConfig("j", world, MlpRun("fixed_sketch_allreduce", spec));
+    ASSERT_TRUE(job.ok()) << job.status();
+    const std::vector<std::string> warnings = JobFitWarnings(*job);
+    ASSERT_EQ(warnings.size(), 1u) << world;
+    EXPECT_EQ(warnings[0].find("fixed_sketch_allreduce at " + std::to_string(world) + " workers"), 0u) << warnings[0];
+    EXPECT_NE(warnings[0].find(world == 16 ? "1.88 times" : "1.97 times"), std::string::npos) << warnings[0];
+    EXPECT_NE(warnings[0].find("fixed_sketch_ps keeps the same bytes"), std::string::npos) << warnings[0];
+  }
+  absl::StatusOr<v1::JobConfig> eight = MakeJobConfig("j", 8, MlpRun("fixed_sketch_allreduce", spec));
+  ASSERT_TRUE(eight.ok()) << eight.status();
+  EXPECT_TRUE(JobFitWarnings(*eight).empty()) << JobFitWarnings(*eight)[0];
+  for (const std::string scheme : {"fixed_sketch_ps", "fixed_sketch_auto"}) {
+    absl::StatusOr<v1::JobConfig> job = MakeJobConfig("j", 256, MlpRun(scheme, spec));
+    ASSERT_TRUE(job.ok()) << job.status();
+    EXPECT_TRUE(JobFitWarnings(*job).empty()) << scheme << ": " << JobFitWarnings(*job)[0];
+  }
+  EXPECT_EQ(SchemeFitWarning("no_such_scheme", 64), "");
+  EXPECT_EQ(SchemeFitWarning("sketch_allreduce", 64), "");
+}
+
 // FetchSGD's momentum lives with the sum: the job carries the run's.
 TEST(JobPlanTest, FetchSgdCarriesTheRunsMomentum) {
   absl::StatusOr<v1::JobConfig> job =

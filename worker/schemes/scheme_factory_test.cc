@@ -113,15 +113,40 @@ TEST(SchemeRegistryTest, EveryEntryIsConsistent) {
       EXPECT_EQ(decentralized->algorithm, info.algorithm) << info.name;
       EXPECT_EQ(centralized->traits.reselects_top_k, info.traits.reselects_top_k) << info.name;
       EXPECT_EQ(decentralized->traits.two_rounds, info.traits.two_rounds) << info.name;
+      // While the servers answer, the hybrid is its centralized route.
+      EXPECT_EQ(centralized->default_compressor_spec, info.default_compressor_spec) << info.name;
     } else {
       EXPECT_TRUE(info.hybrid_of.centralized.empty() && info.hybrid_of.decentralized.empty()) << info.name;
     }
-    if (traits.two_rounds) EXPECT_TRUE(traits.second_round) << info.name;
+    if (traits.two_rounds) {
+      EXPECT_TRUE(traits.second_round) << info.name;
+    }
     if (traits.capped_release) {
       EXPECT_TRUE(traits.worker_momentum) << info.name << ": a cap is a multiple of the worker's velocity";
     }
   }
   EXPECT_EQ(SchemesHelp().find("  sketch_ps: "), 0u);
+}
+
+// The two-round fixed-size sketch is one algorithm on three routes: one
+// default spec and the same traits, so the routes apply the same updates
+// (//tests:fixed_sketch_test) and the hybrid's fallback changes no shape.
+TEST(SchemeRegistryTest, TheFixedSketchRoutesShareOneSpecAndOneSetOfTraits) {
+  const absl::StatusOr<SchemeInfo> ps = FindScheme("fixed_sketch_ps");
+  ASSERT_TRUE(ps.ok()) << ps.status();
+  for (const std::string name : {"fixed_sketch_allreduce", "fixed_sketch_auto"}) {
+    const absl::StatusOr<SchemeInfo> other = FindScheme(name);
+    ASSERT_TRUE(other.ok()) << other.status();
+    EXPECT_EQ(other->default_compressor_spec, ps->default_compressor_spec) << name;
+    EXPECT_EQ(other->traits.worker_momentum, ps->traits.worker_momentum) << name;
+    EXPECT_EQ(other->traits.capped_release, ps->traits.capped_release) << name;
+    EXPECT_EQ(other->traits.second_round, ps->traits.second_round) << name;
+    EXPECT_EQ(other->traits.two_rounds, ps->traits.two_rounds) << name;
+    EXPECT_EQ(other->traits.reselects_top_k, ps->traits.reselects_top_k) << name;
+    EXPECT_EQ(other->traits.runs_on_gpu, ps->traits.runs_on_gpu) << name;
+    EXPECT_EQ(other->traits.needs_parameters, ps->traits.needs_parameters) << name;
+  }
+  EXPECT_TRUE(ps->traits.two_rounds);
 }
 
 TEST(SchemeRegistryTest, MomentumGoesWhereTheSchemeKeepsIt) {

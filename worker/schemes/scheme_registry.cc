@@ -5,6 +5,7 @@
 #include "worker/gpu/device_group_state.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "common/compressor_registry.h"
@@ -12,10 +13,35 @@
 
 namespace sketchfuse {
 
+namespace {
+
+// The peel's centralized default, shared by sketch_ps and by the hybrid that
+// pushes like it (auto): a table of 4 rows sized by the job plan for the
+// workers' selections (SpecForJob fills in workers=W).
+constexpr char kPeelPsSpec[] = "count_sketch:method=peel,density=0.00625,rows=4";
+
+// The two-round sketch of fixed size: one spec and one set of traits for its
+// three routes (fixed_sketch_allreduce, fixed_sketch_ps, fixed_sketch_auto),
+// which apply the same updates bit for bit (//tests:fixed_sketch_test). A 1 x k
+// table and 2k candidate values per group (10x fewer floats than dense at
+// density 0.0333), the same at any number of workers; the shape measured best
+// at 16 workers among those of 10x (docs/BENCHMARKS.md, "Scale out"). It
+// applies the top k of the exact sums of what the workers send in the second
+// round, which the release cap scales (kTwoRoundReleaseCapFactor; no cap keeps
+// the CNN at 16 workers at 10x: docs/BENCHMARKS.md).
+constexpr char kFixedSketchSpec[] =
+    "count_sketch:method=candidates,density=0.0333,rows=1,width=1,candidates=2,table=bf16";
+
+SchemeTraits FixedSketchTraits() {
+  return SchemeTraits().WorkerMomentum().CappedRelease().TwoRounds().ReselectsTopK().RunsOnGpu();
+}
+
+}  // namespace
+
 const std::vector<SchemeInfo>& Schemes() {
   using T = SchemeTraits;
   static const std::vector<SchemeInfo>* schemes = new std::vector<SchemeInfo>{
-      {"sketch_ps", Route::kCentralized, "count_sketch", "count_sketch:method=peel,density=0.00625,rows=4",
+      {"sketch_ps", Route::kCentralized, "count_sketch", kPeelPsSpec,
        "Count-Sketch per fused group, summed on the servers, which decode the global top-k (Sketch-Fusion)",
        T().WorkerMomentum().CappedRelease().SecondRound().RunsOnGpu()},
       // topk_ps applies k coordinates in all (the servers re-select the
@@ -35,29 +61,20 @@ const std::vector<SchemeInfo>& Schemes() {
       {"sketch_allreduce", Route::kDecentralized, "count_sketch", "count_sketch:method=peel,density=0.0042,rows=4",
        "allreduce of the sketches; every worker decodes the same top-k (gs-SGD global sketching)",
        T().WorkerMomentum().CappedRelease().SecondRound().RunsOnGpu(), &RoundsAllreduce},
-      // The two-round sketch of fixed size: a 1 x k table and 2k candidate
-      // values per group (10x fewer floats than dense at density 0.0333),
-      // the same at any number of workers; the shape measured best at 16
-      // workers among those of 10x (docs/BENCHMARKS.md, "Scale out"). It
-      // applies the top k of the exact sums of what the workers send in the
-      // second round, which the release cap scales (kTwoRoundReleaseCapFactor;
-      // no cap keeps the CNN at 16 workers at 10x: docs/BENCHMARKS.md). Its
-      // centralized and hybrid forms are fixed_sketch_ps and
-      // fixed_sketch_auto.
-      {"fixed_sketch_allreduce", Route::kDecentralized, "count_sketch",
-       "count_sketch:method=candidates,density=0.0333,rows=1,width=1,candidates=2,table=bf16",
+      // The two-round sketch of fixed size (kFixedSketchSpec) on the ring;
+      // fixed_sketch_ps and fixed_sketch_auto are its other two routes.
+      {"fixed_sketch_allreduce", Route::kDecentralized, "count_sketch", kFixedSketchSpec,
        "allreduce of fixed-size sketches, then of the exact values at the decoded candidates (no indices); the top "
        "k of those sums applied: bytes per worker independent of the number of workers",
-       T().WorkerMomentum().CappedRelease().TwoRounds().ReselectsTopK().RunsOnGpu(), &RoundsAllreduce},
+       FixedSketchTraits(), &RoundsAllreduce},
       // The same two-round sketch with the servers summing: each worker
       // pushes its table, the shard decodes the candidates; each pushes its
       // values there (no indices), the shard answers the top k of the sums.
-      {"fixed_sketch_ps", Route::kCentralized, "count_sketch",
-       "count_sketch:method=candidates,density=0.0333,rows=1,width=1,candidates=2,table=bf16",
+      {"fixed_sketch_ps", Route::kCentralized, "count_sketch", kFixedSketchSpec,
        "fixed-size sketches summed on the servers, which decode the candidates; the workers' exact values there "
        "(no indices) summed in a second push and the top k applied: bytes per worker independent of the number "
        "of workers",
-       T().WorkerMomentum().CappedRelease().TwoRounds().ReselectsTopK().RunsOnGpu()},
+       FixedSketchTraits()},
       {"topk_allgather", Route::kDecentralized, "topk", "topk:density=0.01",
        "local top-k, allgather of (index, value), summed", T().WorkerMomentum().CappedRelease(), &RoundsAllreduce},
       // gtopk applies k coordinates in all, where topk_allgather applies the
@@ -79,13 +96,12 @@ const std::vector<SchemeInfo>& Schemes() {
        &SparDL},
       // The hybrid pushes like sketch_ps and falls back to sketch_allreduce's
       // algorithm; the servers decode in one round, so no second round.
-      {"auto", Route::kHybrid, "count_sketch", "count_sketch:method=peel,density=0.00625,rows=4",
+      {"auto", Route::kHybrid, "count_sketch", kPeelPsSpec,
        "sketch_ps while the servers answer, sketch_allreduce when they fail; back when they are healthy",
        T().WorkerMomentum().CappedRelease().RunsOnGpu(), &RoundsAllreduce, {"sketch_ps", "sketch_allreduce"}},
-      {"fixed_sketch_auto", Route::kHybrid, "count_sketch",
-       "count_sketch:method=candidates,density=0.0333,rows=1,width=1,candidates=2,table=bf16",
+      {"fixed_sketch_auto", Route::kHybrid, "count_sketch", kFixedSketchSpec,
        "fixed_sketch_ps while the servers answer, fixed_sketch_allreduce when they fail; back when they are healthy",
-       T().WorkerMomentum().CappedRelease().TwoRounds().ReselectsTopK().RunsOnGpu(), &RoundsAllreduce,
+       FixedSketchTraits(), &RoundsAllreduce,
        {"fixed_sketch_ps", "fixed_sketch_allreduce"}},
   };
   return *schemes;
@@ -154,6 +170,28 @@ absl::StatusOr<uint64_t> SpecSelectionSize(const std::string& spec, uint64_t dim
     }
   }
   return SelectionSize(dim, density, k);
+}
+
+std::string SchemeFitWarning(const std::string& scheme, uint32_t world_size) {
+  absl::StatusOr<SchemeInfo> info = FindScheme(scheme);
+  if (!info.ok() || info->route != Route::kDecentralized || !info->traits.two_rounds ||
+      world_size < kTwoRoundRingWarningWorkers) {
+    return "";
+  }
+  // Its centralized form: the one the hybrid that falls back to it pushes to.
+  std::string centralized;
+  for (const SchemeInfo& other : Schemes()) {
+    if (other.route == Route::kHybrid && other.hybrid_of.decentralized == scheme) {
+      centralized = other.hybrid_of.centralized;
+    }
+  }
+  const double factor = 2.0 * (world_size - 1) / world_size;
+  return absl::StrCat(
+      scheme, " at ", world_size, " workers: the ring sends and receives ", absl::StrFormat("%.2f", factor),
+      " times its table and candidate values, where a shard route pushes them once, so at the same bytes per worker "
+      "it selects fewer than half the coordinates; in the scale study it ended 7.7 to 25.8 points below dense at 16 "
+      "to 256 workers (docs/BENCHMARKS.md, \"The scale study\")",
+      centralized.empty() ? "" : absl::StrCat("; ", centralized, " keeps the same bytes at any number of workers"));
 }
 
 absl::StatusOr<uint64_t> FinalRoundTopK(const std::string& scheme, const std::string& compressor_spec, uint64_t dim) {

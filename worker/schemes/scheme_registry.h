@@ -115,6 +115,18 @@ absl::StatusOr<uint64_t> SpecSelectionSize(const std::string& spec, uint64_t dim
 // spec that does not parse.
 absl::StatusOr<uint64_t> FinalRoundTopK(const std::string& scheme, const std::string& compressor_spec, uint64_t dim);
 
+// From this many workers a two-round sketch on the ring (fixed_sketch_allreduce)
+// is warned about at join: in the scale study it ended 7.7 to 25.8 points
+// below dense at 16 to 256 workers (docs/BENCHMARKS.md, "The scale study").
+inline constexpr uint32_t kTwoRoundRingWarningWorkers = 16;
+
+// A line naming `scheme` when its route serves `world_size` workers poorly
+// (today: a two-round sketch on the ring at kTwoRoundRingWarningWorkers or
+// more, with the centralized route that keeps its bytes flat); empty
+// otherwise, and for an unknown scheme (refused where the job is checked).
+// JobFitWarnings prints it at join beside the groups' fit warnings.
+std::string SchemeFitWarning(const std::string& scheme, uint32_t world_size);
+
 // FinalRoundTopK of each group of `job` under its run's scheme, in group
 // order: the collective route's reading of what the shards read from
 // GroupConfig::reselect_top_k.

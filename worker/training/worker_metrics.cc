@@ -5,6 +5,8 @@
 namespace sketchfuse {
 namespace {
 
+static_assert(kPeelRecoveryWarning == 0.9, "the peel gauges' help texts name the threshold");
+
 prometheus::Gauge& SingleGauge(prometheus::Registry& registry, const std::string& name, const std::string& help) {
   return prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add({});
 }
@@ -47,6 +49,12 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& registry)
                                      "Dense gradient bytes over bytes sent, since the last progress report.")),
       residual_norm_(SingleGauge(registry, "sketchfuse_worker_residual_norm",
                                  "L2 norm of the error-feedback residuals of every group, at the last report.")),
+      peel_recovery_low_(prometheus::BuildGauge()
+                             .Name("sketchfuse_worker_peel_recovery_low")
+                             .Help("1 while the share of the inserted energy the peel's decodes gave back "
+                                   "(sketchfuse_worker_peel_recovered_share) is under 0.9, 0 otherwise; absent "
+                                   "in runs without a peel.")
+                             .Register(registry)),
       peel_recovered_share_(SingleGauge(registry, "sketchfuse_worker_peel_recovered_share",
                                         "Share of the energy this worker inserted into peeled sketches that the "
                                         "decodes gave back, since the run started (below 0.9: the table is too "
@@ -67,7 +75,10 @@ void WorkerMetrics::OnStep(const StepReport& step) {
 void WorkerMetrics::OnProgress(const Progress& progress) {
   compression_ratio_.Set(progress.compression_ratio);
   residual_norm_.Set(progress.residual_norm);
-  if (progress.peel_recovered_share >= 0) peel_recovered_share_.Set(progress.peel_recovered_share);
+  if (progress.peel_recovered_share >= 0) {
+    peel_recovered_share_.Set(progress.peel_recovered_share);
+    peel_recovery_low_.Add({}).Set(progress.peel_recovered_share < kPeelRecoveryWarning ? 1 : 0);
+  }
   train_loss_.Set(progress.train_loss);
   if (progress.test_accuracy >= 0) test_accuracy_.Set(progress.test_accuracy);
 }

@@ -9,6 +9,10 @@
 //   sketchfuse_worker_peel_recovered_share       share of the energy inserted into peeled sketches
 //                                                that the decodes gave back, since the start (runs
 //                                                with count_sketch method=peel on host groups)
+//   sketchfuse_worker_peel_recovery_low          1 while that share is under kPeelRecoveryWarning
+//                                                (0.9: the table is too small for the workers'
+//                                                selections, the summary warns too), 0 while it is
+//                                                not; absent until a peel has decoded
 //   sketchfuse_worker_train_loss                 mean training loss since the last report
 //   sketchfuse_worker_test_accuracy              at the last epoch's end
 // NOTE: thread-safe (prometheus-cpp's metrics are).
@@ -16,6 +20,7 @@
 #define SKETCHFUSE_WORKER_TRAINING_WORKER_METRICS_H_
 
 #include "prometheus/counter.h"
+#include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
@@ -40,6 +45,9 @@ class WorkerMetrics {
   prometheus::Counter& dense_bytes_;
   prometheus::Gauge& compression_ratio_;
   prometheus::Gauge& residual_norm_;
+  // Its one gauge is added at the first report with a peel's share
+  // (Family::Add is idempotent and thread-safe).
+  prometheus::Family<prometheus::Gauge>& peel_recovery_low_;
   prometheus::Gauge& peel_recovered_share_;
   prometheus::Gauge& train_loss_;
   prometheus::Gauge& test_accuracy_;
