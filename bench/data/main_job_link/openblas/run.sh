@@ -7,7 +7,9 @@
 # 1. every scheme of the registry at the main job's default rate (200mbit per
 #    host), one after another in one launcher run;
 # 2. the main job's three schemes (scripts/main_job.sh's defaults) on 100mbit,
-#    1gbit and loopback, one launcher run each.
+#    1gbit and loopback, one launcher run each (300mbit too, a run of its own:
+#    `bash bench/data/main_job_link/openblas/run.sh 300mbit` runs only the named
+#    links, without step 1).
 # Settings: 4 workers, 2 shards, the Fashion-MNIST MLP, 2 epochs of 24,000
 # examples, batch 32, lr 0.05, momentum 0.9, seed 1, each scheme's default.
 set -euo pipefail
@@ -19,10 +21,14 @@ keep() {  # keep NAME OUTDIR: the launcher's comparison, curves and plot as NAME
   [ -f "$2/accuracy_vs_time.png" ] && cp "$2/accuracy_vs_time.png" "$here/$1.png"
   return 0
 }
-bash scripts/local_cluster.sh --link=200mbit --schemes="$schemes" --out=out/main_job_link/openblas_every \
-  >"$here/every_scheme_200mbit.txt" 2>&1
-keep every_scheme_200mbit out/main_job_link/openblas_every
-for link in 100mbit 1gbit none; do
+links=("$@")
+if [ ${#links[@]} -eq 0 ]; then
+  bash scripts/local_cluster.sh --link=200mbit --schemes="$schemes" --out=out/main_job_link/openblas_every \
+    >"$here/every_scheme_200mbit.txt" 2>&1
+  keep every_scheme_200mbit out/main_job_link/openblas_every
+  links=(100mbit 1gbit none)
+fi
+for link in "${links[@]}"; do
   bash scripts/local_cluster.sh --link="$link" --out="out/main_job_link/openblas_$link" >"$here/$link.txt" 2>&1
   keep "$link" "out/main_job_link/openblas_$link"
 done
