@@ -15,12 +15,7 @@
 set -euo pipefail
 here=bench/data/main_job_link/openblas
 schemes=dense_allreduce,dense_bf16_allreduce,dense_ps,sketch_ps,sketch_allreduce,auto,fixed_sketch_ps,fixed_sketch_allreduce,fixed_sketch_auto,topk_allgather,topk_ps,gtopk,spardl,importance_allreduce
-keep() {  # keep NAME OUTDIR: the launcher's comparison, curves and plot as NAME.*
-  cp "$2/comparison.json" "$here/$1.comparison.json"
-  cp "$2/curves.csv" "$here/$1.curves.csv"
-  [ -f "$2/accuracy_vs_time.png" ] && cp "$2/accuracy_vs_time.png" "$here/$1.png"
-  return 0
-}
+source "$here/keep.sh"
 links=("$@")
 if [ ${#links[@]} -eq 0 ]; then
   bash scripts/local_cluster.sh --link=200mbit --schemes="$schemes" --out=out/main_job_link/openblas_every \

@@ -6,6 +6,7 @@
 #   bash bench/data/main_job_link/openblas/run_regimes.sh [w8] [cnn] [w16]
 set -euo pipefail
 here=bench/data/main_job_link/openblas
+source "$here/keep.sh"
 regimes=("$@")
 [ ${#regimes[@]} -gt 0 ] || regimes=(w8 cnn w16)
 for regime in "${regimes[@]}"; do
@@ -17,7 +18,5 @@ for regime in "${regimes[@]}"; do
   esac
   out="out/main_job_link/openblas_$regime"
   bash scripts/local_cluster.sh --link=200mbit "${flags[@]}" --out="$out" >"$here/${regime}_200mbit.txt" 2>&1
-  cp "$out/comparison.json" "$here/${regime}_200mbit.comparison.json"
-  cp "$out/curves.csv" "$here/${regime}_200mbit.curves.csv"
-  [ -f "$out/accuracy_vs_time.png" ] && cp "$out/accuracy_vs_time.png" "$here/${regime}_200mbit.png"
+  keep "${regime}_200mbit" "$out"
 done
