@@ -85,8 +85,8 @@ absl::StatusOr<Payload> GroupCompressors::Encode(int group, GradientView grad, c
       on_device_ ? stack.device->Encode(grad, context.step) : stack.top->Encode(grad.host(), context);
   stack.sent_fraction = 1;
   stack.inserted.clear();
-  if (payload.ok() && !on_device_ && payload->kind == PayloadKind::kSketch && payload->inserted.has_value() &&
-      stack.error_feedback != nullptr) {
+  if (payload.ok() && payload->kind == PayloadKind::kSketch && payload->inserted.has_value() &&
+      (stack.device != nullptr || stack.error_feedback != nullptr)) {
     stack.inserted = *payload->inserted;
   }
   if (payload.ok() && stack.release_cap > 0) {
@@ -235,6 +235,20 @@ absl::Status GroupCompressors::Settle(int group, const Settlement& settlement) {
     // A capped payload sent only sent_fraction of each released coordinate:
     // the rest stays (as on the host).
     const float kept = stack.sent_fraction < 1 && !settlement.release.all ? 1 - stack.sent_fraction : 0.0f;
+    if (!stack.inserted.empty()) {
+      // The residual at the inserted coordinates, before the release zeroes
+      // it: a gather of the selection's k values (a fit check first, so a
+      // misfit release counts nothing).
+      if (absl::Status s = ValidateCoordinates(settlement.release, stack.device->dim()); !s.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("group ", group, " release: ", s.message()));
+      }
+      absl::StatusOr<std::vector<float>> at_inserted = stack.device->ResidualAt(stack.inserted);
+      if (!at_inserted.ok()) {
+        return absl::Status(at_inserted.status().code(),
+                            absl::StrCat("group ", group, " reading the peel's recovery: ", at_inserted.status().message()));
+      }
+      CountRecovery(stack, *at_inserted, settlement.release);
+    }
     if (absl::Status s = stack.device->Settle(settlement.release, settlement.velocity_mask, kept); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("group ", group, " ", s.message()));
     }
@@ -260,7 +274,13 @@ absl::Status GroupCompressors::Settle(int group, const Settlement& settlement) {
     if (absl::Status s = stack.momentum->MaskVelocity(settlement.velocity_mask); !s.ok()) return s;
   }
   if (stack.error_feedback != nullptr) {
-    CountRecovery(stack, settlement.release);
+    if (!stack.inserted.empty()) {
+      const absl::Span<const float> e = stack.error_feedback->residual();
+      std::vector<float> at_inserted;
+      at_inserted.reserve(stack.inserted.size());
+      for (uint32_t i : stack.inserted) at_inserted.push_back(e[i]);
+      CountRecovery(stack, at_inserted, settlement.release);
+    }
     // A capped payload sent only sent_fraction of each released coordinate:
     // the rest stays.
     Update kept;
@@ -280,13 +300,12 @@ absl::Status GroupCompressors::Settle(int group, const Settlement& settlement) {
   return absl::OkStatus();
 }
 
-void GroupCompressors::CountRecovery(Stack& stack, const Coordinates& release) {
-  if (stack.inserted.empty()) return;
-  const absl::Span<const float> e = stack.error_feedback->residual();
+void GroupCompressors::CountRecovery(Stack& stack, absl::Span<const float> at_inserted, const Coordinates& release) {
   double inserted = 0, recovered = 0;
   size_t r = 0;  // both lists ascend
-  for (uint32_t i : stack.inserted) {
-    const double energy = static_cast<double>(e[i]) * e[i];
+  for (size_t j = 0; j < stack.inserted.size(); ++j) {
+    const uint32_t i = stack.inserted[j];
+    const double energy = static_cast<double>(at_inserted[j]) * at_inserted[j];
     inserted += energy;
     if (release.all) {
       recovered += energy;

@@ -136,8 +136,9 @@ class GroupCompressors {
   // sketches (payloads listing their inserted coordinates), summed over the
   // groups and the settled steps since Create: the energy (sum of squares)
   // of the residual at the inserted coordinates, and at those a settlement
-  // released. Host placement only (a GPU group's residual stays on the
-  // device): zero there, and for every other payload.
+  // released. On the GPU the residual at the inserted coordinates is
+  // gathered on the device (DeviceStack::ResidualAt) at each settlement.
+  // Zero for every other payload.
   struct PeelRecovery {
     double inserted = 0;
     double recovered = 0;
@@ -167,7 +168,7 @@ class GroupCompressors {
     float release_cap = 0;
     // The factor the last payload's values were scaled by (1: sent whole).
     float sent_fraction = 1;
-    // The coordinates the last payload inserted into a peeled sketch (host
+    // The coordinates the last payload inserted into a peeled sketch (either
     // placement), until the step is settled.
     std::vector<uint32_t> inserted;
   };
@@ -182,9 +183,10 @@ class GroupCompressors {
   // stack.sent_fraction (untouched when under the cap).
   static void ScaleToCap(Stack& stack, double sent_squared, double velocity_squared, absl::Span<float> values);
 
-  // Adds the last payload's recovery (stack.inserted against `release`) to
-  // peel_recovery_; before the residual is released.
-  void CountRecovery(Stack& stack, const Coordinates& release);
+  // Adds the last payload's recovery (stack.inserted, whose residual values
+  // are `at_inserted` in their order, against `release`) to peel_recovery_
+  // and clears stack.inserted; before the residual is released.
+  void CountRecovery(Stack& stack, absl::Span<const float> at_inserted, const Coordinates& release);
 
   std::vector<Stack> stacks_;
   bool on_device_ = false;

@@ -5,14 +5,16 @@
 // release cap) and with method=estimate, and fixed_sketch_allreduce with its
 // default (method=candidates and the second round, whose exact values the
 // GPU gathers from its residual). The sketches differ only in float
-// rounding, so the two runs agree: every step sends the same bytes, and each
-// worker's final residual and velocity match within 1e-3 of their norms (a
+// rounding, so the two runs agree: every step sends the same bytes, each
+// worker's final residual and velocity match within 1e-3 of their norms, and
+// the peel's recovered share (counted on both placements) within 1e-3 (a
 // coordinate at the top-k boundary, or at the edge of what the peel
 // separates, may be taken in one run and not in the other; the rest are
 // identical).
 #include <cmath>
 #include <tuple>
 
+#include "absl/strings/match.h"
 #include "cuda/gpu_test_util.h"
 #include "gtest/gtest.h"
 #include "worker/collective/local_group.h"
@@ -95,6 +97,15 @@ TEST_P(DeviceSyntheticRunTest, TheGpuPlacementTrainsLikeTheHostOne) {
     EXPECT_EQ(gpu[rank].summary.collective_steps, 3);
     EXPECT_GT(gpu[rank].summary.bytes_sent_per_step, 0);
     EXPECT_EQ(gpu[rank].summary.bytes_sent_per_step, host[rank].summary.bytes_sent_per_step);
+    // The peel's recovery is counted on both placements (the GPU gathers the
+    // residual at its selection), and only for the peel.
+    if (absl::StrContains(GetParam().compressor, "method=peel")) {
+      EXPECT_GT(host[rank].summary.peel_recovered_share, 0);
+      EXPECT_NEAR(gpu[rank].summary.peel_recovered_share, host[rank].summary.peel_recovered_share, 1e-3);
+    } else {
+      EXPECT_EQ(host[rank].summary.peel_recovered_share, -1);
+      EXPECT_EQ(gpu[rank].summary.peel_recovered_share, -1);
+    }
     ASSERT_EQ(gpu[rank].state.size(), host[rank].state.size());
     for (size_t g = 0; g < host[rank].state.size(); ++g) {
       for (const auto& [part, want, got] :

@@ -8,7 +8,7 @@
 //   sketchfuse_worker_residual_norm              L2 norm of the error-feedback residuals
 //   sketchfuse_worker_peel_recovered_share       share of the energy inserted into peeled sketches
 //                                                that the decodes gave back, since the start (runs
-//                                                with count_sketch method=peel on host groups)
+//                                                with count_sketch method=peel, either placement)
 //   sketchfuse_worker_peel_recovery_low          1 while that share is under kPeelRecoveryWarning
 //                                                (0.9: the table is too small for the workers'
 //                                                selections, the summary warns too), 0 while it is
