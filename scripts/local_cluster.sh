@@ -42,7 +42,7 @@
 # the whole job's on this machine's cores, not one worker's.
 #
 # Workers evaluate a fixed 2000-example test subset about 15 times per run
-# for the curves (every 25 steps in the default run; at least 5 steps apart;
+# for the curves (every 24 steps in the default run; at least 5 steps apart;
 # -- --eval_every=N --eval_examples=M to change it). Expects
 # bazel-bin/server/sketchfuse_server and bazel-bin/worker/sketchfuse_worker
 # (scripts/main_job.sh builds them), or the binaries SKETCHFUSE_SERVER and
