@@ -30,6 +30,18 @@ absl::StatusOr<Update> FetchSgdState::Step(const Payload& sum) {
                                                    " seed ", sum.sketch.seed, ")"));
   }
   const float rho = momentum_;
+  // A sum of finite sketches can still take the state past float's range
+  // (a worker sending cells near FLT_MAX step after step): refused before
+  // anything is written, so the state stays finite, as Restore needs it.
+  for (size_t c = 0; c < u_.size(); ++c) {
+    const float u = rho * u_[c] + sum.values[c];
+    const float e = e_[c] + u;
+    if (!std::isfinite(u) || !std::isfinite(e)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "FetchSGD state of a group of ", dim_, " elements: the step's sum (cell ", c, ": ", sum.values[c],
+          ") would take its ", std::isfinite(u) ? "error" : "momentum", " sketch past float's range; step refused"));
+    }
+  }
   for (size_t c = 0; c < u_.size(); ++c) {
     u_[c] = rho * u_[c] + sum.values[c];
     e_[c] += u_[c];

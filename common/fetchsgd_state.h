@@ -48,7 +48,9 @@ class FetchSgdState final : public AggregationState {
 
   // Folds the step's summed gradient sketch in and returns the step's
   // update (sparse, ascending). INVALID_ARGUMENT, with the state unchanged,
-  // if `sum` is not a sketch of this group's shape and size.
+  // if `sum` is not a sketch of this group's shape and size, or if folding
+  // it in would take a cell of the state past float's range (the state
+  // stays finite).
   absl::StatusOr<Update> Step(const Payload& sum) override;
 
   std::unique_ptr<AggregationState> Clone() const override { return std::make_unique<FetchSgdState>(*this); }

@@ -89,5 +89,28 @@ TEST(FetchSgdStateTest, RefusesWhatDoesNotFitAndKeepsItsState) {
   EXPECT_EQ(state.Save(), before);
 }
 
+// Finite sums that would overflow the state (a worker sending cells near
+// FLT_MAX each step) are refused, and the state stays finite and as it was.
+TEST(FetchSgdStateTest, RefusesASumThatWouldOverflowItsState) {
+  const SketchShape shape{3, 200, 2};
+  FetchSgdState state = *FetchSgdState::Create(shape, 2000, 10, 0.9f);
+  Payload huge = SketchOf(shape, GaussianVector(2000, 1));
+  for (float& v : huge.values) v = 3e38f;
+  // The first step fits (3e38); a second would take momentum and error past
+  // float's range at the cells the decode did not zero.
+  ASSERT_TRUE(state.Step(huge).ok());
+  const std::vector<float> before = state.Save();
+  const absl::Status overflow = state.Step(huge).status();
+  EXPECT_EQ(overflow.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(overflow.message().find("past float's range"), std::string::npos) << overflow;
+  EXPECT_EQ(state.Save(), before);
+  for (float v : state.Save()) ASSERT_TRUE(std::isfinite(v));
+  // The state still restores, and still steps on an ordinary sum.
+  EXPECT_TRUE(state.Restore(before).ok());
+  Payload negative = huge;
+  for (float& v : negative.values) v = -3e38f;
+  EXPECT_TRUE(state.Step(negative).ok());  // brings the cells back toward 0
+}
+
 }  // namespace
 }  // namespace sketchfuse

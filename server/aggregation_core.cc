@@ -38,9 +38,10 @@ absl::StatusOr<std::unique_ptr<AggregationCore>> AggregationCore::Create(
   if (config.round_deadline <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("aggregation config: round_deadline must be positive");
   }
-  if (config.step_window == 0 || config.max_open_rounds == 0 || config.max_held_bytes == 0) {
+  if (config.step_window == 0 || config.max_open_rounds == 0 || config.max_held_bytes == 0 ||
+      config.max_pushes_waiting == 0) {
     return absl::InvalidArgumentError(
-        "aggregation config: step_window, max_open_rounds and max_held_bytes must be at least 1");
+        "aggregation config: step_window, max_open_rounds, max_held_bytes and max_pushes_waiting must be at least 1");
   }
   std::unique_ptr<AggregationCore> core(new AggregationCore(config));
   for (const GroupSpec& spec : core->config_.groups) {
@@ -170,7 +171,10 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
     return;
   }
   const RoundId id{key.group, key.step, key.round};
-  const uint64_t payload_bytes = payload.WireBytes();
+  const uint64_t payload_bytes = payload.WireBytes();  // as received
+  // What the round holds of it: a second round's values placed at their
+  // candidates also hold the candidates' indices.
+  uint64_t held_bytes = payload_bytes;
   absl::StatusOr<RoundResult> immediate = absl::UnknownError("unset");
   bool answer_now = false;
   bool parked_now = false;  // the push waits, parked, for its round to open
@@ -182,6 +186,8 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
       if (absl::Status fits = PlaceAtCandidatesLocked(key, &payload); !fits.ok()) {
         immediate = fits;
         answer_now = true;
+      } else {
+        held_bytes = payload.WireBytes();
       }
     }
     auto open = rounds_.end();
@@ -211,7 +217,7 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
       }
       NewRoundPlace place = NewRoundPlace::kWithinWindow;
       if (!answer_now) {
-        if (absl::Status may_open = CheckNewRoundLocked(key, worker, payload_bytes, &place, &superseded);
+        if (absl::Status may_open = CheckNewRoundLocked(key, worker, held_bytes, &place, &superseded);
             !may_open.ok()) {
           immediate = std::move(may_open);
           answer_now = true;
@@ -233,6 +239,7 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
             round.deadline = now + config_.round_deadline;
             round.arrived.assign(config_.world_size, false);
             round.parts.resize(config_.world_size);
+            round.waiting_by_worker.assign(config_.world_size, 0);
             open = rounds_.emplace(id, std::move(round)).first;
             ++stats_.rounds_open;
             AdoptParkedLocked(id, open->second);
@@ -247,6 +254,7 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
         round.deadline = now + config_.round_deadline;
         round.arrived.assign(config_.world_size, false);
         round.parts.resize(config_.world_size);
+        round.waiting_by_worker.assign(config_.world_size, 0);
         if (place == NewRoundPlace::kBeyondWindow) {
           round.beyond_window_holder = worker;
           progress_[key.group].beyond_window_rounds[worker] = key.step;
@@ -264,13 +272,23 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
         round.parts[worker] = std::move(payload);
         round.arrived[worker] = true;
         ++round.count;
-        round.bytes += payload_bytes;
+        round.bytes += held_bytes;
         stats_.bytes_in += payload_bytes;
-        stats_.bytes_held += payload_bytes;
+        stats_.bytes_held += held_bytes;
       }
-      // A repeated push of the same worker just waits for the answer.
+      // A repeated push of the same worker just waits for the answer, up to
+      // max_pushes_waiting of them.
+      if (round.waiting_by_worker[worker] >= config_.max_pushes_waiting) {
+        ++stats_.refused_over_capacity;
+        immediate = absl::ResourceExhaustedError(absl::StrCat(
+            "worker ", worker, " already has ", round.waiting_by_worker[worker], " pushes of ",
+            RoundName(config_.job, key.group, key.step, key.round),
+            " waiting for its answer (the most one worker may have); wait for them"));
+        answer_now = true;
+      }
       if (!answer_now) {
         round.waiting.push_back(std::move(done));
+        ++round.waiting_by_worker[worker];
         if (round.count == config_.world_size && !round.decoding) {
           round.decoding = true;
           complete = true;
@@ -363,7 +381,16 @@ absl::Status AggregationCore::ParkLocked(const RoundKey& key, uint32_t worker, P
   const uint64_t anchor = WindowAnchorLocked(key.group).value_or(key.step);  // parked: anchored
   auto parked = progress.parked.find(worker);
   if (parked != progress.parked.end() && parked->second.step == key.step) {
-    // A repeat of the parked push waits with it; its payload is not added twice.
+    // A repeat of the parked push waits with it, up to max_pushes_waiting;
+    // its payload is not added twice.
+    if (parked->second.waiting.size() >= config_.max_pushes_waiting) {
+      ++stats_.refused_over_capacity;
+      return absl::ResourceExhaustedError(absl::StrCat("worker ", worker, " already has ",
+                                                       parked->second.waiting.size(), " pushes of ",
+                                                       RoundName(config_.job, key.group, key.step),
+                                                       " waiting for its round to open (the most one worker may "
+                                                       "have); wait for them"));
+    }
     parked->second.waiting.push_back(std::move(*done));
     return absl::OkStatus();
   }
@@ -423,6 +450,7 @@ void AggregationCore::AdoptParkedLocked(const RoundId& id, Round& round) {
     round.arrived[w] = true;
     ++round.count;
     round.bytes += it->second.bytes;  // already in bytes_held
+    round.waiting_by_worker[w] += static_cast<uint32_t>(it->second.waiting.size());
     for (PushCallback& waiting : it->second.waiting) round.waiting.push_back(std::move(waiting));
     ++stats_.parked_joined;
     --stats_.parked_now;
@@ -498,6 +526,22 @@ void AggregationCore::Complete(Group& group, const RoundId& id) {
     };
     update = FinishRound(RoundRule{group.spec.rounds, group.spec.reselect_top_k}, id.round, std::move(aggregate),
                          decode);
+    // Finite payloads can still sum past float's range (workers sending
+    // values near FLT_MAX): such an answer would poison every worker's
+    // model, so the round fails instead, the method's state as it was.
+    if (update.ok()) {
+      if (const std::optional<size_t> bad = FirstNonFinite(update->values); bad.has_value()) {
+        update = absl::InvalidArgumentError(absl::StrCat(
+            RoundName(config_.job, id.group, id.step, id.round), ": the workers' payloads sum past float's range (",
+            update->indices.empty() ? absl::StrCat("element ", *bad) : absl::StrCat("coordinate ", update->indices[*bad]),
+            " = ", update->values[*bad], "); the round is refused"));
+        if (state_before != nullptr) {
+          std::lock_guard<std::mutex> lock(group.decode_mu);
+          group.method_state->Restore(*state_before).IgnoreError();  // same size: cannot fail
+          group_state = nullptr;
+        }
+      }
+    }
   }
   const absl::Time decoded = absl::Now();
 

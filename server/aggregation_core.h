@@ -14,7 +14,10 @@
 //     group) is refused with a status that names the problem, and changes
 //     nothing: the round goes on for the other workers.
 //   - Pushes are idempotent per (round, worker). A repeated push while the
-//     round is open waits for the same result and is not added twice. A push
+//     round is open waits for the same result and is not added twice; at most
+//     `max_pushes_waiting` of one worker's pushes wait on a round (or a parked
+//     push) at once, and a repeat past that is refused (RESOURCE_EXHAUSTED),
+//     so a flood of repeats holds no more calls than that. A push
 //     for a round that already finished gets the kept answer again; the last
 //     `finished_rounds_kept` answers of each group are kept.
 //   - A round that does not complete within `round_deadline` of its first push
@@ -188,6 +191,10 @@ struct AggregationConfig {
   // round opens (RESOURCE_EXHAUSTED).
   uint64_t max_open_rounds = 4096;
   uint64_t max_held_bytes = uint64_t{1} << 30;
+  // One worker's pushes waiting on one round or parked push at once (its
+  // first push and repeats; an honest worker repeats a push only when its
+  // transport lost the call, at most RetryPolicy::max_attempts times).
+  uint32_t max_pushes_waiting = 8;
   // Called once per round that completes or fails, outside the core's lock,
   // on the thread that ended it. May be empty.
   std::function<void(const RoundReport&)> on_round_finished;
@@ -288,6 +295,7 @@ class AggregationCore {
     uint32_t count = 0;
     std::vector<Payload> parts;  // by worker; merged in worker order at completion
     std::vector<PushCallback> waiting;
+    std::vector<uint32_t> waiting_by_worker;  // how many of `waiting` each worker's pushes are
     bool decoding = false;
     uint64_t bytes = 0;           // payload bytes held
     // A round outside the group's step window, and the worker whose push

@@ -5,6 +5,7 @@
 #include "server/aggregation_core.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <atomic>
 #include <deque>
@@ -194,6 +195,9 @@ TEST(AggregationCoreTest, SecondRoundSumsTheExactValuesAtTheCandidates) {
   for (uint32_t w = 0; w < 3; ++w) {
     core->Push({"job", 7, 4, 1}, w, Exact(candidates, grads[w]), kT0, second[w].Callback());
     if (w == 1) core->Push({"job", 7, 4, 1}, w, Exact(candidates, grads[w]), kT0, repeated.Callback());
+    // What the open round holds (against --max_held_mb) counts the values
+    // placed at their candidates, indices included: 8 bytes a candidate.
+    if (w < 2) EXPECT_EQ(core->stats().bytes_held, (w + 1) * 8 * candidates.size());
   }
   std::vector<float> expected;
   for (uint32_t i : candidates) expected.push_back(grads[0][i] + grads[1][i] + grads[2][i]);  // worker order
@@ -265,6 +269,69 @@ TEST(AggregationCoreTest, RepeatedPushIsNotAddedTwiceAndLatePushGetsTheKeptAnswe
   ASSERT_TRUE(late.result.ok());
   EXPECT_EQ(late.result->update, first.result->update);
   EXPECT_EQ(core->stats().rounds_completed, 1u);
+}
+
+// A flood of repeats of one push holds at most max_pushes_waiting calls of
+// that worker on the round (or on its parked push): the next is refused
+// RESOURCE_EXHAUSTED by name, and those waiting get the answer once.
+TEST(AggregationCoreTest, AFloodOfRepeatsHoldsAtMostMaxPushesWaitingCalls) {
+  auto core = MakeCore(3, {{0, 2, "dense"}}, absl::Seconds(10), [](AggregationConfig& c) {
+    c.max_pushes_waiting = 3;
+    c.step_window = 8;
+  });
+  std::deque<Answer> waiting(3);
+  for (Answer& a : waiting) core->Push({"job", 0, 0}, 0, Encode("dense", {1, 1}), kT0, a.Callback());
+  Answer refused;
+  core->Push({"job", 0, 0}, 0, Encode("dense", {1, 1}), kT0, refused.Callback());
+  ASSERT_TRUE(refused.called);
+  EXPECT_EQ(refused.result.status().code(), absl::StatusCode::kResourceExhausted) << refused.result.status();
+  EXPECT_NE(refused.result.status().message().find("worker 0 already has 3 pushes of"), std::string::npos)
+      << refused.result.status();
+  // The other workers' first pushes are taken whatever worker 0 did.
+  Answer second, third;
+  core->Push({"job", 0, 0}, 1, Encode("dense", {2, 2}), kT0, second.Callback());
+  core->Push({"job", 0, 0}, 2, Encode("dense", {3, 3}), kT0, third.Callback());
+  ASSERT_TRUE(third.result.ok()) << third.result.status();
+  for (Answer& a : waiting) {
+    ASSERT_EQ(a.calls, 1);
+    ASSERT_TRUE(a.result.ok());
+    EXPECT_EQ(a.result->update->values, (std::vector<float>{6, 6}));
+  }
+  // Parked: worker 0 holds a round outside the window that worker 1 joined,
+  // so its push of a still farther step parks; repeats wait with it up to
+  // the same bound.
+  Answer held, joined;
+  core->Push({"job", 1000, 0}, 0, Encode("dense", {1, 1}), kT0, held.Callback());
+  core->Push({"job", 1000, 0}, 1, Encode("dense", {1, 1}), kT0, joined.Callback());
+  std::deque<Answer> parked(3);
+  for (Answer& a : parked) core->Push({"job", 2000, 0}, 0, Encode("dense", {1, 1}), kT0, a.Callback());
+  EXPECT_EQ(core->stats().parked_now, 1u);
+  Answer refused_parked;
+  core->Push({"job", 2000, 0}, 0, Encode("dense", {1, 1}), kT0, refused_parked.Callback());
+  ASSERT_TRUE(refused_parked.called);
+  EXPECT_EQ(refused_parked.result.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused_parked.result.status().message().find("waiting for its round to open"), std::string::npos)
+      << refused_parked.result.status();
+  Answer completes;
+  core->Push({"job", 1000, 0}, 2, Encode("dense", {1, 1}), kT0, completes.Callback());
+  ASSERT_TRUE(completes.result.ok()) << completes.result.status();
+  // Once the parked push joins a round, that round counts its waiting calls.
+  Answer opener;
+  core->Push({"job", 2000, 0}, 1, Encode("dense", {2, 2}), kT0, opener.Callback());
+  EXPECT_EQ(core->stats().parked_joined, 1u);
+  Answer past_bound;
+  core->Push({"job", 2000, 0}, 0, Encode("dense", {1, 1}), kT0, past_bound.Callback());
+  ASSERT_TRUE(past_bound.called);
+  EXPECT_EQ(past_bound.result.status().code(), absl::StatusCode::kResourceExhausted);
+  Answer last;
+  core->Push({"job", 2000, 0}, 2, Encode("dense", {3, 3}), kT0, last.Callback());
+  for (Answer* a : {&parked[0], &parked[1], &parked[2], &opener, &last}) {
+    ASSERT_EQ(a->calls, 1);
+    ASSERT_TRUE(a->result.ok()) << a->result.status();
+    EXPECT_EQ(a->result->update->values, (std::vector<float>{6, 6}));
+  }
+  EXPECT_EQ(core->stats().rounds_open, 0u);
+  EXPECT_EQ(core->stats().bytes_held, 0u);
 }
 
 TEST(AggregationCoreTest, AnswersOfOldStepsAreDroppedAndSaySo) {
@@ -784,6 +851,108 @@ TEST(AggregationCoreTest, NonFinitePayloadsAreRefusedNamingGroupAndIndexAndTheRo
   ASSERT_TRUE(b.result.ok()) << b.result.status();
   EXPECT_EQ(b.result->contributors, 2u);
   for (size_t i = 0; i < 100; ++i) EXPECT_EQ(b.result->update->values[i], 2 * good.values[i]);
+}
+
+// Finite payloads that sum past float's range (each value near FLT_MAX) are
+// refused as a round, not answered with infinities: every worker hears why,
+// nothing is kept, and the next step's round is answered as usual.
+TEST(AggregationCoreTest, PayloadsThatSumPastFloatsRangeFailTheRoundNotTheModels) {
+  auto core = MakeCore(2, {{0, 100, "dense"}});
+  Payload huge = Encode("dense", GaussianVector(100, 1));
+  for (float& v : huge.values) v = 3e38f;
+  huge.values[0] = 1;  // the first element sums to 2: the overflow is named at 1
+  Answer a, b;
+  core->Push({"job", 0, 0}, 0, huge, kT0, a.Callback());
+  core->Push({"job", 0, 0}, 1, huge, kT0, b.Callback());
+  for (Answer* answer : {&a, &b}) {
+    ASSERT_TRUE(answer->called);
+    EXPECT_EQ(answer->result.status().code(), absl::StatusCode::kInvalidArgument) << answer->result.status();
+    EXPECT_NE(answer->result.status().message().find("sum past float's range (element 1 = inf)"), std::string::npos)
+        << answer->result.status();
+  }
+  EXPECT_EQ(core->stats().rounds_failed, 1u);
+  EXPECT_EQ(core->stats().rounds_open, 0u);
+  EXPECT_EQ(core->stats().bytes_held, 0u);
+  const Payload good = Encode("dense", GaussianVector(100, 2));
+  Answer c, d;
+  core->Push({"job", 1, 0}, 0, good, kT0, c.Callback());
+  core->Push({"job", 1, 0}, 1, good, kT0, d.Callback());
+  ASSERT_TRUE(d.result.ok()) << d.result.status();
+  EXPECT_EQ(d.result->update->values[5], 2 * good.values[5]);
+}
+
+// A FetchSGD group's sketch-space state cannot be driven past float's range
+// by sketches of finite cells (which would also keep a restarted shard from
+// taking its records back): the step that would is refused, the state and
+// the records stay finite, and a successor restores them.
+TEST(AggregationCoreTest, AFetchSgdStateThatWouldOverflowRefusesTheRoundAndStaysFinite) {
+  const size_t n = 4000;
+  const std::string spec = "count_sketch:method=fetchsgd,k=20,rows=3,width=10,seed=4,momentum=0.9";
+  std::vector<KeptAnswer> recorded;
+  auto make = [&](std::vector<KeptAnswer>* sink) {
+    AggregationConfig config;
+    config.job = "job";
+    config.world_size = 2;
+    config.groups = {{6, n, spec}};
+    config.round_deadline = absl::Seconds(10);
+    config.record_answer = [sink](const KeptAnswer& a) {
+      sink->push_back(a);
+      return absl::OkStatus();
+    };
+    return *AggregationCore::Create(config);
+  };
+  std::unique_ptr<AggregationCore> core = make(&recorded);
+  auto round = [&](AggregationCore& c, uint64_t step, float cell) {
+    Answer answers[2];
+    for (uint32_t w = 0; w < 2; ++w) {
+      Payload p = Encode(spec, GaussianVector(n, 100 * step + w), step);
+      for (float& v : p.values) v = cell;
+      c.Push({"job", step, 6}, w, std::move(p), kT0, answers[w].Callback());
+    }
+    EXPECT_TRUE(answers[1].called);
+    return answers[1].result;
+  };
+  // 2 x 1.5e38 a cell fits a step; the next would overflow the momentum.
+  ASSERT_TRUE(round(*core, 0, 1.5e38f).ok());
+  ASSERT_EQ(recorded.size(), 1u);
+  const absl::StatusOr<RoundResult> overflow = round(*core, 1, 1.5e38f);
+  EXPECT_EQ(overflow.status().code(), absl::StatusCode::kInvalidArgument) << overflow.status();
+  EXPECT_NE(overflow.status().message().find("past float's range"), std::string::npos) << overflow.status();
+  ASSERT_EQ(recorded.size(), 1u);  // nothing recorded for the refused step
+  for (float v : *recorded.back().group_state) ASSERT_TRUE(std::isfinite(v));
+  std::vector<KeptAnswer> successor_records;
+  std::unique_ptr<AggregationCore> successor = make(&successor_records);
+  ASSERT_TRUE(successor->Restore(recorded).ok());
+  // Both go on (step 1 again, as the workers would push it) with sketches
+  // that fit: of the opposite sign, which bring the state back toward 0.
+  EXPECT_TRUE(round(*core, 1, -1.5e38f).ok());
+  EXPECT_TRUE(round(*successor, 1, -1.5e38f).ok());
+}
+
+// A worker of a topk group pushing every coordinate (well-formed, finite)
+// is refused by name: the union answered to every worker stays within the
+// workers' k each, and the round goes on with an honest payload.
+TEST(AggregationCoreTest, ASparsePushOfMoreThanKEntriesIsRefused) {
+  auto core = MakeCore(2, {{0, 1000, "topk:k=5"}});
+  Payload everything;
+  everything.kind = PayloadKind::kSparse;
+  everything.dim = 1000;
+  for (uint32_t i = 0; i < 1000; ++i) {
+    everything.indices.push_back(i);
+    everything.values.push_back(1);
+  }
+  Answer refused;
+  core->Push({"job", 0, 0}, 1, everything, kT0, refused.Callback());
+  ASSERT_TRUE(refused.called);
+  EXPECT_EQ(refused.result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.result.status().message().find("topk:k=5 sends at most 5 entries"), std::string::npos)
+      << refused.result.status();
+  EXPECT_EQ(core->stats().rounds_open, 0u);
+  Answer a, b;
+  core->Push({"job", 0, 0}, 0, Encode("topk:k=5", GaussianVector(1000, 1)), kT0, a.Callback());
+  core->Push({"job", 0, 0}, 1, Encode("topk:k=5", GaussianVector(1000, 2)), kT0, b.Callback());
+  ASSERT_TRUE(b.result.ok()) << b.result.status();
+  EXPECT_LE(b.result->update->indices.size(), 10u);
 }
 
 TEST(AggregationCoreTest, TopKPsReselectsTheTopKOfTheUnion) {

@@ -66,6 +66,9 @@ TEST_P(EveryCompressorTest, EncodesValidPayloadsAndDecodesThem) {
     EXPECT_EQ(owned->indices, u->indices);
     EXPECT_EQ(owned->values, u->values);
   }
+  // A server takes the payload as one worker's push of its step.
+  EXPECT_TRUE(c->CheckPayloadForStep(*p, 3).ok()) << c->CheckPayloadForStep(*p, 3);
+  EXPECT_TRUE(decorated->CheckPayloadForStep(*p, 3).ok());
   // Encoding is deterministic for the same step.
   absl::StatusOr<Payload> again = c->Encode(g, context);
   ASSERT_TRUE(again.ok());
@@ -84,6 +87,39 @@ INSTANTIATE_TEST_SUITE_P(
                                          "threshold:density=0.01", "importance:density=0.01",
                                          "count_sketch:density=0.01"),
                        ::testing::Values(1, 2, 999, 10007, 300001)));
+
+// A pushed sparse payload holds at most what its compressor's Encode sends
+// (k; the threshold's at most 2k): a worker pushing every coordinate would
+// make the union every worker receives larger than dense's. Aggregates (a
+// union of W payloads) are still decoded.
+TEST(SparseCompressorTest, APushedPayloadHoldsAtMostWhatEncodeSends) {
+  const size_t n = 1000;
+  const std::vector<float> g = HeavyTailed(n, 5);
+  for (const auto& [spec, most] : std::vector<std::pair<std::string, size_t>>{
+           {"topk:k=5", 5}, {"randomk:k=5", 5}, {"importance:k=5", 5}, {"threshold:k=5", 10}}) {
+    SCOPED_TRACE(spec);
+    for (const std::unique_ptr<Compressor>& c : {Make(spec), WithErrorFeedback(Make(spec))}) {
+      Payload within;
+      within.kind = PayloadKind::kSparse;
+      within.dim = n;
+      for (uint32_t i = 0; i < most; ++i) {
+        within.indices.push_back(3 * i);
+        within.values.push_back(g[3 * i]);
+      }
+      EXPECT_TRUE(c->CheckPayloadForStep(within, 0).ok());
+      Payload over = within;
+      over.indices.push_back(3 * most);
+      over.values.push_back(1);
+      const absl::Status refused = c->CheckPayloadForStep(over, 0);
+      EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_NE(refused.message().find(absl::StrCat("sends at most ", most, " entries of a group of 1000 elements; "
+                                                    "the payload has ", most + 1)),
+                std::string::npos)
+          << refused;
+      EXPECT_TRUE(c->Decode(over).ok());  // an aggregate of several workers' payloads
+    }
+  }
+}
 
 TEST(TopKCompressorTest, SelectsTheExactTopK) {
   const std::vector<float> g = HeavyTailed(100000, 1);

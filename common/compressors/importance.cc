@@ -39,6 +39,9 @@ class ImportanceCompressor final : public SparseCompressor {
     return GatherSparse(grad, TopKIndicesByKey(keys, selection_.For(grad.size())));
   }
 
+ protected:
+  uint64_t MostEntries(uint64_t dim) const override { return selection_.For(dim); }
+
  private:
   SelectionParams selection_;
   float epsilon_;

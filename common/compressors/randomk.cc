@@ -50,6 +50,9 @@ class RandomKCompressor final : public SparseCompressor {
                                             context.step));
   }
 
+ protected:
+  uint64_t MostEntries(uint64_t dim) const override { return selection_.For(dim); }
+
  private:
   SelectionParams selection_;
   uint64_t seed_;

@@ -57,6 +57,16 @@ std::string Compressor::PayloadKindMismatch(PayloadKind got) const {
                       PayloadKindName(got));
 }
 
+absl::Status SparseCompressor::CheckPayloadForStep(const Payload& payload, uint64_t) const {
+  if (absl::Status s = CheckPayload(payload); !s.ok()) return s;
+  const uint64_t most = MostEntries(payload.dim);
+  if (payload.indices.size() > most) {
+    return absl::InvalidArgumentError(absl::StrCat(spec(), " sends at most ", most, " entries of a group of ",
+                                                   payload.dim, " elements; the payload has ", payload.indices.size()));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Update> SparseCompressor::Decode(const Payload& aggregate) const {
   absl::Status fits = CheckPayload(aggregate);
   if (!fits.ok()) return fits;

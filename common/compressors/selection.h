@@ -36,6 +36,14 @@ class SparseCompressor : public Compressor {
  public:
   PayloadKind payload_kind() const override { return PayloadKind::kSparse; }
   absl::StatusOr<Update> Decode(const Payload& aggregate) const override;
+  // One worker's payload: the kind, and at most MostEntries(dim) entries, as
+  // many as this compressor's Encode sends (a payload of every coordinate
+  // would make the union answered to every worker larger than dense's).
+  absl::Status CheckPayloadForStep(const Payload& payload, uint64_t step) const override;
+
+ protected:
+  // The most entries Encode puts in a payload of a group of `dim` elements.
+  virtual uint64_t MostEntries(uint64_t dim) const = 0;
 };
 
 }  // namespace sketchfuse

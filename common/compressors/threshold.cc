@@ -62,6 +62,10 @@ class ThresholdCompressor final : public SparseCompressor {
     return GatherSparse(grad, std::move(indices));
   }
 
+ protected:
+  // What passes the sampled threshold, cut to the top k when over 2k.
+  uint64_t MostEntries(uint64_t dim) const override { return std::min<uint64_t>(dim, 2 * selection_.For(dim)); }
+
  private:
   SelectionParams selection_;
   double sample_fraction_;

@@ -21,6 +21,9 @@ class TopKCompressor final : public SparseCompressor {
     return GatherSparse(grad, TopKIndices(grad, selection_.For(grad.size())));
   }
 
+ protected:
+  uint64_t MostEntries(uint64_t dim) const override { return selection_.For(dim); }
+
  private:
   SelectionParams selection_;
 };
