@@ -1,5 +1,6 @@
 #include "proto/push_codec.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -48,6 +49,13 @@ void PutIndices(uint32_t indices_field, uint32_t gaps_field, const std::vector<u
 }
 
 absl::Status ParsePayload(SliceReader* r, size_t end, PayloadFields* out) {
+  // Indices come with one value each (a sparse payload; the other kinds
+  // carry none), of 2 bytes at least (bf16_values) besides the index's own
+  // byte: a payload of B bytes holds at most B / 3 indices, plain and as
+  // gaps together, so decoding them (4 bytes each) cannot take much more
+  // memory than the message's bytes.
+  const size_t most_indices = (end - r->position()) / 3;
+  auto room = [&](const std::vector<uint32_t>& other) { return most_indices - std::min(most_indices, other.size()); };
   MessageParser m(r, end, "PushRequest.payload");
   return m.Parse([&](const Field& f) -> absl::Status {
     switch (f.number) {
@@ -60,9 +68,9 @@ absl::Status ParsePayload(SliceReader* r, size_t end, PayloadFields* out) {
       case kPayloadDim:
         return m.Varint(f, "dim", &out->payload.dim);
       case kPayloadIndices:
-        return m.Indices(f, "indices", &out->payload.indices);
+        return m.Indices(f, "indices", &out->payload.indices, room(out->index_gaps));
       case kPayloadIndexGaps:
-        return m.Indices(f, "index_gaps", &out->index_gaps);
+        return m.Indices(f, "index_gaps", &out->index_gaps, room(out->payload.indices));
       case kPayloadBf16Values:  // a bytes field given twice: the last one, as protobuf reads it
         return m.Bytes(f, "bf16_values", &out->bf16_values);
       case kPayloadValues:

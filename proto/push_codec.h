@@ -18,9 +18,12 @@
 // as an unknown field, and so is a message that gives indices both plain
 // and as index_gaps, or values both as float32 and as bf16_values (protobuf
 // keeps both; PayloadFromProto refuses them too). Every malformed input gets
-// INVALID_ARGUMENT naming the field and the problem; nothing is allocated
-// beyond the bytes present, but for bf16_values, whose floats take twice
-// their bytes.
+// INVALID_ARGUMENT naming the field and the problem. What is allocated is
+// bounded by the bytes present: bf16_values' floats take twice their bytes,
+// and a push's indices (varints of one byte or more, 4 bytes decoded) are
+// refused past one per 3 bytes of its payload, as each comes with a value,
+// so their two decoded copies (gaps, then indices) take at most 2.7 times
+// those bytes.
 #ifndef SKETCHFUSE_PROTO_PUSH_CODEC_H_
 #define SKETCHFUSE_PROTO_PUSH_CODEC_H_
 

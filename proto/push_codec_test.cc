@@ -490,6 +490,38 @@ TEST(PushCodecTest, BadGapsAreRefusedNamingTheField) {
       << s;
 }
 
+// Indices without their values (packed 1-byte gaps, each decoded to 4
+// bytes) are refused while decoding, past one per 3 bytes of the payload:
+// a push cannot make the shard allocate many times its own size.
+TEST(PushCodecTest, IndicesPastWhatTheirValuesCouldCarryAreRefusedWhileDecoding) {
+  std::mt19937_64 rng(17);
+  v1::PushRequest request;
+  *request.mutable_round() = Round(50, 0);
+  v1::Payload* p = request.mutable_payload();
+  p->set_kind(v1::Payload::SPARSE);
+  p->set_dim(4000000);
+  for (int i = 0; i < 300000; ++i) p->add_index_gaps(1);
+  p->add_values(1);
+  absl::Status s = DecodePushRequest(Sliced(request.SerializeAsString(), rng)).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("index_gaps holds more than 100"), std::string::npos) << s;
+  // The same as plain indices.
+  p->clear_index_gaps();
+  for (int i = 0; i < 300000; ++i) p->add_indices(i);
+  s = DecodePushRequest(Sliced(request.SerializeAsString(), rng)).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("indices holds more than"), std::string::npos) << s;
+  // With a value each, as many indices decode.
+  p->clear_indices();
+  for (int i = 0; i < 300000; ++i) {
+    p->add_index_gaps(i == 0 ? 0 : 1);
+    if (i > 0) p->add_values(1);
+  }
+  absl::StatusOr<PushRequestParts> parts = DecodePushRequest(Sliced(request.SerializeAsString(), rng));
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  EXPECT_EQ(parts->payload.indices.size(), 300000u);
+}
+
 // A sketch whose cells bfloat16 holds exactly (a table count_sketch
 // rounded with table=bf16) goes at 2 bytes a cell, as protobuf serializes
 // it through PayloadToProto, and decodes to the same floats.

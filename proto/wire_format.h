@@ -309,10 +309,19 @@ class MessageParser {
     return absl::OkStatus();
   }
   // Appends a repeated uint32 field, packed or not.
-  absl::Status Indices(const Field& field, absl::string_view what, std::vector<uint32_t>* out) {
+  // Appends a repeated uint32 field, packed or not; refuses (naming `most`)
+  // to hold more than `most` values in `out`, before decoding past them: a
+  // varint of one byte would otherwise take four.
+  absl::Status Indices(const Field& field, absl::string_view what, std::vector<uint32_t>* out,
+                       size_t most = SIZE_MAX) {
+    auto too_many = [&] {
+      return Error(absl::StrCat(what, " holds more than ", most,
+                                " values, the most this message's size allows (one per value of 2 bytes or more)"));
+    };
     if (field.type == kVarint) {
       uint32_t v = 0;
       RETURN_IF_ERROR(Uint32(field, what, &v));
+      if (out->size() >= most) return too_many();
       out->push_back(v);
       return absl::OkStatus();
     }
@@ -325,6 +334,7 @@ class MessageParser {
         return Error(absl::StrCat(what, "[", out->size(), "] is cut off or longer than ten bytes"));
       }
       if (v > UINT32_MAX) return Error(absl::StrCat(what, "[", out->size(), "] = ", v, " does not fit 32 bits"));
+      if (out->size() >= most) return too_many();
       out->push_back(static_cast<uint32_t>(v));
     }
     return absl::OkStatus();
