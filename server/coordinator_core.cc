@@ -155,6 +155,18 @@ void CoordinatorCore::AssignRanksIfCompleteLocked() {
   for (size_t r = 0; r < ids.size(); ++r) ranks_[ids[r]] = static_cast<uint32_t>(r);
 }
 
+void CoordinatorCore::ForgetSilentJoinersLocked(absl::Time now) {
+  if (!ranks_.empty()) return;
+  for (auto it = last_seen_.begin(); it != last_seen_.end();) {
+    const bool waiting = joining_.count(it->first) > 0;
+    if (!waiting && now - it->second > options_.liveness_timeout) {
+      it = last_seen_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 absl::StatusOr<v1::JoinReply> CoordinatorCore::Join(const v1::JoinRequest& request,
                                                     absl::Time deadline, const Cancelled& cancelled) {
   if (absl::Status s = CheckJob(request.job()); !s.ok()) return s;
@@ -183,6 +195,9 @@ absl::StatusOr<v1::JoinReply> CoordinatorCore::Join(const v1::JoinRequest& reque
   }
   const std::string& id = request.worker_id();
   std::unique_lock<std::mutex> lock(mu_);
+  // The job assembles from the workers still there, not from every id that
+  // ever joined.
+  ForgetSilentJoinersLocked(absl::Now());
   if (last_seen_.count(id) == 0) {
     if (last_seen_.size() >= job_.world_size()) {
       std::vector<std::string> joined;
@@ -195,7 +210,11 @@ absl::StatusOr<v1::JoinReply> CoordinatorCore::Join(const v1::JoinRequest& reque
   last_seen_[id] = absl::Now();
   AssignRanksIfCompleteLocked();
   changed_.notify_all();
+  ++joining_[id];
   absl::StatusOr<bool> assembled = WaitLocked(lock, deadline, job_.world_size() + options_.max_waiting_calls, cancelled, [&] { return !ranks_.empty(); });
+  if (--joining_[id] == 0) joining_.erase(id);
+  // Heard from until now (a silent joiner's place counts from its last call).
+  if (auto seen = last_seen_.find(id); seen != last_seen_.end()) seen->second = std::max(seen->second, absl::Now());
   if (!assembled.ok()) return assembled.status();
   if (!*assembled) {
     const std::string missing = MissingLocked();

@@ -33,7 +33,8 @@ namespace sketchfuse {
 
 struct CoordinatorOptions {
   int num_shards = 1;
-  // A joined worker not heard from (join or heartbeat) for this long is dead.
+  // A joined worker not heard from (join or heartbeat) for this long is dead;
+  // before the job is complete, its place may go to another worker (Join).
   absl::Duration liveness_timeout = absl::Seconds(15);
   // Key-value store bounds.
   size_t max_key_bytes = 256;
@@ -70,7 +71,11 @@ class CoordinatorCore {
   //     partition_elements takes the job's), or the job already has all its
   //     workers;
   //   DEADLINE_EXCEEDED / CANCELLED: the job was not complete in time (the
-  //     message says who is still missing). The worker stays joined;
+  //     message says who is still missing). The worker stays joined, as long
+  //     as it is heard from: until the job is complete, a joined worker
+  //     neither waiting in a Join nor heard from for liveness_timeout is
+  //     forgotten at the next Join, so the job assembles from the workers
+  //     still there (a mistyped id or a worker that exited holds no place);
   //   RESOURCE_EXHAUSTED: world_size + max_waiting_calls calls wait already.
   absl::StatusOr<v1::JoinReply> Join(const v1::JoinRequest& request, absl::Time deadline,
                                      const Cancelled& cancelled);
@@ -110,6 +115,9 @@ class CoordinatorCore {
   bool CompleteLocked() const;
   // Fixes the ranks (natural order of ids) the first time the job is complete.
   void AssignRanksIfCompleteLocked();
+  // Before the job is complete: forgets the joined workers that wait in no
+  // Join and were not heard from for liveness_timeout by `now`.
+  void ForgetSilentJoinersLocked(absl::Time now);
   // Who has not arrived yet, for error messages.
   std::string MissingLocked() const;
   // Waits on `changed_` until `done()` or the deadline or cancellation.
@@ -127,6 +135,7 @@ class CoordinatorCore {
   std::mutex mu_;
   std::condition_variable changed_;
   std::map<std::string, absl::Time> last_seen_;  // joined workers
+  std::map<std::string, int> joining_;           // Join calls waiting, by worker id
   std::map<std::string, uint32_t> ranks_;        // assigned once the job is complete
   std::vector<std::string> shard_addresses_;     // "" until registered
   std::map<std::string, std::string> store_;

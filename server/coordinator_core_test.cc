@@ -274,6 +274,42 @@ TEST(CoordinatorCoreTest, RefusesAWorkerBeyondTheWorldSize) {
   EXPECT_NE(status.message().find("already has its 1 workers (w-0)"), absl::string_view::npos) << status;
 }
 
+// Until the job is complete, a joined worker that waits in no Join and is
+// not heard from for liveness_timeout is forgotten at the next Join (a
+// mistyped id, a worker that exited): the job assembles from the workers
+// still there. One still waiting keeps its place.
+TEST(CoordinatorCoreTest, ASilentJoinerGivesItsPlaceUntilTheJobIsComplete) {
+  CoordinatorOptions options;
+  options.liveness_timeout = absl::Milliseconds(200);
+  std::unique_ptr<CoordinatorCore> core = *CoordinatorCore::Create(TestJob(3), options);
+  const v1::JobConfig job = TestJob(3);
+  ASSERT_TRUE(core->RegisterShard(ShardOf(core->job(), 0, 1)).ok());
+  EXPECT_EQ(core->Join(JoinOf(job, "typo-0"), absl::Now() + absl::Milliseconds(50), nullptr).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(core->Join(JoinOf(job, "typo-1"), absl::Now() + absl::Milliseconds(50), nullptr).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  // Silent for 400 ms, the typos are forgotten when w-0 joins; w-0 then
+  // waits longer than the liveness timeout and keeps its place.
+  absl::SleepFor(absl::Milliseconds(400));
+  auto first = std::async(std::launch::async, [&] { return core->Join(JoinOf(job, "w-0"), Soon(), nullptr); });
+  absl::SleepFor(absl::Milliseconds(400));
+  auto second = std::async(std::launch::async, [&] { return core->Join(JoinOf(job, "w-1"), Soon(), nullptr); });
+  absl::StatusOr<v1::JoinReply> third = core->Join(JoinOf(job, "w-2"), Soon(), nullptr);
+  ASSERT_TRUE(third.ok()) << third.status();
+  absl::StatusOr<v1::JoinReply> a = first.get(), b = second.get();
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(a->rank(), 0u);
+  EXPECT_EQ(b->rank(), 1u);
+  EXPECT_EQ(third->rank(), 2u);
+  // Once the job is complete, places are kept: a newcomer is refused even
+  // after every worker went silent.
+  absl::SleepFor(absl::Milliseconds(400));
+  absl::Status late = core->Join(JoinOf(job, "typo-0"), Soon(), nullptr).status();
+  EXPECT_EQ(late.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(late.message().find("already has its 3 workers (w-0, w-1, w-2)"), absl::string_view::npos) << late;
+}
+
 TEST(CoordinatorCoreTest, RefusesBadShardRegistrations) {
   std::unique_ptr<CoordinatorCore> core = MakeCore(1, 2);
   v1::RegisterShardRequest request = ShardOf(core->job(), 2, 2);
