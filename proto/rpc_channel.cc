@@ -93,6 +93,7 @@ std::shared_ptr<grpc::Channel> MakeRpcChannel(const std::string& address,
 
 void AddCallCredentials(const RpcChannelOptions& options, grpc::ClientContext& context) {
   if (!options.token.empty()) context.AddMetadata("authorization", absl::StrCat("Bearer ", options.token));
+  if (!options.worker_proof.empty()) context.AddMetadata(kWorkerProofKey, options.worker_proof);
 }
 
 }  // namespace sketchfuse

@@ -13,9 +13,17 @@
 
 namespace sketchfuse {
 
+// The call metadata key a worker's proof of its rank travels under
+// (server/worker_proof.h).
+inline constexpr char kWorkerProofKey[] = "sketchfuse-worker-proof";
+
 struct RpcChannelOptions {
   // Bearer token sent on every call; empty: none.
   std::string token;
+  // This worker's proof of its rank (JoinReply.worker_proof), sent on every
+  // call under kWorkerProofKey; empty: none (before the first Join, or when
+  // the servers issue none).
+  std::string worker_proof;
   // PEM contents (not paths). tls_ca set: TLS, verifying servers with it;
   // client_cert and client_key add a client certificate (mutual TLS).
   std::string tls_ca;
@@ -51,7 +59,7 @@ void ApplyBulkTransferSettings(grpc::ServerBuilder* builder);
 std::shared_ptr<grpc::Channel> MakeRpcChannel(const std::string& address,
                                               const RpcChannelOptions& options);
 
-// Adds the bearer token (if any) to a call.
+// Adds the bearer token and the worker proof (where set) to a call.
 void AddCallCredentials(const RpcChannelOptions& options, grpc::ClientContext& context);
 
 }  // namespace sketchfuse

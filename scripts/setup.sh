@@ -11,8 +11,8 @@
 set -euo pipefail
 
 # Build: Bazel (offline, with the rule sets its source package ships), the
-# compiler, and the system libraries of third_party/BUILD; openssl makes the
-# TLS tests' certificates; LibTorch and Fashion-MNIST are the workers' model
+# compiler, and the system libraries of third_party/BUILD (libssl-dev: the
+# HMAC of the workers' proofs); openssl makes the TLS tests' certificates; LibTorch and Fashion-MNIST are the workers' model
 # library and data; python3 formats the local cluster's report and gnuplot
 # draws its plot; iproute2 (ip, tc) makes the network namespaces of the
 # partition test and the shaped-link benchmarks; python3-torch is what the
@@ -29,7 +29,7 @@ BUILD_PACKAGES=(
   libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc grpc-proto
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libgloo-dev prometheus-cpp-dev zlib1g-dev
-  openssl
+  openssl libssl-dev
   libtorch-dev dataset-fashion-mnist python3 gnuplot-nox iproute2
   python3-torch python3-torchvision libopenblas0-openmp libblas3
 )

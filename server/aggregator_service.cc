@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "absl/strings/str_cat.h"
 #include "proto/push_codec.h"
 
 namespace sketchfuse {
@@ -28,6 +29,14 @@ grpc::ServerUnaryReactor* AggregatorService::Push(grpc::CallbackServerContext* c
   absl::StatusOr<PushRequestParts> parts = DecodePushRequest(*request);
   if (!parts.ok()) {
     finish(parts.status());
+    return reactor;
+  }
+  // The push names its worker; with proofs on, the call must prove it is
+  // that worker (server/worker_proof.h).
+  if (absl::Status proven = auth_.proofs().Check(parts->round.job(), parts->worker, PresentedWorkerProof(*context),
+                                                  absl::StrCat("a push as worker ", parts->worker));
+      !proven.ok()) {
+    finish(proven);
     return reactor;
   }
   const RoundKey key{parts->round.job(), parts->round.step(), parts->round.group(), parts->round.round()};

@@ -14,6 +14,8 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "proto/payload_convert.h"
 #include "proto/push_codec.h"
+#include "proto/rpc_channel.h"
+#include "server/worker_proof.h"
 #include "tests/in_process_server.h"
 
 namespace sketchfuse {
@@ -23,14 +25,15 @@ constexpr char kToken[] = "s3cret-token";
 
 class AggregatorServiceTest : public ::testing::Test {
  protected:
-  void Start(uint32_t workers, absl::Duration deadline, int max_receive_bytes = 64 << 20) {
+  void Start(uint32_t workers, absl::Duration deadline, int max_receive_bytes = 64 << 20,
+             const std::string& shard_token = "") {
     AggregationConfig config;
     config.job = "job";
     config.world_size = workers;
     config.groups = {{0, 1000, "dense"}, {1, 20000, "count_sketch:k=50"}};
     config.round_deadline = deadline;
     core_ = *AggregationCore::Create(config);
-    service_ = std::make_unique<AggregatorService>(core_.get(), kToken);
+    service_ = std::make_unique<AggregatorService>(core_.get(), CallAuthConfig{kToken, shard_token});
     reaper_ = std::make_unique<RoundReaper>(core_.get(), absl::Milliseconds(20));
     InProcessServerOptions options;
     options.max_receive_bytes = max_receive_bytes;
@@ -53,10 +56,11 @@ class AggregatorServiceTest : public ::testing::Test {
   }
 
   grpc::Status Push(v1::Aggregator::Stub& stub, const v1::PushRequest& request,
-                    v1::PushReply* reply, const char* token = kToken) {
+                    v1::PushReply* reply, const char* token = kToken, const std::string& proof = "") {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
     if (token != nullptr) context.AddMetadata("authorization", std::string("Bearer ") + token);
+    if (!proof.empty()) context.AddMetadata(kWorkerProofKey, proof);
     return stub.Push(&context, request, reply);
   }
 
@@ -114,6 +118,39 @@ TEST_F(AggregatorServiceTest, ClientsOnSeparateChannelsCompleteDenseAndSketchRou
     const Update got = *UpdateFromProto(sketch_replies[w].update());
     EXPECT_EQ(got.indices, expected.indices);
     EXPECT_EQ(got.values, expected.values);
+  }
+}
+
+// With a shard token the shard binds each push to its worker's rank: a push
+// as worker 1 needs worker 1's proof (Join's), so a worker holding the
+// token cannot push in another's name; nothing is counted for the refused.
+TEST_F(AggregatorServiceTest, APushAsAnotherWorkerIsRefusedWithoutItsProof) {
+  Start(2, absl::Seconds(10), 64 << 20, "shard-secret");
+  const WorkerProofs proofs("shard-secret");
+  auto stub = Stub();
+  v1::PushReply reply;
+  grpc::Status none = Push(*stub, Request(0, 0, 1, Dense(1)), &reply);
+  EXPECT_EQ(none.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(none.error_message().find("a push as worker 1 carries no worker proof"), std::string::npos)
+      << none.error_message();
+  grpc::Status stolen = Push(*stub, Request(0, 0, 1, Dense(1)), &reply, kToken, proofs.ProofOf("job", 0));
+  EXPECT_EQ(stolen.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(stolen.error_message().find("carries another worker's proof"), std::string::npos) << stolen.error_message();
+  EXPECT_EQ(core_->stats().pushes, 0u);
+  // Each worker with its own proof: the round completes.
+  std::vector<v1::PushReply> replies(2);
+  std::vector<grpc::Status> statuses(2);
+  std::vector<std::thread> workers;
+  for (uint32_t w = 0; w < 2; ++w) {
+    workers.emplace_back([&, w] {
+      auto own = Stub();
+      statuses[w] = Push(*own, Request(0, 0, w, Dense(w + 1.0f)), &replies[w], kToken, proofs.ProofOf("job", w));
+    });
+  }
+  for (std::thread& t : workers) t.join();
+  for (uint32_t w = 0; w < 2; ++w) {
+    ASSERT_TRUE(statuses[w].ok()) << statuses[w].error_message();
+    EXPECT_EQ(replies[w].update().values(0), 3.0f);
   }
 }
 

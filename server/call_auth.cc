@@ -23,8 +23,16 @@ absl::Status CheckBearerToken(const grpc::ServerContextBase& context, const std:
   return absl::OkStatus();
 }
 
+std::string PresentedWorkerProof(const grpc::ServerContextBase& context) {
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find(kWorkerProofKey);
+  return it == metadata.end() ? std::string() : std::string(it->second.data(), it->second.size());
+}
+
 CallAuth::CallAuth(CallAuthConfig config)
-    : config_(std::move(config)), shard_identities_(config_.shard_identities.begin(), config_.shard_identities.end()) {}
+    : config_(std::move(config)),
+      shard_identities_(config_.shard_identities.begin(), config_.shard_identities.end()),
+      proofs_(config_.shard_token) {}
 
 absl::Status CallAuth::Authorize(const grpc::ServerContextBase& context, CallRole role, absl::string_view rpc) const {
   const bool shard_rpc = role == CallRole::kShard;

@@ -13,6 +13,10 @@
 // a shard; a shard's cannot push or join). Without a shard token the worker
 // token serves both roles; an empty worker token turns tokens off.
 //
+// With a shard token, a worker's calls are also bound to its rank
+// (server/worker_proof.h): proofs() checks the proof a call carries
+// (PresentedWorkerProof).
+//
 // NOTE: immutable after construction; thread-safe.
 #ifndef SKETCHFUSE_SERVER_CALL_AUTH_H_
 #define SKETCHFUSE_SERVER_CALL_AUTH_H_
@@ -24,6 +28,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "grpcpp/grpcpp.h"
+#include "proto/rpc_channel.h"
+#include "server/worker_proof.h"
 
 namespace sketchfuse {
 
@@ -45,6 +51,9 @@ struct CallAuthConfig {
   std::vector<std::string> shard_identities;
 };
 
+// The worker proof a call carries (metadata kWorkerProofKey), or "".
+std::string PresentedWorkerProof(const grpc::ServerContextBase& context);
+
 class CallAuth {
  public:
   explicit CallAuth(CallAuthConfig config);
@@ -52,9 +61,13 @@ class CallAuth {
   // OK if the call may call `rpc`, an RPC of `role` (file comment).
   absl::Status Authorize(const grpc::ServerContextBase& context, CallRole role, absl::string_view rpc) const;
 
+  // The workers' proofs: derived from the shard token; off without one.
+  const WorkerProofs& proofs() const { return proofs_; }
+
  private:
   const CallAuthConfig config_;
   const std::set<std::string> shard_identities_;
+  const WorkerProofs proofs_;
 };
 
 }  // namespace sketchfuse

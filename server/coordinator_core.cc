@@ -168,7 +168,8 @@ void CoordinatorCore::ForgetSilentJoinersLocked(absl::Time now) {
 }
 
 absl::StatusOr<v1::JoinReply> CoordinatorCore::Join(const v1::JoinRequest& request,
-                                                    absl::Time deadline, const Cancelled& cancelled) {
+                                                    absl::Time deadline, const Cancelled& cancelled,
+                                                    absl::string_view proof) {
   if (absl::Status s = CheckJob(request.job()); !s.ok()) return s;
   if (absl::Status s = CheckWorkerId(request.worker_id()); !s.ok()) return s;
   // The family first: a build of another family may well fingerprint runs
@@ -195,6 +196,16 @@ absl::StatusOr<v1::JoinReply> CoordinatorCore::Join(const v1::JoinRequest& reque
   }
   const std::string& id = request.worker_id();
   std::unique_lock<std::mutex> lock(mu_);
+  // An id with its rank is that rank's worker: only it (holding the proof
+  // its first Join gave) joins as it again.
+  if (auto rank = ranks_.find(id); rank != ranks_.end()) {
+    if (absl::Status s = options_.proofs.Check(job_.job(), rank->second, proof,
+                                               absl::StrCat("a re-join as worker ", QuoteField(id), " (rank ",
+                                                            rank->second, ")"));
+        !s.ok()) {
+      return s;
+    }
+  }
   // The job assembles from the workers still there, not from every id that
   // ever joined.
   ForgetSilentJoinersLocked(absl::Now());
@@ -224,6 +235,7 @@ absl::StatusOr<v1::JoinReply> CoordinatorCore::Join(const v1::JoinRequest& reque
   }
   v1::JoinReply reply;
   reply.set_rank(ranks_.at(id));
+  reply.set_worker_proof(options_.proofs.ProofOf(job_.job(), reply.rank()));
   reply.set_world_size(job_.world_size());
   *reply.mutable_job() = job_;
   for (size_t s = 0; s < shard_addresses_.size(); ++s) {
@@ -281,13 +293,20 @@ absl::Status CoordinatorCore::RegisterShard(const v1::RegisterShardRequest& requ
 }
 
 absl::StatusOr<v1::HeartbeatReply> CoordinatorCore::Heartbeat(const v1::HeartbeatRequest& request,
-                                                              absl::Time now) {
+                                                              absl::Time now, absl::string_view proof) {
   if (absl::Status s = CheckJob(request.job()); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = last_seen_.find(request.worker_id());
   if (it == last_seen_.end()) {
     return absl::NotFoundError(absl::StrCat("worker ", QuoteField(request.worker_id()),
                                             " has not joined job '", job_.job(), "'"));
+  }
+  if (auto rank = ranks_.find(request.worker_id()); rank != ranks_.end()) {
+    if (absl::Status s = options_.proofs.Check(job_.job(), rank->second, proof,
+                                               absl::StrCat("a heartbeat as worker ", QuoteField(request.worker_id())));
+        !s.ok()) {
+      return s;
+    }
   }
   it->second = std::max(it->second, now);
   v1::HeartbeatReply reply;

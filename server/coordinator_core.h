@@ -25,9 +25,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "proto/coordinator.pb.h"
 #include "proto/job_config.pb.h"
+#include "server/worker_proof.h"
 
 namespace sketchfuse {
 
@@ -36,6 +38,10 @@ struct CoordinatorOptions {
   // A joined worker not heard from (join or heartbeat) for this long is dead;
   // before the job is complete, its place may go to another worker (Join).
   absl::Duration liveness_timeout = absl::Seconds(15);
+  // The workers' proofs (server/worker_proof.h; off by default): Join hands
+  // each worker its rank's, and a heartbeat or a re-join of an id that has
+  // its rank must carry it.
+  WorkerProofs proofs;
   // Key-value store bounds.
   size_t max_key_bytes = 256;
   size_t max_value_bytes = 1 << 20;
@@ -76,9 +82,13 @@ class CoordinatorCore {
   //     neither waiting in a Join nor heard from for liveness_timeout is
   //     forgotten at the next Join, so the job assembles from the workers
   //     still there (a mistyped id or a worker that exited holds no place);
-  //   RESOURCE_EXHAUSTED: world_size + max_waiting_calls calls wait already.
+  //   RESOURCE_EXHAUSTED: world_size + max_waiting_calls calls wait already;
+  //   PERMISSION_DENIED: with proofs on, a re-join of an id that has its
+  //     rank without that rank's proof (`proof`, the call's; the first Join
+  //     of an id before the job is complete claims it).
+  // The reply carries the rank's proof (empty with proofs off).
   absl::StatusOr<v1::JoinReply> Join(const v1::JoinRequest& request, absl::Time deadline,
-                                     const Cancelled& cancelled);
+                                     const Cancelled& cancelled, absl::string_view proof = "");
 
   // Records the address of a shard. A shard that restarts registers again and
   // replaces its address. INVALID_ARGUMENT for another job, an index out of
@@ -90,9 +100,11 @@ class CoordinatorCore {
   absl::Status RegisterShard(const v1::RegisterShardRequest& request);
 
   // Marks the worker alive at `now` and reports the dead ones. NOT_FOUND for
-  // a worker that has not joined.
+  // a worker that has not joined; PERMISSION_DENIED, with proofs on, for a
+  // worker with a rank whose heartbeat (`proof`, the call's) does not carry
+  // that rank's proof (nobody else can keep it alive).
   absl::StatusOr<v1::HeartbeatReply> Heartbeat(const v1::HeartbeatRequest& request,
-                                               absl::Time now);
+                                               absl::Time now, absl::string_view proof = "");
 
   // Sets (or replaces) a key. INVALID_ARGUMENT for an empty or over-long key
   // or an over-long value, RESOURCE_EXHAUSTED when the store is full.

@@ -310,6 +310,48 @@ TEST(CoordinatorCoreTest, ASilentJoinerGivesItsPlaceUntilTheJobIsComplete) {
   EXPECT_NE(late.message().find("already has its 3 workers (w-0, w-1, w-2)"), absl::string_view::npos) << late;
 }
 
+// With proofs on (the servers' shard token), Join hands each worker its
+// rank's proof, and an id that has its rank joins again or heartbeats only
+// with that proof: a holder of the worker token cannot take another
+// worker's rank, proof or liveness. Without them, replies carry none.
+TEST(CoordinatorCoreTest, AWorkersRankIsBoundToItsProof) {
+  CoordinatorOptions options;
+  options.proofs = WorkerProofs("shard-secret");
+  std::unique_ptr<CoordinatorCore> core = *CoordinatorCore::Create(TestJob(2), options);
+  const v1::JobConfig job = TestJob(2);
+  ASSERT_TRUE(core->RegisterShard(ShardOf(core->job(), 0, 1)).ok());
+  auto other = std::async(std::launch::async, [&] { return core->Join(JoinOf(job, "w-1"), Soon(), nullptr); });
+  absl::StatusOr<v1::JoinReply> first = core->Join(JoinOf(job, "w-0"), Soon(), nullptr);
+  absl::StatusOr<v1::JoinReply> second = other.get();
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(first->worker_proof(), options.proofs.ProofOf("j", 0));
+  EXPECT_EQ(second->worker_proof(), options.proofs.ProofOf("j", 1));
+  // w-0 again: refused without a proof and with w-1's; taken with its own.
+  absl::Status none = core->Join(JoinOf(job, "w-0"), Soon(), nullptr).status();
+  EXPECT_EQ(none.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(none.message().find("a re-join as worker 'w-0' (rank 0) carries no worker proof"), absl::string_view::npos)
+      << none;
+  EXPECT_EQ(core->Join(JoinOf(job, "w-0"), Soon(), nullptr, second->worker_proof()).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  absl::StatusOr<v1::JoinReply> again = core->Join(JoinOf(job, "w-0"), Soon(), nullptr, first->worker_proof());
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->rank(), 0u);
+  v1::HeartbeatRequest beat;
+  beat.set_job("j");
+  beat.set_worker_id("w-1");
+  EXPECT_EQ(core->Heartbeat(beat, absl::Now()).status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(core->Heartbeat(beat, absl::Now(), first->worker_proof()).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(core->Heartbeat(beat, absl::Now(), second->worker_proof()).ok());
+
+  std::unique_ptr<CoordinatorCore> open = MakeCore(1);
+  ASSERT_TRUE(open->RegisterShard(ShardOf(open->job(), 0, 1)).ok());
+  absl::StatusOr<v1::JoinReply> plain = open->Join(JoinOf(TestJob(1), "w-0"), Soon(), nullptr);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->worker_proof(), "");
+  EXPECT_TRUE(open->Join(JoinOf(TestJob(1), "w-0"), Soon(), nullptr).ok());
+}
+
 TEST(CoordinatorCoreTest, RefusesBadShardRegistrations) {
   std::unique_ptr<CoordinatorCore> core = MakeCore(1, 2);
   v1::RegisterShardRequest request = ShardOf(core->job(), 2, 2);

@@ -14,7 +14,8 @@ grpc::Status CoordinatorService::Join(grpc::ServerContext* context, const v1::Jo
                                       v1::JoinReply* reply) {
   if (absl::Status auth = auth_.Authorize(*context, CallRole::kWorker, "Join"); !auth.ok()) return ToGrpcStatus(auth);
   absl::StatusOr<v1::JoinReply> joined =
-      core_->Join(*request, Deadline(*context), [context] { return context->IsCancelled(); });
+      core_->Join(*request, Deadline(*context), [context] { return context->IsCancelled(); },
+                  PresentedWorkerProof(*context));
   if (!joined.ok()) return ToGrpcStatus(joined.status());
   *reply = *std::move(joined);
   return grpc::Status::OK;
@@ -31,7 +32,7 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* context,
                                            const v1::HeartbeatRequest* request,
                                            v1::HeartbeatReply* reply) {
   if (absl::Status auth = auth_.Authorize(*context, CallRole::kWorker, "Heartbeat"); !auth.ok()) return ToGrpcStatus(auth);
-  absl::StatusOr<v1::HeartbeatReply> beat = core_->Heartbeat(*request, absl::Now());
+  absl::StatusOr<v1::HeartbeatReply> beat = core_->Heartbeat(*request, absl::Now(), PresentedWorkerProof(*context));
   if (!beat.ok()) return ToGrpcStatus(beat.status());
   *reply = *std::move(beat);
   return grpc::Status::OK;

@@ -11,6 +11,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "proto/run_config.h"
+#include "server/worker_proof.h"
 #include "server/job_config.h"
 
 namespace sketchfuse {
@@ -93,6 +94,7 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(ShardServerConfi
     CoordinatorOptions options;
     options.num_shards = config.num_shards;
     options.liveness_timeout = config.liveness_timeout;
+    options.proofs = WorkerProofs(config.auth.shard_token);
     absl::StatusOr<std::unique_ptr<CoordinatorCore>> created = CoordinatorCore::Create(config.job, options);
     if (!created.ok()) return created.status();
     server->coordinator_ = *std::move(created);

@@ -5,7 +5,11 @@
 // future steps with 1 MiB payloads (and a job returning past the step window
 // while it goes on, the race run both ways, one push per worker), 1 MiB strings in every field that is
 // echoed, NaN and infinity, truncated and oversized bytes, duplicate and
-// out-of-order pushes, another job, and the other role's token. Each is
+// out-of-order pushes, another job, the other role's token, and pushes in
+// another worker's name (the servers hold a shard token, so each worker's
+// calls are bound to its rank: server/worker_proof.h; the abusive pushes
+// carry the proof of the worker they push as, as a worker that joined
+// would). Each is
 // answered with its documented code and a short message; afterwards an
 // honest round of two workers still completes with the exact sum, the
 // shard's open rounds are back to what the window allows, and its resident
@@ -20,6 +24,7 @@
 #include <fstream>
 #include <future>
 #include <limits>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,8 +37,10 @@
 #include "proto/coordinator.grpc.pb.h"
 #include "proto/payload_convert.h"
 #include "proto/push_codec.h"
+#include "proto/rpc_channel.h"
 #include "proto/run_config.h"
 #include "common/sketch_hash.h"
+#include "server/worker_proof.h"
 #include "tests/process_util.h"
 
 namespace sketchfuse {
@@ -80,9 +87,11 @@ class HostileClientTest : public ::testing::Test {
   void TearDown() override { KillIfRunning(server_); }
 
   std::unique_ptr<grpc::ClientContext> Context(const char* token = kWorkerToken,
-                                               std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+                                               std::chrono::milliseconds timeout = std::chrono::seconds(20),
+                                               const std::string& proof = "") {
     auto context = std::make_unique<grpc::ClientContext>();
     if (token != nullptr) context->AddMetadata("authorization", std::string("Bearer ") + token);
+    if (!proof.empty()) context->AddMetadata(kWorkerProofKey, proof);
     context->set_deadline(std::chrono::system_clock::now() + timeout);
     return context;
   }
@@ -100,9 +109,14 @@ class HostileClientTest : public ::testing::Test {
     return request;
   }
 
+  // A push with the proof of the worker it names (what that worker's Join
+  // gave it), or with `proof` where given.
   grpc::Status Push(const v1::PushRequest& request, v1::PushReply* reply, const char* token = kWorkerToken,
-                    std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
-    return aggregator_->Push(Context(token, timeout).get(), request, reply);
+                    std::chrono::milliseconds timeout = std::chrono::seconds(20),
+                    const std::optional<std::string>& proof = std::nullopt) {
+    const std::string carried =
+        proof.has_value() ? *proof : WorkerProofs(kShardToken).ProofOf(request.round().job(), request.worker());
+    return aggregator_->Push(Context(token, timeout, carried).get(), request, reply);
   }
 
   // Both workers push `step` with values 1 and 2 at once; every element of
@@ -296,6 +310,16 @@ TEST_F(HostileClientTest, AbusiveRequestsToEveryRpcLeaveTheHonestRoundExactAndMe
                 "Push with a forged token");
   ExpectRefused(Push(Request(2, 0, 1), &reply, nullptr), grpc::StatusCode::UNAUTHENTICATED, "missing bearer token",
                 "Push without a token");
+  // 7b. In another worker's name: worker 0, holding the worker token and its
+  // own proof, pushes as worker 1 (whose push would then be a mere repeat),
+  // or with no proof at all.
+  ExpectRefused(Push(Request(2, 1, 1), &reply, kWorkerToken, std::chrono::seconds(20),
+                     WorkerProofs(kShardToken).ProofOf("h", 0)),
+                grpc::StatusCode::PERMISSION_DENIED, "a push as worker 1 carries another worker's proof",
+                "Push in another worker's name");
+  ExpectRefused(Push(Request(2, 1, 1), &reply, kWorkerToken, std::chrono::seconds(20), std::string()),
+                grpc::StatusCode::PERMISSION_DENIED, "a push as worker 1 carries no worker proof",
+                "Push without a worker proof");
   // 8. Out of order: a step whose answer is no longer kept.
   for (uint64_t step = 2; step < 8; ++step) ExpectHonestRound(step);
   ExpectRefused(Push(Request(0, 0, 1), &reply), grpc::StatusCode::FAILED_PRECONDITION, "finished long ago",

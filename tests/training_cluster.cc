@@ -50,6 +50,9 @@ TrainingCluster::TrainingCluster(std::string server_binary, std::string worker_b
       run_flags_(std::move(run_flags)) {
   std::filesystem::create_directories(dir_);
   std::ofstream(dir_ + "/token") << "train-token\n";
+  // The servers' own token: with it they bind each worker's calls to its
+  // rank (server/worker_proof.h), as the main job's do.
+  std::ofstream(dir_ + "/shard_token") << "train-shard-token\n";
 }
 
 TrainingCluster::~TrainingCluster() {
@@ -73,7 +76,7 @@ std::string TrainingCluster::StartServers(int shards, const std::vector<int>& po
     std::vector<std::string> argv = {server_binary_, "--job_config=" + dir_ + "/job.json",
                                      absl::StrCat("--shard_index=", s), absl::StrCat("--num_shards=", shards),
                                      "--port_file=" + port_file, "--token_file=" + dir_ + "/token",
-                                     "--host=" + host_};
+                                     "--shard_token_file=" + dir_ + "/shard_token", "--host=" + host_};
     argv.insert(argv.end(), server_flags_.begin(), server_flags_.end());
     if (s == 0) {
       argv.push_back("--coordinator");

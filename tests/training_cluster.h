@@ -1,8 +1,10 @@
 // A local training cluster of real processes on loopback, for the
 // multi-process training tests: sketchfuse_server shards (shard 0 serving
 // the coordinator) and sketchfuse_worker processes, each with its logs in
-// the cluster's directory. Everything still running is killed when the
-// cluster is destroyed.
+// the cluster's directory. The servers hold a shard token besides the
+// workers' token, so each worker's calls are bound to its rank
+// (server/worker_proof.h), as in the main job. Everything still running is
+// killed when the cluster is destroyed.
 #ifndef SKETCHFUSE_TESTS_TRAINING_CLUSTER_H_
 #define SKETCHFUSE_TESTS_TRAINING_CLUSTER_H_
 

@@ -1,13 +1,17 @@
 #include "worker/worker_run.h"
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "proto/run_config.h"
 #include "worker/core/divergence.h"
 #include "worker/pipeline/job_plan.h"
@@ -20,6 +24,38 @@ namespace {
 
 // How often a worker looks for another worker's divergence notice.
 constexpr absl::Duration kDivergencePoll = absl::Seconds(1);
+
+// Where a worker keeps the proof of its rank (server/worker_proof.h) across
+// a restart: next to its checkpoint, which it resumes from (a restarted
+// worker without the proof cannot join its job again).
+std::string WorkerProofPath(const WorkerRunConfig& c) { return absl::StrCat(c.checkpoint_dir, "/", c.worker_id, ".proof"); }
+
+// The kept proof, or "" when there is none (no checkpoint directory, or no
+// Join yet).
+absl::StatusOr<std::string> KeptWorkerProof(const WorkerRunConfig& c) {
+  if (c.checkpoint_dir.empty() || !std::filesystem::exists(WorkerProofPath(c))) return std::string();
+  absl::StatusOr<std::string> kept = ReadFlagFile(WorkerProofPath(c), "worker proof");
+  if (!kept.ok()) return kept.status();
+  return std::string(absl::StripAsciiWhitespace(*kept));
+}
+
+// Writes `proof` to WorkerProofPath (owner-only, replaced whole), creating
+// the checkpoint directory if need be.
+absl::Status KeepWorkerProof(const WorkerRunConfig& c, const std::string& proof) {
+  std::error_code error;
+  std::filesystem::create_directories(c.checkpoint_dir, error);
+  const std::string path = WorkerProofPath(c), tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << proof << "\n";
+    if (!out.good()) return absl::DataLossError(absl::StrCat("cannot write the worker proof '", tmp, "'"));
+  }
+  chmod(tmp.c_str(), S_IRUSR | S_IWUSR);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::DataLossError(absl::StrCat("cannot rename '", tmp, "' to '", path, "'"));
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -98,10 +134,19 @@ absl::StatusOr<std::unique_ptr<WorkerRun>> WorkerRun::Join(WorkerRunConfig confi
     run->metrics_ = std::make_unique<WorkerMetrics>(run->metrics_endpoint_->registry());
     c.log(absl::StrCat(c.worker_id, " serves metrics on ", c.metrics_host, ":", run->metrics_endpoint_->port()));
   }
+  // A restarted worker joins again with the proof of its rank.
+  absl::StatusOr<std::string> kept_proof = KeptWorkerProof(c);
+  if (!kept_proof.ok()) return kept_proof.status();
+  c.channel.worker_proof = *kept_proof;
   run->coordinator_ = std::make_unique<CoordinatorClient>(c.coordinator, c.job, c.worker_id, c.channel);
   absl::StatusOr<v1::JoinReply> joined = run->coordinator_->Join(c.run, c.join_timeout);
   if (!joined.ok()) return joined.status();
   run->joined_ = *std::move(joined);
+  // Every later call (pushes, the collective's rendezvous) proves the rank.
+  c.channel.worker_proof = run->joined_.worker_proof();
+  if (!c.checkpoint_dir.empty() && !c.channel.worker_proof.empty() && c.channel.worker_proof != *kept_proof) {
+    if (absl::Status kept = KeepWorkerProof(c, c.channel.worker_proof); !kept.ok()) return kept;
+  }
   run->coordinator_->StartHeartbeats(absl::Seconds(2));
   const v1::JoinReply& j = run->joined_;
   const uint32_t kept = j.job().finished_rounds_kept() > 0 ? j.job().finished_rounds_kept() : 4;

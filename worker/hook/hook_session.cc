@@ -294,6 +294,7 @@ absl::StatusOr<std::unique_ptr<HookSession>> HookSession::Join(HookSettings sett
   session.coordinator_->StartHeartbeats(absl::Seconds(2));
   SchemeEnvironment environment;
   environment.rpc = *channel;
+  environment.rpc.worker_proof = joined->worker_proof();  // every push proves the rank
   environment.retry.push_deadline = absl::Seconds(settings.push_timeout_s);
   environment.retry.max_attempts = settings.push_attempts;
   if (NeedsCollective(settings.scheme)) environment.collective = session.collective_.get();

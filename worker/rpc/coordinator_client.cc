@@ -19,7 +19,20 @@ CoordinatorClient::CoordinatorClient(const std::string& address, std::string job
       job_(std::move(job)),
       worker_id_(std::move(worker_id)),
       options_(std::move(options)),
-      stub_(v1::Coordinator::NewStub(MakeRpcChannel(address, options_))) {}
+      stub_(v1::Coordinator::NewStub(MakeRpcChannel(address, options_))),
+      worker_proof_(options_.worker_proof) {}
+
+RpcChannelOptions CoordinatorClient::CallOptions() const {
+  RpcChannelOptions options = options_;
+  std::lock_guard<std::mutex> lock(mu_);
+  options.worker_proof = worker_proof_;
+  return options;
+}
+
+std::string CoordinatorClient::worker_proof() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return worker_proof_;
+}
 
 CoordinatorClient::~CoordinatorClient() {
   {
@@ -44,13 +57,17 @@ absl::StatusOr<v1::JoinReply> CoordinatorClient::Join(const v1::RunConfig& run, 
   const absl::Time give_up = absl::Now() + patience;
   while (true) {
     grpc::ClientContext context;
-    AddCallCredentials(options_, context);
+    AddCallCredentials(CallOptions(), context);
     context.set_deadline(absl::ToChronoTime(give_up));
     // Wait for the coordinator's port to open instead of failing at once.
     context.set_wait_for_ready(true);
     v1::JoinReply reply;
     grpc::Status status = stub_->Join(&context, request, &reply);
     if (status.ok()) {
+      if (!reply.worker_proof().empty()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        worker_proof_ = reply.worker_proof();
+      }
       if (absl::Status family = CheckSketchHashFamily(
               reply.sketch_hash_family(), absl::StrCat("the coordinator of job '", job_, "' at ", address_));
           !family.ok()) {
@@ -84,7 +101,7 @@ absl::Status CoordinatorClient::Set(const std::string& key, const std::string& v
   entry.set_key(key);
   entry.set_value(value);
   grpc::ClientContext context;
-  AddCallCredentials(options_, context);
+  AddCallCredentials(CallOptions(), context);
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   v1::SetReply reply;
   return FromGrpcStatus(stub_->Set(&context, entry, &reply));
@@ -101,7 +118,7 @@ absl::StatusOr<std::string> CoordinatorClient::Get(const std::string& key, absl:
     request.set_key(key);
     request.set_wait_ms(static_cast<uint32_t>(std::min<int64_t>(absl::ToInt64Milliseconds(left), UINT32_MAX)));
     grpc::ClientContext context;
-    AddCallCredentials(options_, context);
+    AddCallCredentials(CallOptions(), context);
     context.set_deadline(absl::ToChronoTime(absl::Now() + left + absl::Seconds(10)));
     v1::KeyValue reply;
     grpc::Status status = stub_->Get(&context, request, &reply);
@@ -123,7 +140,7 @@ void CoordinatorClient::StartHeartbeats(absl::Duration period) {
       request.set_job(job_);
       request.set_worker_id(worker_id_);
       grpc::ClientContext context;
-      AddCallCredentials(options_, context);
+      AddCallCredentials(CallOptions(), context);
       context.set_deadline(absl::ToChronoTime(absl::Now() + period));
       v1::HeartbeatReply reply;
       grpc::Status status = stub_->Heartbeat(&context, request, &reply);
@@ -136,7 +153,7 @@ void CoordinatorClient::StartHeartbeats(absl::Duration period) {
         ++rejoins_;
         lock.unlock();
         grpc::ClientContext join_context;
-        AddCallCredentials(options_, join_context);
+        AddCallCredentials(CallOptions(), join_context);
         join_context.set_deadline(absl::ToChronoTime(absl::Now() + period));
         v1::JoinReply joined;
         const grpc::Status answer = stub_->Join(&join_context, again, &joined);

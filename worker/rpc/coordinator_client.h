@@ -25,6 +25,10 @@ class CoordinatorClient final : public KeyValueStore {
                     RpcChannelOptions options);
   ~CoordinatorClient() override;  // stops the heartbeat thread
 
+  // `options.worker_proof`, if set, is the proof a former Join of this worker
+  // gave (kept across a restart): every call carries it, and a successful
+  // Join replaces it with the reply's (worker_proof()).
+  //
   // Joins with `run`, retrying while the coordinator is unreachable, and waits
   // up to `patience` for the job to assemble. The coordinator's refusal
   // (a different configuration or sketch hash family, a full job) is
@@ -45,6 +49,10 @@ class CoordinatorClient final : public KeyValueStore {
   // later its rank back.
   void StartHeartbeats(absl::Duration period);
   std::vector<std::string> dead_workers() const;
+  // The proof of this worker's rank the last Join gave (server/
+  // worker_proof.h), or the one it was created with; empty when the servers
+  // issue none.
+  std::string worker_proof() const;
   // How many times the heartbeat thread joined a restarted coordinator again.
   int rejoins() const;
   // OK, or why the latest rejoin was refused for good: the restarted
@@ -59,6 +67,8 @@ class CoordinatorClient final : public KeyValueStore {
   const std::string worker_id_;
   const RpcChannelOptions options_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
+  // options_ with the current worker proof, for one call.
+  RpcChannelOptions CallOptions() const;
 
   mutable std::mutex mu_;
   std::condition_variable stop_cv_;
@@ -66,6 +76,7 @@ class CoordinatorClient final : public KeyValueStore {
   std::vector<std::string> dead_workers_;
   v1::JoinRequest joined_;  // the last Join's request, for rejoining
   int rejoins_ = 0;
+  std::string worker_proof_;
   absl::Status rejoin_refusal_;
   std::thread heartbeats_;
 };
