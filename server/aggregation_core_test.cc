@@ -65,6 +65,23 @@ std::unique_ptr<AggregationCore> MakeCore(uint32_t workers, std::vector<GroupSpe
   return *std::move(core);
 }
 
+// A core of two workers and one group that records each answer into
+// `sink`, or fails to ("disk full") while *fail_record is true.
+std::unique_ptr<AggregationCore> RecordingCore(uint32_t group, uint64_t dim, const std::string& spec,
+                                               std::vector<KeptAnswer>* sink, const bool* fail_record = nullptr) {
+  AggregationConfig config;
+  config.job = "job";
+  config.world_size = 2;
+  config.groups = {{group, dim, spec}};
+  config.round_deadline = absl::Seconds(10);
+  config.record_answer = [sink, fail_record](const KeptAnswer& a) {
+    if (fail_record != nullptr && *fail_record) return absl::InternalError("disk full");
+    sink->push_back(a);
+    return absl::OkStatus();
+  };
+  return *AggregationCore::Create(config);
+}
+
 TEST(AggregationCoreTest, AShardWithoutGroupsRefusesEveryPush) {
   std::unique_ptr<AggregationCore> core = MakeCore(2, {});
   Answer answer;
@@ -889,18 +906,7 @@ TEST(AggregationCoreTest, AFetchSgdStateThatWouldOverflowRefusesTheRoundAndStays
   const size_t n = 4000;
   const std::string spec = "count_sketch:method=fetchsgd,k=20,rows=3,width=10,seed=4,momentum=0.9";
   std::vector<KeptAnswer> recorded;
-  auto make = [&](std::vector<KeptAnswer>* sink) {
-    AggregationConfig config;
-    config.job = "job";
-    config.world_size = 2;
-    config.groups = {{6, n, spec}};
-    config.round_deadline = absl::Seconds(10);
-    config.record_answer = [sink](const KeptAnswer& a) {
-      sink->push_back(a);
-      return absl::OkStatus();
-    };
-    return *AggregationCore::Create(config);
-  };
+  auto make = [&](std::vector<KeptAnswer>* sink) { return RecordingCore(6, n, spec, sink); };
   std::unique_ptr<AggregationCore> core = make(&recorded);
   auto round = [&](AggregationCore& c, uint64_t step, float cell) {
     Answer answers[2];
@@ -1159,19 +1165,7 @@ TEST(AggregationCoreTest, FetchSgdGroupsStepSketchSpaceStateAndRecordIt) {
   const std::string spec = "count_sketch:method=fetchsgd,k=40,rows=5,width=10,seed=4,momentum=0.9";
   std::vector<KeptAnswer> recorded;
   bool fail_record = false;
-  auto make = [&](std::vector<KeptAnswer>* sink) {
-    AggregationConfig config;
-    config.job = "job";
-    config.world_size = 2;
-    config.groups = {{6, n, spec}};
-    config.round_deadline = absl::Seconds(10);
-    config.record_answer = [sink, &fail_record](const KeptAnswer& a) {
-      if (fail_record) return absl::InternalError("disk full");
-      sink->push_back(a);
-      return absl::OkStatus();
-    };
-    return *AggregationCore::Create(config);
-  };
+  auto make = [&](std::vector<KeptAnswer>* sink) { return RecordingCore(6, n, spec, sink, &fail_record); };
   std::unique_ptr<AggregationCore> core = make(&recorded);
   auto sketcher = *CompressorRegistry::Default().Create(spec);
   const Compressor::SketchLayout layout = *sketcher->SketchLayoutFor(n);

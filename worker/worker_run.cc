@@ -1,6 +1,8 @@
 #include "worker/worker_run.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -45,12 +47,12 @@ absl::Status KeepWorkerProof(const WorkerRunConfig& c, const std::string& proof)
   std::error_code error;
   std::filesystem::create_directories(c.checkpoint_dir, error);
   const std::string path = WorkerProofPath(c), tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << proof << "\n";
-    if (!out.good()) return absl::DataLossError(absl::StrCat("cannot write the worker proof '", tmp, "'"));
-  }
-  chmod(tmp.c_str(), S_IRUSR | S_IWUSR);
+  // Created owner-only: the proof lets its holder act as this rank.
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, S_IRUSR | S_IWUSR);
+  const std::string line = proof + "\n";
+  const bool written = fd >= 0 && write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  if (fd >= 0) close(fd);
+  if (!written) return absl::DataLossError(absl::StrCat("cannot write the worker proof '", tmp, "'"));
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     return absl::DataLossError(absl::StrCat("cannot rename '", tmp, "' to '", path, "'"));
   }
