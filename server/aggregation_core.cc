@@ -39,9 +39,10 @@ absl::StatusOr<std::unique_ptr<AggregationCore>> AggregationCore::Create(
     return absl::InvalidArgumentError("aggregation config: round_deadline must be positive");
   }
   if (config.step_window == 0 || config.max_open_rounds == 0 || config.max_held_bytes == 0 ||
-      config.max_pushes_waiting == 0) {
+      config.max_pushes_waiting == 0 || config.max_rounds_alone == 0) {
     return absl::InvalidArgumentError(
-        "aggregation config: step_window, max_open_rounds, max_held_bytes and max_pushes_waiting must be at least 1");
+        "aggregation config: step_window, max_open_rounds, max_held_bytes, max_pushes_waiting and max_rounds_alone "
+        "must be at least 1");
   }
   std::unique_ptr<AggregationCore> core(new AggregationCore(config));
   for (const GroupSpec& spec : core->config_.groups) {
@@ -356,6 +357,20 @@ absl::Status AggregationCore::CheckNewRoundLocked(const RoundKey& key, uint32_t 
         superseded->back().report.bytes_held = stats_.bytes_held;
       }
     }
+  }
+  // The worker's share: rounds of this group that it alone holds.
+  std::vector<uint64_t> alone;
+  for (auto it = rounds_.lower_bound(RoundId{key.group, 0, 0}); it != rounds_.end() && it->first.group == key.group;
+       ++it) {
+    const Round& round = it->second;
+    if (round.count == 1 && round.arrived[worker] && !round.decoding) alone.push_back(it->first.step);
+  }
+  if (alone.size() >= config_.max_rounds_alone) {
+    ++stats_.refused_over_capacity;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "worker ", worker, " already holds ", alone.size(), " rounds of group ", key.group,
+        " that no other worker has pushed (steps ", absl::StrJoin(alone, ", "), "), the most one worker may: ",
+        RoundName(config_.job, key.group, key.step, key.round), " cannot open in its name now"));
   }
   if (stats_.rounds_open >= config_.max_open_rounds) {
     ++stats_.refused_over_capacity;

@@ -69,6 +69,10 @@
 //     far-future round cannot make later steps look finished, and a flood of
 //     steps opens at most 2 step_window + 1 + world_size rounds and parks at
 //     most world_size pushes per group.
+//   - Per-worker share: a push that would open a round of a group in which
+//     its worker already holds `max_rounds_alone` rounds that no other
+//     worker has pushed into is refused with RESOURCE_EXHAUSTED naming their
+//     steps (an honest worker holds at most one per group: see the field).
 //   - Bounded memory: a push that would open a round past `max_open_rounds`
 //     open rounds, or park or open one past `max_held_bytes` of payloads held
 //     in open rounds and parked pushes, is refused with RESOURCE_EXHAUSTED
@@ -191,6 +195,13 @@ struct AggregationConfig {
   // round opens (RESOURCE_EXHAUSTED).
   uint64_t max_open_rounds = 4096;
   uint64_t max_held_bytes = uint64_t{1} << 30;
+  // Rounds of one group that one worker may hold alone (opened, no other
+  // worker's push in them yet). An honest worker holds at most one: it
+  // pushes a group's next step only after applying the answer of its last,
+  // which needs every worker. So one worker pushing steps ahead within the
+  // window cannot take the shard-wide caps from the others (4: room for a
+  // round failed at its deadline and pushed again, and more).
+  uint32_t max_rounds_alone = 4;
   // One worker's pushes waiting on one round or parked push at once (its
   // first push and repeats; an honest worker repeats a push only when its
   // transport lost the call, at most RetryPolicy::max_attempts times).

@@ -397,7 +397,10 @@ TEST(AggregationCoreTest, AForgedFarFutureRoundDoesNotBlockLaterSteps) {
 }
 
 TEST(AggregationCoreTest, AFloodOutsideTheWindowHoldsOneRoundAndOneParkedPushPerWorker) {
-  auto core = MakeCore(2, {{0, 2, "dense"}}, absl::Seconds(10), [](AggregationConfig& c) { c.step_window = 8; });
+  auto core = MakeCore(2, {{0, 2, "dense"}}, absl::Seconds(10), [](AggregationConfig& c) {
+    c.step_window = 8;
+    c.max_rounds_alone = 1000;  // the window's bound alone here
+  });
   ASSERT_TRUE(PushStep(*core, 2, 0).ok());
   // A flood of single pushes of ever farther steps from one worker: those
   // within the window open; outside it the worker's first push takes its
@@ -717,9 +720,45 @@ TEST(AggregationCoreTest, AFloodNearerTheProgressDelaysTheClaimedWorkerUntilTheR
   }
 }
 
+// One worker pushing steps ahead within the window holds at most
+// max_rounds_alone rounds of a group that nobody else has pushed into; the
+// next is refused by name, holding nothing, while other workers' rounds and
+// other groups open as usual, and a round joined by another worker no
+// longer counts.
+TEST(AggregationCoreTest, OneWorkerHoldsAtMostMaxRoundsAloneOfAGroup) {
+  auto core = MakeCore(2, {{0, 2, "dense"}, {1, 2, "dense"}}, absl::Seconds(10),
+                       [](AggregationConfig& c) { c.max_rounds_alone = 2; });
+  std::deque<Answer> held(2);
+  core->Push({"job", 0, 0}, 0, Encode("dense", {1, 1}), kT0, held[0].Callback());
+  core->Push({"job", 1, 0}, 0, Encode("dense", {1, 1}), kT0, held[1].Callback());
+  Answer third;
+  core->Push({"job", 2, 0}, 0, Encode("dense", {1, 1}), kT0, third.Callback());
+  ASSERT_TRUE(third.called);
+  EXPECT_EQ(third.result.status().code(), absl::StatusCode::kResourceExhausted) << third.result.status();
+  EXPECT_NE(third.result.status().message().find(
+                "worker 0 already holds 2 rounds of group 0 that no other worker has pushed (steps 0, 1)"),
+            std::string::npos)
+      << third.result.status();
+  EXPECT_EQ(core->stats().rounds_open, 2u);
+  // Another group, and another worker, open rounds as usual.
+  Answer other_group, other_worker;
+  core->Push({"job", 0, 1}, 0, Encode("dense", {1, 1}), kT0, other_group.Callback());
+  core->Push({"job", 5, 0}, 1, Encode("dense", {1, 1}), kT0, other_worker.Callback());
+  EXPECT_FALSE(other_group.called);
+  EXPECT_FALSE(other_worker.called);
+  EXPECT_EQ(core->stats().rounds_open, 4u);
+  // Worker 1 completes step 0: worker 0 holds one alone again and may open step 2.
+  Answer completes, again;
+  core->Push({"job", 0, 0}, 1, Encode("dense", {2, 2}), kT0, completes.Callback());
+  ASSERT_TRUE(completes.result.ok()) << completes.result.status();
+  core->Push({"job", 2, 0}, 0, Encode("dense", {1, 1}), kT0, again.Callback());
+  EXPECT_FALSE(again.called);
+}
+
 TEST(AggregationCoreTest, CapsOnOpenRoundsAndHeldBytesRefuseNewRoundsOnly) {
   auto core = MakeCore(2, {{0, 2, "dense"}, {1, 2, "dense"}}, absl::Seconds(10), [](AggregationConfig& c) {
     c.max_open_rounds = 3;
+    c.max_rounds_alone = 1000;  // the shard-wide caps alone here
   });
   std::vector<Answer> open(3);
   core->Push({"job", 0, 0}, 0, Encode("dense", {1, 1}), kT0, open[0].Callback());
@@ -737,8 +776,10 @@ TEST(AggregationCoreTest, CapsOnOpenRoundsAndHeldBytesRefuseNewRoundsOnly) {
   EXPECT_EQ(core->stats().refused_over_capacity, 1u);
 
   const uint64_t one_payload = Encode("dense", {1, 1}).WireBytes();
-  auto small = MakeCore(2, {{0, 2, "dense"}}, absl::Seconds(10),
-                        [&](AggregationConfig& c) { c.max_held_bytes = 2 * one_payload; });
+  auto small = MakeCore(2, {{0, 2, "dense"}}, absl::Seconds(10), [&](AggregationConfig& c) {
+    c.max_held_bytes = 2 * one_payload;
+    c.max_rounds_alone = 1000;
+  });
   Answer a, b, c;
   small->Push({"job", 0, 0}, 0, Encode("dense", {1, 1}), kT0, a.Callback());
   small->Push({"job", 1, 0}, 0, Encode("dense", {1, 1}), kT0, b.Callback());
@@ -988,7 +1029,8 @@ TEST(AggregationCoreTest, ManyWorkerThreadsManyGroupsAndSteps) {
   constexpr uint32_t kWorkers = 4, kGroups = 3, kSteps = 40;
   std::vector<GroupSpec> groups;
   for (uint32_t g = 0; g < kGroups; ++g) groups.push_back({g, 64, "dense"});
-  auto core = MakeCore(kWorkers, groups);
+  // Each thread pushes every step at once, far ahead of what a worker does.
+  auto core = MakeCore(kWorkers, groups, absl::Seconds(10), [](AggregationConfig& c) { c.max_rounds_alone = kSteps; });
   std::atomic<int> ok{0}, bad{0};
   std::vector<std::thread> threads;
   for (uint32_t w = 0; w < kWorkers; ++w) {

@@ -84,8 +84,8 @@ class CoordinatorCore {
   //     still there (a mistyped id or a worker that exited holds no place);
   //   RESOURCE_EXHAUSTED: world_size + max_waiting_calls calls wait already;
   //   PERMISSION_DENIED: with proofs on, a re-join of an id that has its
-  //     rank without that rank's proof (`proof`, the call's; the first Join
-  //     of an id before the job is complete claims it).
+  //     rank without that rank's proof (`proof`, the call's; until the job
+  //     is complete, no id has a rank, and any Join of an id is taken).
   // The reply carries the rank's proof (empty with proofs off).
   absl::StatusOr<v1::JoinReply> Join(const v1::JoinRequest& request, absl::Time deadline,
                                      const Cancelled& cancelled, absl::string_view proof = "");
