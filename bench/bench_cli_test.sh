@@ -54,7 +54,12 @@ expect_refusal "are malformed: KeyError" python3 "$bench/scale_projection.py" --
 
 mkdir -p "$dir/noruns"
 echo '{"runs": [], "link": {"alpha_s": 0, "beta_s_per_byte": 1e-9}, "rate": "1gbit"}' >"$dir/noruns/runs.json"
-expect_refusal "needs gpu_worker_bench figures of at least two fusion modes" \
+expect_refusal "cannot read the GPU figures $dir/gpu/gpu_worker_step/results.csv" \
+  python3 "$bench/scale_projection.py" --shaped "$dir/noruns" --gpu "$dir/gpu" --out "$dir/o"
+mkdir -p "$dir/gpu/gpu_worker_step"
+printf 'gpu,run,workload,parameters,fusion,device,compress_ms,decode_ms\nH200,fusion_plans,resnet50,25557032,4,gpu,2.9,1.6\n' \
+  >"$dir/gpu/gpu_worker_step/results.csv"
+expect_refusal "gpu_worker_step needs GPU figures of at least two fusion plans (per_layer, single, 4)" \
   python3 "$bench/scale_projection.py" --shaped "$dir/noruns" --gpu "$dir/gpu" --out "$dir/o"
 
 mkdir -p "$dir/summary/shaped"

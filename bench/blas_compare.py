@@ -92,7 +92,7 @@ def main():
     p.add_argument("--train_examples", type=int, default=3840)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--worker", default=os.path.join(ROOT, "bazel-bin/worker/sketchfuse_worker"))
-    p.add_argument("--out", default=os.path.join(ROOT, "bench/data/blas"))
+    p.add_argument("--out", default=os.path.join(ROOT, "out/blas"))
     args = p.parse_args()
     models = [m for m in args.models.split(",") if m]
     for m in models:

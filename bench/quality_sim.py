@@ -9,8 +9,8 @@ the sketch methods tried for the training-quality issue (one-round estimates,
 the second round, FetchSGD, sparse-then-sketch with peeling, with one seed or
 a seed per step). It is not the system: its hash is a random table, not
 common/sketch_hash.h, and its initialization and data order differ from
-LibTorch's. Figures in the docs that come from it say "simulator"; raw output
-is in bench/data/quality/sim/. Debian's python3-torch (scripts/setup.sh
+LibTorch's. Figures that came from it say "simulator"; their raw output is in
+git history (bench/data/quality/sim/ at commit ca70cd0). Debian's python3-torch (scripts/setup.sh
 --bench), e.g.:
 
   /usr/bin/python3.11 bench/quality_sim.py --model=cnn --method=topk --ratio=402 --cap=1 --eval_every=50

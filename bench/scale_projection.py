@@ -122,21 +122,29 @@ def validate(runs, plans, holdout_workers):
     return rows
 
 
-def gpu_costs(gpu_dir):
-    """Per-group (alpha, beta per element) compress/decode costs on the GPU, per compressor family."""
+def read_study(results_dir, study):
+    """The rows of a kept study's results.csv (bench/results/<study>/)."""
+    path = os.path.join(results_dir, study, "results.csv")
+    try:
+        with open(path, newline="") as f:
+            return list(csv.DictReader(f))
+    except OSError as e:
+        sys.exit(f"scale_projection: cannot read the GPU figures {path}: {e}")
+
+
+def gpu_costs(results_dir):
+    """Per-group (alpha, beta per element) compress/decode costs on the GPU, per compressor family, from
+    the GPU studies kept under `results_dir` (gpu_worker_step's fusion plans, gpu_kernels' kernels)."""
     sketch_c, sketch_d = [], []
+    plans = [r for r in read_study(results_dir, "gpu_worker_step")
+             if r["run"] == "fusion_plans" and r["device"] == "gpu" and r["workload"] == "resnet50"]
     for fusion, groups in (("per_layer", 161), ("single", 1), ("4", 4)):
-        path = os.path.join(gpu_dir, f"fusion_{fusion}.json")
-        if not os.path.exists(path):
-            continue
-        rows = [r for r in load_json(path, "GPU worker figures") if r["device"] == "gpu" and
-                r["workload"] == "resnet50"]
-        for r in rows:
-            sketch_c.append((groups, 1e-3 * r["compress_ms"], r["parameters"]))
-            sketch_d.append((groups, 1e-3 * r["decode_ms"], r["parameters"]))
+        for r in (r for r in plans if r["fusion"] == fusion):
+            sketch_c.append((groups, 1e-3 * float(r["compress_ms"]), int(r["parameters"])))
+            sketch_d.append((groups, 1e-3 * float(r["decode_ms"]), int(r["parameters"])))
     if len({g for g, _, _ in sketch_c}) < 2:
-        sys.exit(f"scale_projection: {gpu_dir} needs gpu_worker_bench figures of at least two fusion modes "
-                 "(fusion_per_layer.json, fusion_single.json, fusion_4.json)")
+        sys.exit(f"scale_projection: {results_dir}/gpu_worker_step needs GPU figures of at least two fusion plans "
+                 "(per_layer, single, 4)")
 
     # fit_line(groups, seconds) gives seconds = intercept + slope * groups:
     # slope is the per-group overhead, intercept the per-element work of all n.
@@ -145,13 +153,11 @@ def gpu_costs(gpu_dir):
         n = samples[0][2]
         return (max(0.0, slope), max(0.0, intercept) / n)
 
-    kernels = {}
-    for r in load_json(os.path.join(gpu_dir, "sketchfuse_gpu.json"), "GPU kernel figures")["results"]:
-        if r["profile"] == "resnet50":
-            kernels[r["op"]] = (1e-3 * r["median_ms"], r["n"])
+    kernels = {r["op"]: (1e-3 * float(r["sketchfuse_ms"]), int(r["parameters"]))
+               for r in read_study(results_dir, "gpu_kernels") if r["profile"] == "resnet50"}
     for op in ("topk", "ef_momentum", "scatter_add", "gather"):
         if op not in kernels:
-            sys.exit(f"scale_projection: no '{op}' figure in {gpu_dir}/sketchfuse_gpu.json")
+            sys.exit(f"scale_projection: no '{op}' figure in {results_dir}/gpu_kernels/results.csv")
     sketch_compress, sketch_decode = cost(sketch_c), cost(sketch_d)
     per_elem = lambda op: kernels[op][0] / kernels[op][1]  # noqa: E731
     k_fraction = 0.001
@@ -266,7 +272,9 @@ def plots(out, validation, projection):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shaped", required=True, help="bench/shaped_cluster.py's output folder")
-    parser.add_argument("--gpu", required=True, help="folder with the GPU figures (sketchfuse_gpu.json, fusion_*.json)")
+    parser.add_argument("--gpu", required=True,
+                        help="the kept studies' folder (bench/results) whose gpu_kernels and gpu_worker_step "
+                             "studies give the GPU costs")
     parser.add_argument("--out", required=True)
     parser.add_argument("--holdout_workers", type=int, default=8,
                         help="runs with at least this many workers are held out of the link fit")

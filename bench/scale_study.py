@@ -40,7 +40,7 @@ The protocol, the same for every scheme:
     (empty) runs only the schemes, for a second study process sharing the
     work of one DIR.
 
-Writes DIR/scale.csv (one line per run), DIR/scale.json (the runs and the
+Writes DIR/results.csv (one line per run; bench/harness/results.py), DIR/scale.json (the runs and the
 probes), DIR/scale.md (a table per model and ratio: accuracy against W, and
 the difference from dense_allreduce), DIR/accuracy_vs_workers.png (one panel
 per model and ratio) and DIR/bytes_vs_workers.png (each scheme's bytes at its
@@ -60,41 +60,26 @@ the study, or with --replace_stale is moved aside and made again. A run that
 diverges (the worker's exit status 3) is a result: "diverged" in the tables.
 """
 import argparse
-import csv
 import fcntl
 import json
 import math
 import os
-import re
 import shutil
 import subprocess
 import sys
 import time
 import types
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import registry, results as results_csv  # noqa: E402
+from harness.budget import (BUDGET_TOLERANCE, PROBE_STEPS, budget_for, calibrate, dense_bytes,  # noqa: E402
+                            density_for, density_of, total_bytes, with_density)
+from harness.worker_runs import NotRun, ReusingRunner, StaleOutput, StudyError  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN_EXAMPLES = 60000  # Fashion-MNIST's training set
 MODELS = ["mlp", "cnn", "mlp_large", "cnn_wide"]  # the worker's Fashion-MNIST classifiers
-DEFAULT_SCHEMES = ["topk_allgather", "gtopk", "spardl", "topk_ps", "sketch_ps", "sketch_allreduce",
-                   "fixed_sketch_ps", "fixed_sketch_allreduce"]
-BASELINES = ["dense_allreduce", "dense_bf16_allreduce"]
-PROBE_STEPS = 2
-REFINE_PROBES = 3  # probes at the fitted density (and its secant correction) per scheme, W and ratio
-BUDGET_TOLERANCE = 0.05  # a run further than this from its byte budget is flagged in the tables
 DIVERGED_BELOW = 0.11  # ten classes: a run that ends at chance has diverged, whether or not its loss went non-finite
-DIVERGED_EXIT = 3  # the worker's exit status when a NaN stopped the run (its summary names the step)
-
-
-class StudyError(Exception):
-    pass
-
-
-class StaleOutput(StudyError):
-    """An output in --out was made with other flags: the study stops before running anything more."""
-
-
-class NotRun(Exception):
-    """--report_only, and the output of a run or probe is not there yet."""
 
 
 def int_list(text, name):
@@ -128,42 +113,12 @@ def data_plan(workers, steps, batch):
     return TRAIN_EXAMPLES, max(1, round(steps / steps_per_epoch))
 
 
-def with_density(spec, density):
-    """The compressor spec `spec` (name:key=value,...) with its density set to `density`."""
-    name, _, params = spec.partition(":")
-    kept = [p for p in params.split(",") if p and not p.startswith("density=")]
-    return f"{name}:" + ",".join([f"density={density:.6g}"] + kept)
-
-
-def density_of(spec):
-    m = re.search(r"(?:^|[:,])density=([0-9.eE+-]+)", spec)
-    if m is None:
-        raise StudyError(f"compressor '{spec}' has no density to scale")
-    try:
-        return float(m.group(1))
-    except ValueError:
-        raise StudyError(f"compressor '{spec}': density={m.group(1)} is not a number") from None
-
-
-def read_summary(path):
-    """The worker's summary line of `path` as a dict, or None when it has none."""
-    try:
-        with open(path) as f:
-            for line in f:
-                if line.startswith("summary "):
-                    return json.loads(line[len("summary "):])
-    except FileNotFoundError:
-        return None
-    return None
-
-
-class Runner:
-    """Runs the worker binary, reusing any output that already holds a summary."""
+class Runner(ReusingRunner):
+    """Runs the worker binary with the study's flags, reusing any output that already holds a summary."""
 
     def __init__(self, args):
+        super().__init__(replace_stale=args.replace_stale, report_only=args.report_only)
         self.args = args
-        self.ran = 0
-        self.reused = 0
 
     def command(self, model, workers, scheme, train_examples, epochs, compressor):
         a = self.args
@@ -175,38 +130,9 @@ class Runner:
             cmd.append(f"--compressor={compressor}")
         return cmd + a.worker_flags.split()
 
-    def run(self, out, model, workers, scheme, train_examples, epochs, compressor=None):
+    def run_study_cell(self, out, model, workers, scheme, train_examples, epochs, compressor=None):
         """The summary of the run `out` holds, or of a new run written there."""
-        cmd = self.command(model, workers, scheme, train_examples, epochs, compressor)
-        summary = read_summary(out)
-        if summary is not None:
-            # Reused only when made with the same flags (the binary's path aside).
-            with open(out) as f:
-                made_by = f.readline()[2:].split()
-            if made_by[1:] != cmd[1:] and self.args.replace_stale and not self.args.report_only:
-                os.replace(out, out + ".stale")
-                print(f"  {out} was made with other flags: moved to {out}.stale, run again", flush=True)
-                summary = None
-            elif made_by[1:] != cmd[1:]:
-                raise StaleOutput(f"{out} was made by '{' '.join(made_by)}', not by this study's "
-                                  f"'{' '.join(cmd)}': delete it, use another --out, or --replace_stale")
-        if summary is not None:
-            self.reused += 1
-            return summary
-        if self.args.report_only:
-            raise NotRun(out)
-        os.makedirs(os.path.dirname(out), exist_ok=True)
-        partial = out + ".partial"
-        with open(partial, "w") as f:
-            f.write("# " + " ".join(cmd) + "\n")
-            f.flush()
-            done = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT)
-        summary = read_summary(partial)
-        if summary is None or done.returncode not in (0, DIVERGED_EXIT):
-            raise StudyError(f"{' '.join(cmd)} failed (exit {done.returncode}); its output is {partial}")
-        os.replace(partial, out)
-        self.ran += 1
-        return summary
+        return self.run(out, self.command(model, workers, scheme, train_examples, epochs, compressor))
 
 
 def lr_base_workers(args, workers):
@@ -230,68 +156,10 @@ def peak_learning_rate(args, workers):
     return args.learning_rate if base is None else args.learning_rate * workers / base
 
 
-def total_bytes(summary):
-    return summary["bytes_sent_per_step"] + summary["bytes_received_per_step"]
-
-
-def dense_bytes(summary):
-    """The dense float32 gradient's bytes per step: the worker's ratio is dense bytes / bytes sent."""
-    return summary["compression_ratio"] * summary["bytes_sent_per_step"]
-
-
-def calibrate(runner, args, model, workers, scheme):
-    """Probes `scheme` at its default density (or its --start_spec) and a quarter
-    of it; returns (first probe's name, "default" or "start"; its summary; the
-    affine fit {a, b}: total bytes = a + b * density; spec; the probes'
-    (density, total bytes) points)."""
-    start = args.start_specs.get(scheme)
-    first_name = "default" if start is None else "start"
-    first = probe(runner, args, model, workers, scheme, first_name, start)
-    spec = first["compressor"]
-    d0 = density_of(spec)
-    second = probe(runner, args, model, workers, scheme, "quarter", with_density(spec, d0 / 4))
-    t0, t1 = total_bytes(first), total_bytes(second)
-    b = (t0 - t1) / (d0 - d0 / 4)
-    a = t0 - b * d0
-    if b <= 0:
-        raise StudyError(f"{scheme} on {model} at W={workers}: its bytes do not grow with the density "
-                         f"({t1:.0f} B at {d0 / 4:g}, {t0:.0f} B at {d0:g})")
-    return first_name, first, {"a": a, "b": b}, spec, [(d0, t0), (d0 / 4, t1)]
-
-
 def probe(runner, args, model, workers, scheme, name, compressor):
     """A PROBE_STEPS-step run of `scheme` (its summary), kept as probes/<model>_W<W>_<scheme>_<name>.out."""
-    return runner.run(os.path.join(args.out, "probes", f"{model}_W{workers}_{scheme}_{name}.out"), model, workers,
-                      scheme, PROBE_STEPS * workers * args.batch_size, 1, compressor)
-
-
-def density_for(runner, args, model, workers, scheme, ratio, spec, points, budget):
-    """The density whose bytes are `budget`, or None when no density in (0, 1] meets it.
-
-    The affine fit of the first two probes is checked by a probe at its
-    answer; where that misses by more than BUDGET_TOLERANCE (bytes that are
-    not affine in the density: the peel's decoded coordinates, the union of
-    the workers' selections), the secant through the two probes nearest the
-    budget is tried, at most REFINE_PROBES times. Returns the last density
-    tried (each probe moves closer)."""
-    density = None
-    for attempt in range(1 + REFINE_PROBES):
-        (da, ta), (db, tb) = sorted(points, key=lambda p: abs(p[1] - budget))[:2]
-        if ta == tb:
-            return density
-        density = float(f"{da + (budget - ta) * (db - da) / (tb - ta):.6g}")
-        if density <= 0 and attempt < REFINE_PROBES:
-            # The line's intercept is above the budget (a table clamped at the
-            # group's size at the probed densities, say): look further down.
-            density = float(f"{min(d for d, _ in points) / 4:.6g}")
-        if not 0 < density <= 1:
-            return None
-        if attempt == REFINE_PROBES:
-            return density
-        s = probe(runner, args, model, workers, scheme, f"{ratio:g}x_check{attempt + 1}", with_density(spec, density))
-        points.append((density, total_bytes(s)))
-        if abs(total_bytes(s) / budget - 1) <= BUDGET_TOLERANCE:
-            return density
+    return runner.run_study_cell(os.path.join(args.out, "probes", f"{model}_W{workers}_{scheme}_{name}.out"), model,
+                                 workers, scheme, PROBE_STEPS * workers * args.batch_size, 1, compressor)
 
 
 def plan_rows(args):
@@ -324,7 +192,9 @@ def run_study(args):
             if ratio is not None:
                 key = (model, w, scheme)
                 if key not in fits:
-                    first_name, first, fit, spec, points = calibrate(runner, args, model, w, scheme)
+                    first_name, first, fit, spec, points = calibrate(
+                        lambda name, compressor: probe(runner, args, model, w, scheme, name, compressor),
+                        f"{scheme} on {model} at W={w}", args.start_specs.get(scheme))
                     fits[key] = (first, spec, points)
                     probes.append({"model": model, "workers": w, "scheme": scheme, "first_probe": first_name,
                                    "default_compressor": spec,
@@ -332,9 +202,11 @@ def run_study(args):
                                    "default_bytes_received": first["bytes_received_per_step"],
                                    "dense_bytes": dense_bytes(first), "fit_a": fit["a"], "fit_b": fit["b"]})
                 first, spec, points = fits[key]
-                budget = 2 * dense_bytes(first) / ratio
+                budget = budget_for(first, ratio)
                 row["budget_bytes"] = budget
-                density = density_for(runner, args, model, w, scheme, ratio, spec, list(points), budget)
+                density = density_for(
+                    lambda name, compressor: probe(runner, args, model, w, scheme, name, compressor),
+                    ratio, spec, list(points), budget)
                 if density is None:
                     row["skipped"] = (f"no density in (0, 1] meets {budget:.0f} B per worker per step (probes: "
                                       + ", ".join(f"{t:.0f} B at {d:g}" for d, t in points) + ")")
@@ -343,7 +215,7 @@ def run_study(args):
                     continue
                 compressor = with_density(spec, density)
             out = os.path.join(args.out, "runs", f"{model}_W{w}_{scheme}_{'base' if ratio is None else f'{ratio:g}x'}.out")
-            s = runner.run(out, model, w, scheme, examples, epochs, compressor)
+            s = runner.run_study_cell(out, model, w, scheme, examples, epochs, compressor)
         except NotRun:
             row["not_run"] = True
             results.append(row)
@@ -447,13 +319,14 @@ def report_axes(args, results):
         models=ordered(args.models + [r["model"] for r in results], MODELS),
         workers=sorted(set(args.workers) | {r["workers"] for r in results}),
         ratios=sorted(set(args.ratios) | {r["ratio"] for r in results if r["ratio"] is not None}),
-        baselines=ordered(args.baselines + [r["scheme"] for r in results if r["ratio"] is None], BASELINES),
+        baselines=ordered(args.baselines + [r["scheme"] for r in results if r["ratio"] is None],
+                          args.registry.baselines()),
         schemes=ordered(args.schemes + [r["scheme"] for r in results if r["ratio"] is not None],
-                        DEFAULT_SCHEMES))
+                        args.registry.names()))
 
 
 def write_report(args, results, probes):
-    """Merges this study's runs and probes into the folder's report and writes scale.csv,
+    """Merges this study's runs and probes into the folder's report and writes results.csv,
     scale.json, scale.md and the plots from the merge: a study sharing the folder
     (another W, ratio or scheme) keeps the others' rows, and this one's replace
     theirs where both have the same (model, W, scheme, ratio). Holds a lock on
@@ -471,8 +344,8 @@ def write_report(args, results, probes):
         axes = report_axes(args, results)
         rank = {name: i for i, name in enumerate(axes.models + axes.baselines + axes.schemes)}
         results.sort(key=lambda r: (rank[r["model"]], r["workers"], r["ratio"] or 0, rank[r["scheme"]]))
-        write_csv(os.path.join(args.out, "scale.csv"), results)
-        settings = {k: v for k, v in vars(args).items() if k != "worker"}
+        write_csv(os.path.join(args.out, "results.csv"), results, args.seed)
+        settings = {k: v for k, v in vars(args).items() if k not in ("worker", "registry")}
         settings.update(vars(axes))
         tmp = os.path.join(args.out, "scale.json.partial")
         with open(tmp, "w") as f:
@@ -484,19 +357,22 @@ def write_report(args, results, probes):
         os.close(folder)
 
 
-CSV_FIELDS = ["model", "workers", "scheme", "ratio", "compressor", "train_examples", "epochs", "steps",
-              "peak_learning_rate",
-              "final_test_accuracy", "diverged", "vs_dense_points", "bytes_sent_per_worker_per_step",
-              "bytes_received_per_worker_per_step", "budget_bytes", "budget_deviation", "wall_s", "skipped",
-              "not_run", "failed"]
+# results.csv: the harness's column names (bench/harness/results.py) for what
+# the runs share with every study, and the scale study's own after them.
+CSV_COLUMNS = [("model", "model"), ("workers", "workers"), ("scheme", "scheme"), ("ratio_target", "ratio"),
+               ("seed", "seed"), ("compressor", "compressor"), ("train_examples", "train_examples"),
+               ("epochs", "epochs"), ("steps", "steps"), ("peak_learning_rate", "peak_learning_rate"),
+               ("test_accuracy_pct", "test_accuracy_pct"), ("diverged", "diverged"),
+               ("vs_dense_points", "vs_dense_points"), ("sent_bytes_per_step", "bytes_sent_per_worker_per_step"),
+               ("received_bytes_per_step", "bytes_received_per_worker_per_step"), ("budget_bytes", "budget_bytes"),
+               ("budget_deviation", "budget_deviation"), ("wall_s", "wall_s"), ("skipped", "skipped"),
+               ("not_run", "not_run"), ("failed", "failed")]
 
 
-def write_csv(path, results):
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_FIELDS, extrasaction="ignore")
-        w.writeheader()
-        for r in results:
-            w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in CSV_FIELDS})
+def write_csv(path, results, seed):
+    rows = [{**{column: r.get(key) for column, key in CSV_COLUMNS}, "seed": seed,
+             "test_accuracy_pct": results_csv.pct(r.get("final_test_accuracy"))} for r in results]
+    results_csv.write_csv(path, rows, [column for column, _ in CSV_COLUMNS])
 
 
 def cell(r):
@@ -628,8 +504,9 @@ def parse_args(argv):
     parser.add_argument("--models", default="mlp,cnn")
     parser.add_argument("--workers", default="4,16,64,256")
     parser.add_argument("--ratios", default="10,100")
-    parser.add_argument("--schemes", default=",".join(DEFAULT_SCHEMES))
-    parser.add_argument("--baselines", default=",".join(BASELINES))
+    parser.add_argument("--schemes", default=None,
+                        help="default: every compressing scheme of the registry on one route (not the hybrids)")
+    parser.add_argument("--baselines", default=None, help="default: the registry's allreduce baselines")
     parser.add_argument("--steps", type=int, default=116)
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--learning_rate", type=float, default=0.05)
@@ -637,8 +514,7 @@ def parse_args(argv):
     parser.add_argument("--lr_warmup_steps", type=int, default=29)
     parser.add_argument("--lr_cap", type=float, default=0.2,
                         help="the scaled rate is held here (0: no cap); dense_allreduce on the MLP diverges at 0.8 "
-                             "(256 workers) and trains worse at 0.4 than at 0.2 (64 workers): bench/data/scale/"
-                             "study/README.md")
+                             "(256 workers) and trains worse at 0.4 than at 0.2 (64 workers)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--collective_timeout_s", type=int, default=3600,
                         help="the in-process collective's limit: long steps at 256 workers on a loaded machine")
@@ -661,11 +537,6 @@ def parse_args(argv):
         raise StudyError(f"--models takes {', '.join(MODELS)}; got '{','.join(unknown)}'")
     args.workers = int_list(args.workers, "workers")
     args.ratios = float_list(args.ratios, "ratios")
-    args.schemes = [s for s in args.schemes.split(",") if s]
-    args.baselines = [s for s in args.baselines.split(",") if s]
-    if args.baselines and "dense_allreduce" not in args.baselines:
-        raise StudyError("--baselines must include dense_allreduce (every gap is measured from it), "
-                         "or be empty to run only the schemes")
     if args.steps < 1 or args.batch_size < 1:
         raise StudyError("--steps and --batch_size must be positive")
     if not (math.isfinite(args.learning_rate) and args.learning_rate > 0):
@@ -683,8 +554,6 @@ def parse_args(argv):
         scheme, sep, spec = entry.partition("=")
         if not sep or not spec:
             raise StudyError(f"--start_spec takes SCHEME=SPEC, got '{entry}'")
-        if scheme not in args.schemes:
-            raise StudyError(f"--start_spec names '{scheme}', which is not in --schemes")
         if scheme in args.start_specs:
             raise StudyError(f"--start_spec names '{scheme}' twice")
         try:
@@ -703,16 +572,22 @@ def parse_args(argv):
 
 
 def check_names(args):
-    """Asks the worker for its schemes and workloads, so a typo fails before any run."""
-    listed = subprocess.run([args.worker, "--help"], capture_output=True, text=True)
-    text = listed.stdout + listed.stderr
-    section = text.split("Schemes:", 1)[1].split("\n\n", 1)[0] if "Schemes:" in text else ""
-    known = set(re.findall(r"^  ([a-z0-9_]+): ", section, re.M))
-    if not known:
-        raise StudyError(f"{args.worker} --help lists no schemes: is it sketchfuse_worker?")
-    for s in args.schemes + args.baselines:
-        if s not in known:
-            raise StudyError(f"unknown scheme '{s}' (the worker knows {', '.join(sorted(known))})")
+    """The schemes and baselines from the worker's registry (--list_schemes=json), so that a typo
+    fails before any run; the defaults are the registry's."""
+    try:
+        args.registry = registry.load(args.worker)
+        args.schemes = (args.registry.compressing() if args.schemes is None
+                        else args.registry.check([s for s in args.schemes.split(",") if s]))
+        args.baselines = (args.registry.baselines() if args.baselines is None
+                          else args.registry.check([s for s in args.baselines.split(",") if s]))
+    except registry.RegistryError as e:
+        raise StudyError(str(e)) from None
+    if args.baselines and "dense_allreduce" not in args.baselines:
+        raise StudyError("--baselines must include dense_allreduce (every gap is measured from it), "
+                         "or be empty to run only the schemes")
+    for scheme in args.start_specs:
+        if scheme not in args.schemes:
+            raise StudyError(f"--start_spec names '{scheme}', which is not in --schemes")
 
 
 def main(argv):
@@ -726,7 +601,7 @@ def main(argv):
         results, plots = write_report(args, results, probes)
     except StudyError as e:
         sys.exit(f"scale_study: {e}")
-    print(f"scale_study: {runner.ran} runs made, {runner.reused} reused; wrote scale.csv, scale.json, scale.md"
+    print(f"scale_study: {runner.ran} runs made, {runner.reused} reused; wrote results.csv, scale.json, scale.md"
           + "".join(f", {p}" for p in plots) + f" in {args.out} ({mine} rows of this study, "
           f"{len(results) - mine} kept from the folder's report)")
     return 1 if any("failed" in r for r in results) else 0

@@ -44,7 +44,7 @@ expect_refusal "--start_spec names 'gtopk', which is not in --schemes" --schemes
   --start_spec=gtopk=topk:density=0.01
 expect_refusal "--start_spec topk_allgather: the density of 'topk:density=7' is not in (0, 1]" \
   --schemes=topk_allgather --start_spec=topk_allgather=topk:density=7
-[ -e "$dir/refused/scale.csv" ] && fail "a refused study wrote $dir/refused/scale.csv"
+[ -e "$dir/refused/results.csv" ] && fail "a refused study wrote $dir/refused/results.csv"
 
 small=(--models=mlp --workers=2,4 --ratios=10 --schemes=topk_allgather,fixed_sketch_ps --baselines=dense_allreduce
        --steps=4 --worker_flags=--test_examples=1000)
@@ -54,7 +54,7 @@ fi
 python3 - "$dir/s" <<'PY' || failures=$((failures + 1))
 import csv, json, os, sys
 out = sys.argv[1]
-rows = list(csv.DictReader(open(os.path.join(out, "scale.csv"))))
+rows = list(csv.DictReader(open(os.path.join(out, "results.csv"))))
 problems = []
 want = {(w, s) for w in ("2", "4") for s in ("dense_allreduce", "topk_allgather", "fixed_sketch_ps")}
 got = {(r["workers"], r["scheme"]) for r in rows}
@@ -68,11 +68,11 @@ for r in rows:
     # 4 steps of 32 examples per worker: the first 4 W 32 examples, one epoch.
     if (int(r["train_examples"]), int(r["epochs"]), int(r["steps"])) != (128 * int(r["workers"]), 1, 4):
         problems.append(f"{name}: data plan {r['train_examples']} examples, {r['epochs']} epochs, {r['steps']} steps")
-    if not 0.1 < float(r["final_test_accuracy"]) <= 1:
-        problems.append(f"{name}: accuracy {r['final_test_accuracy']}")
+    if not 10 < float(r["test_accuracy_pct"]) <= 100:
+        problems.append(f"{name}: accuracy {r['test_accuracy_pct']}%")
     if r["scheme"] == "dense_allreduce":
         continue
-    sent, received = float(r["bytes_sent_per_worker_per_step"]), float(r["bytes_received_per_worker_per_step"])
+    sent, received = float(r["sent_bytes_per_step"]), float(r["received_bytes_per_step"])
     budget = float(r["budget_bytes"])
     # The MLP's gradient is 235,146 floats: at 10x a worker sends plus receives 2/10 of its bytes.
     if abs(budget - 2 * 4 * 235146 / 10) > 0.01 * budget:
@@ -104,12 +104,12 @@ fi
 # and the folder's report keeps its two dense rows, so the gaps are still there.
 if ! python3 "$study" --out="$dir/s" --worker="$worker" "${small[@]}" --baselines= >"$dir/schemes.log" 2>&1 \
    || ! grep -q "^scale_study: 0 runs made.*(4 rows of this study, 2 kept from the folder's report)" "$dir/schemes.log" \
-   || [ "$(grep -c '^mlp,[24],dense_allreduce,' "$dir/s/scale.csv")" != 2 ] \
-   || [ "$(tail -n +2 "$dir/s/scale.csv" | wc -l)" != 6 ] \
+   || [ "$(grep -c '^mlp,[24],dense_allreduce,' "$dir/s/results.csv")" != 2 ] \
+   || [ "$(tail -n +2 "$dir/s/results.csv" | wc -l)" != 6 ] \
    || ! python3 -c '
 import csv, sys
 assert all(r["vs_dense_points"] for r in csv.DictReader(open(sys.argv[1])) if r["scheme"] != "dense_allreduce")
-' "$dir/s/scale.csv"; then
+' "$dir/s/results.csv"; then
   fail "a schemes-only invocation ran something or dropped the folder's baselines:"; cat "$dir/schemes.log"
 else
   echo "ok: --baselines= ran nothing and the report kept the folder's 2 dense rows and the gaps"
@@ -120,12 +120,12 @@ for w in 3 5; do
 done
 wait
 if ! grep -q "1 runs made" "$dir/w3.log" || ! grep -q "1 runs made" "$dir/w5.log" \
-   || [ "$(tail -n +2 "$dir/s/scale.csv" | wc -l)" != 8 ] \
-   || [ "$(grep -c '^mlp,[35],dense_allreduce,' "$dir/s/scale.csv")" != 2 ] \
+   || [ "$(tail -n +2 "$dir/s/results.csv" | wc -l)" != 8 ] \
+   || [ "$(grep -c '^mlp,[35],dense_allreduce,' "$dir/s/results.csv")" != 2 ] \
    || ! grep -q "| scheme | W = 2 | W = 3 | W = 4 | W = 5 |" "$dir/s/scale.md"; then
-  fail "two studies of other W sharing the folder did not both land:"; cat "$dir/w3.log" "$dir/w5.log" "$dir/s/scale.csv"
+  fail "two studies of other W sharing the folder did not both land:"; cat "$dir/w3.log" "$dir/w5.log" "$dir/s/results.csv"
 else
-  echo "ok: the studies at 3 and 5 workers both landed: $(tail -n +2 "$dir/s/scale.csv" | wc -l) rows, W = 2 to 5"
+  echo "ok: the studies at 3 and 5 workers both landed: $(tail -n +2 "$dir/s/results.csv" | wc -l) rows, W = 2 to 5"
 fi
 # A folder holds one protocol: a study with another seed is refused before it runs anything.
 if python3 "$study" --out="$dir/s" --worker="$worker" "${small[@]}" --seed=2 >"$dir/protocol.log" 2>&1 \
@@ -170,10 +170,10 @@ elif [ -e "$dir/started/probes/mlp_W2_topk_allgather_default.out" ] \
    || ! head -1 "$dir/started/probes/mlp_W2_topk_allgather_quarter.out" | grep -qE -- "--compressor=topk:density=0.001( |$)" \
    || ! python3 -c '
 import csv, json, sys
-row, = csv.DictReader(open(sys.argv[1] + "/scale.csv"))
+row, = csv.DictReader(open(sys.argv[1] + "/results.csv"))
 probe, = json.load(open(sys.argv[1] + "/scale.json"))["probes"]
 assert probe["first_probe"] == "start" and probe["default_compressor"] == "topk:density=0.004", probe
-assert abs(float(row["budget_deviation"])) <= 0.05 and float(row["final_test_accuracy"]) > 0.1, row
+assert abs(float(row["budget_deviation"])) <= 0.05 and float(row["test_accuracy_pct"]) > 10, row
 ' "$dir/started"; then
   fail "--start_spec did not start the probes at its spec:"; ls "$dir/started/probes"; cat "$dir/started.log"
 else
@@ -181,7 +181,7 @@ else
 fi
 if ! python3 "$study" --out="$dir/empty" --worker="$worker" "${small[@]}" --report_only >"$dir/report.log" 2>&1 \
    || ! grep -q "0 runs made, 0 reused" "$dir/report.log" \
-   || [ "$(tail -n +2 "$dir/empty/scale.csv" | grep -c ',True,')" != 6 ] || ls "$dir/empty/runs" >/dev/null 2>&1; then
+   || [ "$(tail -n +2 "$dir/empty/results.csv" | grep -c ',True,')" != 6 ] || ls "$dir/empty/runs" >/dev/null 2>&1; then
   fail "--report_only on an empty folder:"; cat "$dir/report.log"
 else
   echo "ok: --report_only ran nothing"

@@ -3,7 +3,7 @@
 allreduce, and the hook's compress and decode per step.
 
     /usr/bin/python3 bench/torch_hook_bench.py [--model=cnn] [--world=4] [--steps=100] [--rounds=2] \\
-        [--out=bench/data/torch_hook]
+        [--out=out/torch_hook]
 
 Starts `world` processes (a Gloo group on loopback, one torch thread each),
 builds the C++ worker's model (examples/pytorch_ddp.py), and trains on

@@ -26,7 +26,7 @@
 // What cannot be recovered (too many nonzeros for the sketch, rows that
 // collide) is simply not returned; callers keep it (the workers' residuals).
 //
-// Capacity, measured (bench/peel_capacity; bench/data/quality/peel_capacity_*):
+// Capacity, measured (bench/peel_capacity; bench/results/peel_capacity):
 // with 4 rows, sums with up to a quarter as many nonzeros as the sketch has
 // cells are recovered almost entirely (99% from 128 nonzeros up); at a third,
 // small sketches stall (36% of 128 nonzeros in 384 cells, 59% of 192 in 576)

@@ -11,11 +11,13 @@ stops at its start with "AttributeError: 'NoneType' object has no attribute
 'get'" (its Std.from_str iterates an IntFlag, which skips the value 0 from
 Python 3.11 on); PyTorch 2.x's launcher works.
 
-It trains the C++ worker's models ("cnn" by default, or "mlp"; the same layers,
+It trains the C++ worker's models ("cnn" by default, "cnn_wide", "mlp" or
+"mlp_large"; the same layers,
 the same initial weights for the same --seed, the same shards of the data and
 the same order of examples through sf_epoch_order), or torchvision's ResNet-18
 (--model=resnet18: 11.2M parameters, batch norm; --model=resnet50: 23.5M;
-Debian: python3-torchvision),
+Debian: python3-torchvision), or a CNN with batch norm that is not the worker's
+(--model=cnn_bn),
 with the hook aggregating every DDP bucket, and prints the test accuracy, the
 time per step, the bytes a worker sent per step and the hook's own time
 (compress and decode) per step, also as a share of the backward pass it runs in.
@@ -31,10 +33,12 @@ The same settings on the C++ worker:
     scripts/local_cluster.sh --workload=cnn --schemes=SCHEME -- --seed=1 [--compressor=SPEC]
 
 Schemes: every scheme of the registry, and plain DDP (--scheme=ddp: no hook,
-DDP's own allreduce) for comparison. The decentralized ones (sketch_allreduce,
-topk_allgather, dense_allreduce, dense_bf16_allreduce, gtopk, spardl,
-importance_allreduce) run over DDP's process group. The centralized and
-hybrid ones (sketch_ps, topk_ps, dense_ps, auto) push to aggregation servers:
+DDP's own allreduce) for comparison; results: docs/BENCHMARKS.md, "The
+PyTorch DDP hook". The decentralized ones (sketch_allreduce,
+fixed_sketch_allreduce, topk_allgather, dense_allreduce, dense_bf16_allreduce,
+gtopk, spardl, importance_allreduce) run over DDP's process group. The
+centralized and hybrid ones (sketch_ps, fixed_sketch_ps, topk_ps, dense_ps,
+auto, fixed_sketch_auto) push to aggregation servers:
 
     # the example starts the servers itself (shard 0 also serves the coordinator)
     /usr/bin/python3 examples/pytorch_ddp.py --nproc_per_node=4 --scheme=sketch_ps --start_servers=2

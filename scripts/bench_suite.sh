@@ -11,8 +11,9 @@
 #                  fusion planners compared (bench/shaped_cluster.py)
 #   scale/         the alpha-beta model validated against those runs, and
 #                  projected to 16-256 GPU workers at 10, 25, 100 Gb/s
-#                  (bench/scale_projection.py, GPU costs from bench/data/h200)
-#   summary.md     the tables of docs/BENCHMARKS.md, with the targets checked
+#                  (bench/scale_projection.py, GPU costs from bench/results/gpu_*)
+#   summary.md     the suite's tables, with the targets checked (a run kept as
+#                  a study goes to bench/results/throughput_suite/)
 #
 #   scripts/bench_suite.sh [--quick] [--out DIR] [--no_build] [--only PARTS]
 #
@@ -99,7 +100,7 @@ fi
 if wants scale; then
   echo "== scale: the alpha-beta model, validated and projected"
   if [ -n "$shaped_dir" ] && [ -f "$shaped_dir/runs.json" ]; then
-    python3 bench/scale_projection.py --shaped "$shaped_dir" --gpu bench/data/h200 --out "$out/scale"
+    python3 bench/scale_projection.py --shaped "$shaped_dir" --gpu bench/results --out "$out/scale"
   else
     echo "bench_suite: no shaped-link runs to validate against (run the shaped part as root, or --shaped_from DIR)"
   fi

@@ -56,6 +56,16 @@ int main(int argc, char** argv) {
   const int threads = absl::GetFlag(FLAGS_threads);
   if (threads < 1 || threads > 256) return Fail(absl::InvalidArgumentError("--threads must be in [1, 256]"));
   torch::set_num_threads(threads);
+  if (const std::string list = absl::GetFlag(FLAGS_list_schemes); !list.empty()) {
+    if (list == "json") {
+      std::cout << sketchfuse::SchemesJson();
+    } else if (list == "text") {
+      std::cout << sketchfuse::SchemesHelp();
+    } else {
+      return Fail(absl::InvalidArgumentError(absl::StrCat("--list_schemes must be json or text; got '", list, "'")));
+    }
+    return 0;
+  }
   if (absl::GetFlag(FLAGS_print_route)) {
     absl::StatusOr<sketchfuse::SchemeInfo> scheme = sketchfuse::FindScheme(absl::GetFlag(FLAGS_scheme));
     if (!scheme.ok()) return Fail(scheme.status());

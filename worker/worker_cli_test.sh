@@ -84,6 +84,41 @@ for pair in sketch_ps:centralized dense_allreduce:decentralized dense_bf16_allre
   [ "$got" = "${pair##*:}" ] || { echo "FAIL: --print_route of ${pair%%:*} said '$got'"; failures=$((failures + 1)); }
 done
 
+# --list_schemes=json: the registry as launchers read it, each entry's route
+# the one --print_route gives.
+expect_refusal "--list_schemes must be json or text; got 'yaml'" --list_schemes=yaml
+if "$bin" --list_schemes=json >"$out_dir/schemes.json" 2>&1 &&
+   routes="$(python3 -c '
+import json, sys
+entries = json.load(open(sys.argv[1]))
+for e in entries:
+    assert set(e) == {"name", "route", "compressor", "default_compressor", "compresses", "summary", "traits",
+                      "hybrid_of"}, e
+    assert e["compresses"] == (e["compressor"] != "dense"), e
+    assert (e["hybrid_of"] is not None) == (e["route"] == "hybrid"), e
+    print(e["name"] + ":" + e["route"])
+' "$out_dir/schemes.json")"; then
+  listed=0
+  for pair in $routes; do
+    listed=$((listed + 1))
+    got="$("$bin" --scheme="${pair%%:*}" --print_route 2>&1)"
+    [ "$got" = "${pair##*:}" ] || { echo "FAIL: --list_schemes says ${pair}, --print_route '$got'"; failures=$((failures + 1)); }
+  done
+  if [ "$listed" -ge 14 ] && grep -q '"name": "fixed_sketch_auto"' "$out_dir/schemes.json"; then
+    echo "ok: --list_schemes=json lists the registry's $listed schemes, each on its route"
+  else
+    echo "FAIL: --list_schemes=json listed $listed schemes"; failures=$((failures + 1))
+  fi
+else
+  echo "FAIL: --list_schemes=json did not print the registry as JSON:"; head -5 "$out_dir/schemes.json"
+  failures=$((failures + 1))
+fi
+if "$bin" --list_schemes=text | grep -q '^  fixed_sketch_ps: '; then
+  echo "ok: --list_schemes=text lists the schemes"
+else
+  echo "FAIL: --list_schemes=text"; failures=$((failures + 1))
+fi
+
 if "$bin" --help >"$out_dir/help" 2>&1; then :; fi
 # --virtual_workers: the whole job in one process; a worker process's flags do not apply.
 virtual=(--virtual_workers=4 --train_examples=2000 --test_examples=100 --epochs=1 --data_dir="$out_dir/no-data")

@@ -72,6 +72,7 @@ ABSL_DECLARE_FLAG(int, round_deadline_ms);
 ABSL_DECLARE_FLAG(int, virtual_workers);
 ABSL_DECLARE_FLAG(int, inject_nan_gradient_worker);
 ABSL_DECLARE_FLAG(int, virtual_shards);
+ABSL_DECLARE_FLAG(std::string, list_schemes);
 ABSL_DECLARE_FLAG(bool, print_route);
 
 namespace sketchfuse {

@@ -6,7 +6,7 @@ same library serves any PyTorch and any Python 3.
 import ctypes
 import os
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 _ERR_SIZE = 2048
 
 _lib = None
@@ -64,6 +64,7 @@ def lib():
     loaded.sf_bytes_assign.restype = None
     loaded.sf_check_settings.argtypes = [ctypes.c_char_p, c_err, u64]
     loaded.sf_resolved_settings.argtypes = [ctypes.c_char_p, ctypes.c_char_p, u64, c_err, u64]
+    loaded.sf_schemes_json.argtypes = [ctypes.c_char_p, u64, c_err, u64]
     loaded.sf_scheme_traits.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int),
                                         c_err, u64]
     loaded.sf_session_create.argtypes = [ctypes.c_char_p, ctypes.POINTER(sf_collective_ops), c_err, u64]
@@ -138,6 +139,15 @@ def scheme_traits(scheme):
     if lib().sf_scheme_traits(scheme.encode(), ctypes.byref(compresses), ctypes.byref(needs), err, _ERR_SIZE) != 0:
         raise NativeError(text(err))
     return bool(compresses.value), bool(needs.value)
+
+
+def schemes_json():
+    """The registry's schemes as the worker lists them (--list_schemes=json), as text."""
+    err = err_buffer()
+    out = ctypes.create_string_buffer(1 << 16)
+    if lib().sf_schemes_json(out, 1 << 16, err, _ERR_SIZE) != 0:
+        raise NativeError(text(err))
+    return text(out)
 
 
 def epoch_order(seed, rank, epoch, n):

@@ -615,6 +615,27 @@ class StateDictRoundTrip(unittest.TestCase):
         self._check("topk_allgather", "topk:density=0.05", 0.004)
 
 
+class Registry(unittest.TestCase):
+    def test_schemes_are_the_workers_registry(self):
+        listed = sft.schemes()
+        names = [s["name"] for s in listed]
+        self.assertEqual(len(names), len(set(names)))
+        for name in ("sketch_ps", "sketch_allreduce", "fixed_sketch_auto", "dense_allreduce", "spardl"):
+            self.assertIn(name, names)
+        by = {s["name"]: s for s in listed}
+        self.assertEqual(by["sketch_allreduce"]["route"], "decentralized")
+        self.assertEqual(by["auto"]["hybrid_of"]["decentralized"], "sketch_allreduce")
+        self.assertFalse(by["dense_allreduce"]["compresses"])
+        # Every listed scheme is one HookState knows: it gets as far as what its route
+        # needs (a coordinator for the centralized and hybrid ones, a process group for
+        # the others; neither exists here).
+        for s in listed:
+            with self.assertRaises((ValueError, RuntimeError), msg=s["name"]) as caught:
+                sft.HookState(s["name"])
+            needs = "not initialized" if s["route"] == "decentralized" else "aggregates on the servers"
+            self.assertIn(needs, str(caught.exception), s["name"])
+
+
 class BadInput(unittest.TestCase):
     def test_refused_before_any_communication(self):
         # No process group exists here: each of these must fail before needing one.

@@ -62,10 +62,11 @@ std::optional<Divergence> DecodeDivergence(absl::string_view text);
 // A classifier's cross-entropy loss past kBlownUpLossFactor times a uniform
 // guess's (ln C nats for C classes: every class at probability 1/C) means
 // its weights have exploded: the loss of a batch is then dozens of nats per
-// example and climbing, and no run of the kept benchmarks (bench/data/) came
-// back from one. The worst loss of a run that recovered there was 11.7 (a
-// reporting window's mean, ten classes), 20 times below the bound (230 nats
-// for ten classes); the runs past it ended at chance.
+// example and climbing, and no run behind docs/BENCHMARKS.md came back from
+// one (their raw output: bench/data/ in git history, at commit ca70cd0). The
+// worst loss of a run that recovered there was 11.7 (a reporting window's
+// mean, ten classes), 20 times below the bound (230 nats for ten classes);
+// the runs past it ended at chance.
 inline constexpr double kBlownUpLossFactor = 100;
 
 // The bound of a `num_classes`-class classifier's loss: kBlownUpLossFactor ·

@@ -93,6 +93,10 @@ int sf_scheme_traits(const char* scheme, int* compresses, int* needs_parameters,
   return 0;
 }
 
+int sf_schemes_json(char* out, uint64_t out_size, char* err, uint64_t err_size) {
+  return Copy(sketchfuse::SchemesJson(), out, out_size, err, err_size);
+}
+
 }  // extern "C"
 
 namespace {

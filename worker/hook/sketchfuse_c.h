@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 /* Bumped when a signature or a struct below changes. */
-#define SF_ABI_VERSION 3
+#define SF_ABI_VERSION 4
 int sf_abi_version(void);
 
 /* A byte buffer owned by the library, filled by a callback. */
@@ -71,6 +71,11 @@ int sf_resolved_settings(const char* settings, char* out, uint64_t out_size, cha
  * optimizer keeps momentum) and *needs_parameters (1: pass the group's
  * parameter values to sf_session_exchange). 0 on success. */
 int sf_scheme_traits(const char* scheme, int* compresses, int* needs_parameters, char* err, uint64_t err_size);
+
+/* Every scheme of the registry as JSON (sketchfuse_worker --list_schemes=json:
+ * name, route, compressor, default compressor, traits), NUL-terminated in
+ * `out`; 0 on success, nonzero with err set when out_size is too small. */
+int sf_schemes_json(char* out, uint64_t out_size, char* err, uint64_t err_size);
 
 typedef struct sf_session sf_session;
 /* ops is copied; ops->user must outlive the session. */

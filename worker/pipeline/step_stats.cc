@@ -103,11 +103,6 @@ double ResidualNormOf(const std::vector<GroupState>& state) {
   return std::sqrt(sum);
 }
 
-std::string JsonNumber(double value, int decimals) {
-  if (!std::isfinite(value)) return "null";
-  return absl::StrFormat("%.*f", decimals, value);
-}
-
 namespace {
 
 std::string DivergenceJson(const std::optional<Divergence>& d) {

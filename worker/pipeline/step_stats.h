@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "common/json_text.h"
 #include "worker/compression/group_state.h"
 #include "worker/core/divergence.h"
 #include "worker/pipeline/step_pipeline.h"
@@ -194,10 +195,6 @@ struct SummaryHeader {
 // (objects {"step", "elapsed_s", "test_accuracy", "test_loss",
 // "bytes_sent"}).
 std::string SummaryJson(const SummaryHeader& header, const TrainingSummary& summary);
-
-// `value` as a JSON number with `decimals` digits after the point; null when
-// it is NaN or infinite. (Strings: JsonString, worker/pipeline/trace_writer.h.)
-std::string JsonNumber(double value, int decimals);
 
 }  // namespace sketchfuse
 

@@ -229,7 +229,7 @@ TEST(SummaryWarningsTest, ChanceAccuracyWarnsAtOrUnderElevenPercentOfTenClasses)
   EXPECT_EQ(ChanceAccuracyWarning(nan, 10), "");  // diverged: reported on its own
   EXPECT_EQ(ChanceAccuracyWarning(0.05, 0), "");  // no classes: no chance to compare with
   // Top-k allgather at 256 workers and 100x on the wide CNN ended here
-  // without its loss passing the bound (bench/data/scale/study_cnn_wide).
+  // without its loss passing the bound (bench/results/scale_study).
   const std::string w = ChanceAccuracyWarning(0.0257, 10);
   EXPECT_NE(w.find("2.57%"), std::string::npos) << w;
   EXPECT_NE(w.find("11.00%"), std::string::npos) << w;

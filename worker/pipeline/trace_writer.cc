@@ -9,25 +9,6 @@
 
 namespace sketchfuse {
 
-std::string JsonString(const std::string& text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          out += absl::StrFormat("\\u%04x", c);
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
-
 TraceWriter::TraceWriter(int rank, std::string process_name) : rank_(rank), process_name_(std::move(process_name)) {}
 
 void TraceWriter::NameTrack(int track, const std::string& name) { tracks_[track] = name; }

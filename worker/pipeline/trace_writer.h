@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/json_text.h"
 #include "worker/pipeline/step_pipeline.h"
 
 namespace sketchfuse {
@@ -55,9 +56,6 @@ std::unique_ptr<TraceWriter> PipelineTraceWriter(int rank, int num_groups);
 // group's spans on its track, with the step, group and route as arguments.
 void AddStepToTrace(int64_t step, const StepTimeline& timeline, absl::Time apply_begin, absl::Time apply_end,
                     TraceWriter* trace);
-
-// `text` as a JSON string literal, quotes included.
-std::string JsonString(const std::string& text);
 
 }  // namespace sketchfuse
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/compressor_registry.h"
 #include "common/error_text.h"
+#include "common/json_text.h"
 
 namespace sketchfuse {
 
@@ -225,6 +226,33 @@ std::string SchemesHelp() {
   std::string help;
   for (const SchemeInfo& scheme : Schemes()) absl::StrAppend(&help, "  ", scheme.name, ": ", scheme.summary, "\n");
   return help;
+}
+
+std::string SchemesJson() {
+  std::vector<std::string> entries;
+  for (const SchemeInfo& scheme : Schemes()) {
+    const SchemeTraits& t = scheme.traits;
+    const std::pair<const char*, bool> traits[] = {
+        {"worker_momentum", t.worker_momentum}, {"capped_release", t.capped_release},
+        {"second_round", t.second_round},       {"two_rounds", t.two_rounds},
+        {"runs_on_gpu", t.runs_on_gpu},         {"reselects_top_k", t.reselects_top_k},
+        {"needs_parameters", t.needs_parameters}};
+    std::vector<std::string> trait_fields;
+    for (const auto& [name, value] : traits) trait_fields.push_back(absl::StrCat("\"", name, "\": ", value ? "true" : "false"));
+    const std::string hybrid_of =
+        scheme.route == Route::kHybrid
+            ? absl::StrCat("{\"centralized\": ", JsonString(scheme.hybrid_of.centralized),
+                           ", \"decentralized\": ", JsonString(scheme.hybrid_of.decentralized), "}")
+            : "null";
+    entries.push_back(absl::StrCat(
+        "{\"name\": ", JsonString(scheme.name), ", \"route\": ", JsonString(RouteName(scheme.route)),
+        ", \"compressor\": ", JsonString(scheme.compressor),
+        ", \"default_compressor\": ", JsonString(scheme.default_compressor_spec),
+        ", \"compresses\": ", scheme.compressor == "dense" ? "false" : "true",
+        ", \"summary\": ", JsonString(scheme.summary), ", \"traits\": {", absl::StrJoin(trait_fields, ", "),
+        "}, \"hybrid_of\": ", hybrid_of, "}"));
+  }
+  return absl::StrCat("[\n  ", absl::StrJoin(entries, ",\n  "), "\n]\n");
 }
 
 bool KeepsStateWithTheSum(const std::string& compressor_spec) {

@@ -140,6 +140,17 @@ absl::StatusOr<std::vector<uint64_t>> JobSelectionSizes(const v1::JobConfig& job
 // "name: summary" lines for --help.
 std::string SchemesHelp();
 
+// The registry as JSON, for launchers, benchmarks and the Python front end
+// (sketchfuse_worker --list_schemes=json, sf_schemes_json): an array with one
+// object per scheme, in registry order:
+//   {"name": "sketch_ps", "route": "centralized", "compressor": "count_sketch",
+//    "default_compressor": "count_sketch:method=peel,...", "compresses": true,
+//    "summary": "...", "traits": {"worker_momentum": true, ...},
+//    "hybrid_of": null | {"centralized": "...", "decentralized": "..."}}
+// "compresses" is false for the dense schemes (the baselines). Every field
+// of SchemeTraits is in "traits", under its own name.
+std::string SchemesJson();
+
 // True when the spec's method keeps state where the sum is
 // (Compressor::keeps_aggregation_state, common/aggregation_state.h): workers
 // keep no error feedback or velocity and send their raw gradients. False for
@@ -164,7 +175,8 @@ bool KeepsStateWithTheSum(const std::string& compressor_spec);
 //   kWithTheSum a method that keeps state where the sum is keeps it there
 //               (KeepsStateWithTheSum), next to the error;
 //   kNone       momentum 0.
-// bench/data/scale/study_large_grid/momentum_at/ has the two side by side.
+// (The runs side by side: bench/data/scale/study_large_grid/momentum_at/ in
+// git history, at commit ca70cd0.)
 enum class MomentumPlace { kNone, kOptimizer, kWorker, kWithTheSum };
 inline constexpr char kMomentumAtWorker[] = "worker";
 inline constexpr char kMomentumAtUpdate[] = "update";
