@@ -157,7 +157,7 @@ void BM_GrpcPushReply(benchmark::State& state) {
       statuses[c] = absl::UnknownError(status.error_message());
       return;
     }
-    absl::StatusOr<PushReplyParts> parts = DecodePushReply(reply);
+    absl::StatusOr<PushReplyParts> parts = DecodePushReply(reply, floats);
     statuses[c] = parts.status();
     if (parts.ok()) benchmark::DoNotOptimize(parts->update.values.data());
   };

@@ -39,6 +39,26 @@ absl::Status IndicesFromGaps(absl::Span<const uint32_t> gaps, absl::string_view 
   return absl::OkStatus();
 }
 
+absl::Status GapsToIndicesInPlace(std::vector<uint32_t>* gaps, absl::string_view what) {
+  uint64_t index = 0;
+  for (size_t i = 0; i < gaps->size(); ++i) {
+    const uint32_t gap = (*gaps)[i];
+    if (i > 0 && gap == 0) {
+      gaps->clear();
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " index_gaps[", i, "] = 0: every gap after the first is at least 1 (indices ascend)"));
+    }
+    index += gap;
+    if (index > UINT32_MAX) {
+      gaps->clear();
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " index_gaps[", i, "] takes the index to ", index, ", past 2^32 - 1"));
+    }
+    (*gaps)[i] = static_cast<uint32_t>(index);
+  }
+  return absl::OkStatus();
+}
+
 bool SendsAsBf16(const Payload& payload) {
   return payload.kind == PayloadKind::kSketch && HoldsExactlyAsBf16(payload.values);
 }

@@ -41,6 +41,10 @@ bool SendsAsGaps(const std::vector<uint32_t>& indices);
 // INVALID_ARGUMENT naming `what` for a gap of 0 after the first (the indices
 // would not ascend), a running sum past 2^32 - 1, or `*indices` not empty (a
 // message that gives both indices and index_gaps).
+// The same, in place: `gaps` becomes the indices (no second vector). On an
+// error `gaps` is left cleared.
+absl::Status GapsToIndicesInPlace(std::vector<uint32_t>* gaps, absl::string_view what);
+
 absl::Status IndicesFromGaps(absl::Span<const uint32_t> gaps, absl::string_view what,
                              std::vector<uint32_t>* indices);
 

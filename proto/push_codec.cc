@@ -48,14 +48,58 @@ void PutIndices(uint32_t indices_field, uint32_t gaps_field, const std::vector<u
   }
 }
 
-absl::Status ParsePayload(SliceReader* r, size_t end, PayloadFields* out) {
+// Adds the values of the payload submessage that ends at `end` to *floats
+// (float values, packed or not) and *bf16 (bf16_values, whose last
+// occurrence counts, as protobuf reads a bytes field given twice), without
+// decoding them.
+absl::Status CountValues(SliceReader* r, size_t end, size_t* floats, size_t* bf16) {
+  MessageParser m(r, end, "PushRequest.payload");
+  return m.Parse([&](const Field& f) -> absl::Status {
+    if (f.number == kPayloadValues && f.type == wire::kFixed32) {
+      ++*floats;
+      return wire::SkipThisField();
+    }
+    if ((f.number == kPayloadValues || f.number == kPayloadBf16Values) && f.type == wire::kLengthDelimited) {
+      size_t field_end = 0;
+      RETURN_IF_ERROR(m.Submessage(f, "values", &field_end));
+      const size_t length = field_end - r->position();
+      if (f.number == kPayloadValues) {
+        *floats += length / sizeof(float);
+      } else {
+        *bf16 = length / 2;
+      }
+      r->Skip(length);
+      return absl::OkStatus();
+    }
+    return wire::SkipThisField();
+  });
+}
+
+// How many values a request's payload carries, in every occurrence of the
+// payload field (protobuf merges them), read ahead without decoding them.
+// SIZE_MAX for a malformed request, which the parse then names.
+size_t ValuesInRequest(const grpc::ByteBuffer& buffer) {
+  SliceReader r(buffer);
+  size_t floats = 0, bf16 = 0;
+  MessageParser request(&r, r.size(), "PushRequest");
+  const absl::Status scanned = request.Parse([&](const Field& f) -> absl::Status {
+    if (f.number != kRequestPayload) return wire::SkipThisField();
+    size_t end = 0;
+    RETURN_IF_ERROR(request.Submessage(f, "payload", &end));
+    return CountValues(&r, end, &floats, &bf16);
+  });
+  return scanned.ok() ? floats + bf16 : SIZE_MAX;
+}
+
+absl::Status ParsePayload(SliceReader* r, size_t end, size_t values_present, PayloadFields* out) {
   // Indices come with one value each (a sparse payload; the other kinds
-  // carry none), of 2 bytes at least (bf16_values) besides the index's own
-  // byte: a payload of B bytes holds at most B / 3 indices, plain and as
-  // gaps together, so decoding them (4 bytes each) cannot take much more
-  // memory than the message's bytes.
-  const size_t most_indices = (end - r->position()) / 3;
+  // carry none): a payload holds at most as many indices as values, plain
+  // and as gaps together, refused while decoding past that. So decoding
+  // them (4 bytes each) takes at most as much memory as their values' own
+  // bytes, and a payload of index gaps without values none.
+  const size_t most_indices = values_present;
   auto room = [&](const std::vector<uint32_t>& other) { return most_indices - std::min(most_indices, other.size()); };
+  constexpr absl::string_view kWhy = "one per value it carries";
   MessageParser m(r, end, "PushRequest.payload");
   return m.Parse([&](const Field& f) -> absl::Status {
     switch (f.number) {
@@ -68,9 +112,9 @@ absl::Status ParsePayload(SliceReader* r, size_t end, PayloadFields* out) {
       case kPayloadDim:
         return m.Varint(f, "dim", &out->payload.dim);
       case kPayloadIndices:
-        return m.Indices(f, "indices", &out->payload.indices, room(out->index_gaps));
+        return m.Indices(f, "indices", &out->payload.indices, room(out->index_gaps), kWhy);
       case kPayloadIndexGaps:
-        return m.Indices(f, "index_gaps", &out->index_gaps, room(out->payload.indices));
+        return m.Indices(f, "index_gaps", &out->index_gaps, room(out->payload.indices), kWhy);
       case kPayloadBf16Values:  // a bytes field given twice: the last one, as protobuf reads it
         return m.Bytes(f, "bf16_values", &out->bf16_values);
       case kPayloadValues:
@@ -87,7 +131,13 @@ absl::Status ParsePayload(SliceReader* r, size_t end, PayloadFields* out) {
   });
 }
 
-absl::Status ParseUpdate(SliceReader* r, size_t end, Update* out, std::vector<uint32_t>* index_gaps) {
+absl::Status ParseUpdate(SliceReader* r, size_t end, uint64_t group_dim, Update* out,
+                         std::vector<uint32_t>* index_gaps) {
+  // An update's (or a candidate list's) indices ascend within the group, so
+  // it holds at most group_dim of them: refused while decoding past that.
+  const size_t most_indices = static_cast<size_t>(std::min<uint64_t>(group_dim, SIZE_MAX));
+  auto room = [&](const std::vector<uint32_t>& other) { return most_indices - std::min(most_indices, other.size()); };
+  constexpr absl::string_view kWhy = "one per element of the group";
   MessageParser m(r, end, "PushReply.update");
   return m.Parse([&](const Field& f) -> absl::Status {
     switch (f.number) {
@@ -100,15 +150,28 @@ absl::Status ParseUpdate(SliceReader* r, size_t end, Update* out, std::vector<ui
       case kUpdateDim:
         return m.Varint(f, "dim", &out->dim);
       case kUpdateIndices:
-        return m.Indices(f, "indices", &out->indices);
+        return m.Indices(f, "indices", &out->indices, room(*index_gaps), kWhy);
       case kUpdateIndexGaps:
-        return m.Indices(f, "index_gaps", index_gaps);
+        return m.Indices(f, "index_gaps", index_gaps, room(out->indices), kWhy);
       case kUpdateValues:
         return m.Floats(f, "values", &out->values);
       default:
         return wire::SkipThisField();
     }
   });
+}
+
+// `gaps` as the indices, converted in place and moved into `indices`
+// (which must then be empty: a message gives one or the other).
+absl::Status MoveGapsToIndices(std::vector<uint32_t>* gaps, absl::string_view what, std::vector<uint32_t>* indices) {
+  if (gaps->empty()) return absl::OkStatus();
+  if (!indices->empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " gives both indices and index_gaps (", indices->size(), " and ", gaps->size(), ")"));
+  }
+  RETURN_IF_ERROR(GapsToIndicesInPlace(gaps, what));
+  *indices = std::move(*gaps);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -140,6 +203,7 @@ grpc::ByteBuffer EncodePushRequest(const v1::RoundKey& round, uint32_t worker,
 }
 
 absl::StatusOr<PushRequestParts> DecodePushRequest(const grpc::ByteBuffer& buffer) {
+  const size_t values_present = ValuesInRequest(buffer);
   SliceReader r(buffer);
   PushRequestParts parts;
   PayloadFields payload;
@@ -157,7 +221,7 @@ absl::StatusOr<PushRequestParts> DecodePushRequest(const grpc::ByteBuffer& buffe
       case kRequestPayload: {
         size_t end = 0;
         RETURN_IF_ERROR(m.Submessage(f, "payload", &end));
-        return ParsePayload(&r, end, &payload);
+        return ParsePayload(&r, end, values_present, &payload);
       }
       default:
         return wire::SkipThisField();
@@ -166,7 +230,7 @@ absl::StatusOr<PushRequestParts> DecodePushRequest(const grpc::ByteBuffer& buffe
   absl::StatusOr<PayloadKind> kind = PayloadKindFromProto(payload.kind);
   if (!kind.ok()) return absl::InvalidArgumentError(absl::StrCat("payload: ", kind.status().message()));
   parts.payload = std::move(payload.payload);
-  RETURN_IF_ERROR(IndicesFromGaps(payload.index_gaps, "payload", &parts.payload.indices));
+  RETURN_IF_ERROR(MoveGapsToIndices(&payload.index_gaps, "payload", &parts.payload.indices));
   RETURN_IF_ERROR(ValuesFromBf16(payload.bf16_values, "payload", &parts.payload.values));
   parts.payload.kind = *kind;
   if (*kind == PayloadKind::kSketch) {
@@ -196,7 +260,7 @@ grpc::ByteBuffer EncodePushReply(std::shared_ptr<const Update> update, uint32_t 
   return wire::HeaderThenValues(std::move(header), values, std::move(update));
 }
 
-absl::StatusOr<PushReplyParts> DecodePushReply(const grpc::ByteBuffer& buffer) {
+absl::StatusOr<PushReplyParts> DecodePushReply(const grpc::ByteBuffer& buffer, uint64_t group_dim) {
   SliceReader r(buffer);
   PushReplyParts parts;
   std::vector<uint32_t> index_gaps;
@@ -206,7 +270,7 @@ absl::StatusOr<PushReplyParts> DecodePushReply(const grpc::ByteBuffer& buffer) {
       case kReplyUpdate: {
         size_t end = 0;
         RETURN_IF_ERROR(m.Submessage(f, "update", &end));
-        return ParseUpdate(&r, end, &parts.update, &index_gaps);
+        return ParseUpdate(&r, end, group_dim, &parts.update, &index_gaps);
       }
       case kReplyContributors:
         return m.Uint32(f, "contributors", &parts.contributors);
@@ -216,7 +280,11 @@ absl::StatusOr<PushReplyParts> DecodePushReply(const grpc::ByteBuffer& buffer) {
         return wire::SkipThisField();
     }
   }));
-  RETURN_IF_ERROR(IndicesFromGaps(index_gaps, "update", &parts.update.indices));
+  RETURN_IF_ERROR(MoveGapsToIndices(&index_gaps, "update", &parts.update.indices));
+  if (parts.update.dim != group_dim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("update: dim ", parts.update.dim, " is not the group's ", group_dim));
+  }
   absl::Status valid = ValidateAnswer(parts.update, parts.update.dim);
   if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat("update: ", valid.message()));
   RETURN_IF_ERROR(CheckSketchHashFamily(parts.sketch_hash_family, "the shard's reply"));

@@ -19,11 +19,14 @@
 // and as index_gaps, or values both as float32 and as bf16_values (protobuf
 // keeps both; PayloadFromProto refuses them too). Every malformed input gets
 // INVALID_ARGUMENT naming the field and the problem. What is allocated is
-// bounded by the bytes present: bf16_values' floats take twice their bytes,
-// and a push's indices (varints of one byte or more, 4 bytes decoded) are
-// refused past one per 3 bytes of its payload, as each comes with a value,
-// so their two decoded copies (gaps, then indices) take at most 2.7 times
-// those bytes.
+// bounded by the bytes present: bf16_values' floats take twice their bytes;
+// a push's indices (varints of one byte or more, 4 bytes decoded) are
+// refused while decoding past one per value the payload carries (counted
+// ahead, without decoding), as each comes with a value, and gaps become
+// indices in place, so they take at most what their values' bytes take; a
+// reply's indices are refused past its group's dim. A push of B bytes
+// decodes into at most about 1.6 B (4-byte indices and values of 5 bytes
+// each on the wire at least), beside the B gRPC holds.
 #ifndef SKETCHFUSE_PROTO_PUSH_CODEC_H_
 #define SKETCHFUSE_PROTO_PUSH_CODEC_H_
 
@@ -72,11 +75,14 @@ absl::StatusOr<PushRequestParts> DecodePushRequest(const grpc::ByteBuffer& buffe
 // is referenced, not copied, as above.
 grpc::ByteBuffer EncodePushReply(std::shared_ptr<const Update> update, uint32_t contributors);
 
-// The reply in `buffer`, with its update checked by ValidateAnswer against
-// its own dim (an update, or the candidate list of a first round). INVALID_ARGUMENT naming the field for a malformed one;
+// The reply in `buffer` to a push of a group of `group_dim` elements, with
+// its update checked by ValidateAnswer (an update, or the candidate list of
+// a first round). INVALID_ARGUMENT naming the field for a malformed one,
+// for another dim, and, while decoding, for more indices than the group
+// has elements (a reply cannot make the worker allocate past its group);
 // FAILED_PRECONDITION (CheckSketchHashFamily) for a reply from a shard of
 // another sketch hash family, whose sums of sketches cannot be ours.
-absl::StatusOr<PushReplyParts> DecodePushReply(const grpc::ByteBuffer& buffer);
+absl::StatusOr<PushReplyParts> DecodePushReply(const grpc::ByteBuffer& buffer, uint64_t group_dim);
 
 }  // namespace sketchfuse
 

@@ -383,7 +383,7 @@ TEST(PushCodecTest, RepliesRoundTripThroughProtobuf) {
       expected.set_contributors(4);
       expected.set_sketch_hash_family(kSketchHashFamily);
       EXPECT_TRUE(MessageDifferencer::Equals(parsed, expected));
-      absl::StatusOr<PushReplyParts> back = DecodePushReply(Sliced(expected.SerializeAsString(), rng));
+      absl::StatusOr<PushReplyParts> back = DecodePushReply(Sliced(expected.SerializeAsString(), rng), dim);
       ASSERT_TRUE(back.ok()) << back.status();
       EXPECT_EQ(back->contributors, 4u);
       EXPECT_EQ(back->sketch_hash_family, kSketchHashFamily);
@@ -402,12 +402,12 @@ TEST(PushCodecTest, MalformedRepliesAreRefused) {
   reply.mutable_update()->set_dim(4);
   reply.mutable_update()->add_indices(9);
   reply.mutable_update()->add_values(1);
-  absl::Status s = DecodePushReply(Sliced(reply.SerializeAsString(), rng)).status();
+  absl::Status s = DecodePushReply(Sliced(reply.SerializeAsString(), rng), 4).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("update: "), std::string::npos) << s;
   std::string bytes = reply.SerializeAsString();
   bytes.pop_back();
-  s = DecodePushReply(Sliced(bytes, rng)).status();
+  s = DecodePushReply(Sliced(bytes, rng), 4).status();
   EXPECT_NE(s.message().find("malformed PushReply: update claims 11 bytes but 10 are left"), std::string::npos) << s;
   // Indices without values: a candidate list, whose indices must ascend
   // within the dim too.
@@ -415,7 +415,7 @@ TEST(PushCodecTest, MalformedRepliesAreRefused) {
   listed.mutable_update()->set_dim(10);
   listed.mutable_update()->add_indices(7);
   listed.mutable_update()->add_indices(3);
-  s = DecodePushReply(Sliced(listed.SerializeAsString(), rng)).status();
+  s = DecodePushReply(Sliced(listed.SerializeAsString(), rng), 10).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("update: candidate indices[1] = 3 is out of range or not ascending"), std::string::npos)
       << s;
@@ -425,7 +425,7 @@ TEST(PushCodecTest, MalformedRepliesAreRefused) {
   short_values.mutable_update()->add_indices(3);
   short_values.mutable_update()->add_indices(7);
   short_values.mutable_update()->add_values(1);
-  s = DecodePushReply(Sliced(short_values.SerializeAsString(), rng)).status();
+  s = DecodePushReply(Sliced(short_values.SerializeAsString(), rng), 10).status();
   EXPECT_NE(s.message().find("sparse update has 2 indices but 1 values"), std::string::npos) << s;
 }
 
@@ -445,7 +445,7 @@ TEST(PushCodecTest, AscendingIndicesTravelAsGaps) {
   // 4 bytes for the first gap, 1 for each other one, and at most 20 of
   // framing (tags, lengths, dim, contributors, hash family).
   EXPECT_LE(encoded.Length(), 4 + 999 + 20u);
-  absl::StatusOr<PushReplyParts> back = DecodePushReply(Sliced(Flatten(encoded), rng));
+  absl::StatusOr<PushReplyParts> back = DecodePushReply(Sliced(Flatten(encoded), rng), listed->dim);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->update.indices, listed->indices);
 
@@ -466,12 +466,12 @@ TEST(PushCodecTest, BadGapsAreRefusedNamingTheField) {
   reply.mutable_update()->set_dim(50);
   reply.mutable_update()->add_index_gaps(4);
   reply.mutable_update()->add_index_gaps(0);
-  absl::Status s = DecodePushReply(Sliced(reply.SerializeAsString(), rng)).status();
+  absl::Status s = DecodePushReply(Sliced(reply.SerializeAsString(), rng), 50).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("update index_gaps[1] = 0"), std::string::npos) << s;
   reply.mutable_update()->set_index_gaps(1, 1);
   reply.mutable_update()->add_indices(2);
-  s = DecodePushReply(Sliced(reply.SerializeAsString(), rng)).status();
+  s = DecodePushReply(Sliced(reply.SerializeAsString(), rng), 50).status();
   EXPECT_NE(s.message().find("update gives both indices and index_gaps"), std::string::npos) << s;
 
   v1::PushRequest request;
@@ -491,8 +491,9 @@ TEST(PushCodecTest, BadGapsAreRefusedNamingTheField) {
 }
 
 // Indices without their values (packed 1-byte gaps, each decoded to 4
-// bytes) are refused while decoding, past one per 3 bytes of the payload:
-// a push cannot make the shard allocate many times its own size.
+// bytes) are refused while decoding, past one per value the payload
+// carries (counted ahead): a push cannot make the shard allocate more for
+// its indices than its values' own bytes.
 TEST(PushCodecTest, IndicesPastWhatTheirValuesCouldCarryAreRefusedWhileDecoding) {
   std::mt19937_64 rng(17);
   v1::PushRequest request;
@@ -504,7 +505,10 @@ TEST(PushCodecTest, IndicesPastWhatTheirValuesCouldCarryAreRefusedWhileDecoding)
   p->add_values(1);
   absl::Status s = DecodePushRequest(Sliced(request.SerializeAsString(), rng)).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("index_gaps holds more than 100"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("index_gaps holds more than 1 values, the most this message allows (one per value it "
+                             "carries)"),
+            std::string::npos)
+      << s;
   // The same as plain indices.
   p->clear_index_gaps();
   for (int i = 0; i < 300000; ++i) p->add_indices(i);
@@ -520,6 +524,57 @@ TEST(PushCodecTest, IndicesPastWhatTheirValuesCouldCarryAreRefusedWhileDecoding)
   absl::StatusOr<PushRequestParts> parts = DecodePushRequest(Sliced(request.SerializeAsString(), rng));
   ASSERT_TRUE(parts.ok()) << parts.status();
   EXPECT_EQ(parts->payload.indices.size(), 300000u);
+  // Values counted wherever they stand, packed or not, float or bfloat16:
+  // before the indices, after them, in two packed runs.
+  v1::PushRequest later;
+  *later.mutable_round() = Round(50, 0);
+  later.mutable_payload()->set_kind(v1::Payload::SPARSE);
+  later.mutable_payload()->set_dim(100);
+  for (uint32_t i = 0; i < 10; ++i) later.mutable_payload()->add_index_gaps(i == 0 ? 3 : 1);
+  std::string bytes = later.SerializeAsString();
+  v1::PushRequest values;
+  for (int i = 0; i < 10; ++i) values.mutable_payload()->add_values(0.5f);
+  bytes += values.SerializeAsString();  // merged: the values' field after the gaps
+  parts = DecodePushRequest(Sliced(bytes, rng));
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  EXPECT_EQ(parts->payload.indices, (std::vector<uint32_t>{3, 4, 5, 6, 7, 8, 9, 10, 11, 12}));
+  v1::PushRequest bf16;
+  bf16.mutable_payload()->set_bf16_values(std::string(20, '\0'));  // ten bfloat16 zeros
+  parts = DecodePushRequest(Sliced(later.SerializeAsString() + bf16.SerializeAsString(), rng));
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  EXPECT_EQ(parts->payload.values.size(), 10u);
+  bf16.mutable_payload()->set_bf16_values(std::string(18, '\0'));  // nine: one index too many
+  s = DecodePushRequest(Sliced(later.SerializeAsString() + bf16.SerializeAsString(), rng)).status();
+  EXPECT_NE(s.message().find("index_gaps holds more than 9 values"), std::string::npos) << s;
+}
+
+// A shard's reply cannot make the worker allocate past its group: a reply
+// of another dim is refused, and its indices (a candidate list carries no
+// values) are refused while decoding past the group's elements.
+TEST(PushCodecTest, ARepliesIndicesAreBoundedByTheGroupsSize) {
+  std::mt19937_64 rng(19);
+  v1::PushReply reply;
+  reply.set_sketch_hash_family(kSketchHashFamily);
+  reply.mutable_update()->set_dim(1000);
+  for (int i = 0; i < 1000; ++i) reply.mutable_update()->add_index_gaps(i == 0 ? 0 : 1);
+  absl::StatusOr<PushReplyParts> whole = DecodePushReply(Sliced(reply.SerializeAsString(), rng), 1000);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->update.indices.size(), 1000u);
+  absl::Status s = DecodePushReply(Sliced(reply.SerializeAsString(), rng), 999).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("index_gaps holds more than 999 values, the most this message allows (one per element "
+                             "of the group)"),
+            std::string::npos)
+      << s;
+  // A reply claiming a huge dim with a million 1-byte gaps: refused at the
+  // group's size, not decoded to four million bytes.
+  reply.mutable_update()->set_dim(uint64_t{1} << 40);
+  for (int i = 0; i < 1000000; ++i) reply.mutable_update()->add_index_gaps(1);
+  s = DecodePushReply(Sliced(reply.SerializeAsString(), rng), 5000).status();
+  EXPECT_NE(s.message().find("holds more than 5000 values"), std::string::npos) << s;
+  reply.mutable_update()->clear_index_gaps();
+  s = DecodePushReply(Sliced(reply.SerializeAsString(), rng), 5000).status();
+  EXPECT_NE(s.message().find("update: dim 1099511627776 is not the group's 5000"), std::string::npos) << s;
 }
 
 // A sketch whose cells bfloat16 holds exactly (a table count_sketch
@@ -597,7 +652,7 @@ TEST(PushCodecTest, ACandidateListTravelsWithoutValues) {
   const size_t saved = EncodePushReply(with_values, 3).Length() - encoded.Length();
   EXPECT_GE(saved, 4 * listed->indices.size());
   EXPECT_LE(saved, 4 * listed->indices.size() + 6);
-  absl::StatusOr<PushReplyParts> back = DecodePushReply(Sliced(Flatten(encoded), rng));
+  absl::StatusOr<PushReplyParts> back = DecodePushReply(Sliced(Flatten(encoded), rng), listed->dim);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_TRUE(IsCandidateList(back->update));
   EXPECT_EQ(back->update.indices, listed->indices);
@@ -615,13 +670,13 @@ TEST(PushCodecTest, RepliesOfAnotherHashFamilyAreRefused) {
   reply.set_contributors(2);
   for (uint32_t family : {0u, kSketchHashFamily + 1}) {
     reply.set_sketch_hash_family(family);
-    absl::Status s = DecodePushReply(Sliced(reply.SerializeAsString(), rng)).status();
+    absl::Status s = DecodePushReply(Sliced(reply.SerializeAsString(), rng), 4).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << family;
     EXPECT_NE(s.message().find(absl::StrCat("the shard's reply uses Count-Sketch hash family ", family)),
               std::string::npos) << s;
   }
   reply.set_sketch_hash_family(kSketchHashFamily);
-  EXPECT_TRUE(DecodePushReply(Sliced(reply.SerializeAsString(), rng)).ok());
+  EXPECT_TRUE(DecodePushReply(Sliced(reply.SerializeAsString(), rng), 4).ok());
 }
 
 TEST(PushCodecTest, TheBufferKeepsTheValuesAliveAndDoesNotCopyThem) {

@@ -1,5 +1,7 @@
 #include "proto/rpc_channel.h"
 
+#include <algorithm>
+
 #include <fstream>
 #include <sstream>
 
@@ -13,6 +15,21 @@ absl::StatusOr<std::string> ReadFlagFile(const std::string& path, const std::str
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+absl::StatusOr<std::string> ReadJoinCredential(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFlagFile(path, "join credential");
+  if (!text.ok()) return text.status();
+  const std::string credential(absl::StripAsciiWhitespace(*text));
+  const bool hex = credential.size() == 64 && std::all_of(credential.begin(), credential.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+  });
+  if (!hex) {
+    return absl::InvalidArgumentError(absl::StrCat("join credential file '", path, "' holds ", credential.size(),
+                                                   " characters, not the 64 hex digits of a credential "
+                                                   "(sketchfuse_server --print_join_credential)"));
+  }
+  return credential;
 }
 
 absl::StatusOr<RpcChannelOptions> LoadRpcChannelOptions(const std::string& token_file,

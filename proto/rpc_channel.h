@@ -17,6 +17,10 @@ namespace sketchfuse {
 // (server/worker_proof.h).
 inline constexpr char kWorkerProofKey[] = "sketchfuse-worker-proof";
 
+// The call metadata key a worker's join credential travels under, on Join
+// calls only (server/worker_proof.h JoinCredentialOf).
+inline constexpr char kJoinCredentialKey[] = "sketchfuse-join-credential";
+
 struct RpcChannelOptions {
   // Bearer token sent on every call; empty: none.
   std::string token;
@@ -24,6 +28,10 @@ struct RpcChannelOptions {
   // call under kWorkerProofKey; empty: none (before the first Join, or when
   // the servers issue none).
   std::string worker_proof;
+  // This worker's join credential (issued by its operator before it joins:
+  // sketchfuse_server --print_join_credential), sent on Join calls only
+  // under kJoinCredentialKey; empty: none.
+  std::string join_credential;
   // PEM contents (not paths). tls_ca set: TLS, verifying servers with it;
   // client_cert and client_key add a client certificate (mutual TLS).
   std::string tls_ca;
@@ -36,6 +44,12 @@ struct RpcChannelOptions {
 // The whole content of a (small) file. NOT_FOUND "cannot read <what> file
 // '<path>'" when it cannot be opened.
 absl::StatusOr<std::string> ReadFlagFile(const std::string& path, const std::string& what);
+
+// A worker's join credential from the file at `path` (what
+// sketchfuse_server --print_join_credential printed): 64 hex digits,
+// surrounding whitespace ignored. NOT_FOUND for a file that cannot be read,
+// INVALID_ARGUMENT naming the file for anything else.
+absl::StatusOr<std::string> ReadJoinCredential(const std::string& path);
 
 // Reads the token and PEM files named by the caller (any may be empty: not
 // used). `ca_flag` is the CA file's flag name in messages. NOT_FOUND naming

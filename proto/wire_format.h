@@ -308,15 +308,15 @@ class MessageParser {
     *end = r_.position() + length;
     return absl::OkStatus();
   }
-  // Appends a repeated uint32 field, packed or not.
-  // Appends a repeated uint32 field, packed or not; refuses (naming `most`)
-  // to hold more than `most` values in `out`, before decoding past them: a
-  // varint of one byte would otherwise take four.
+  // Appends a repeated uint32 field, packed or not; refuses (naming `most`
+  // and `most_why`, what bounds it) to hold more than `most` values in
+  // `out`, before decoding past them: a varint of one byte would otherwise
+  // take four.
   absl::Status Indices(const Field& field, absl::string_view what, std::vector<uint32_t>* out,
-                       size_t most = SIZE_MAX) {
+                       size_t most = SIZE_MAX, absl::string_view most_why = "") {
     auto too_many = [&] {
-      return Error(absl::StrCat(what, " holds more than ", most,
-                                " values, the most this message's size allows (one per value of 2 bytes or more)"));
+      return Error(absl::StrCat(what, " holds more than ", most, " values, the most this message allows (", most_why,
+                                ")"));
     };
     if (field.type == kVarint) {
       uint32_t v = 0;
@@ -328,6 +328,9 @@ class MessageParser {
     size_t length = 0;
     RETURN_IF_ERROR(Length(field, what, &length));
     const size_t end = r_.position() + length;
+    // At most one value per byte, and at most `most` in all: reserved once,
+    // so the vector never holds twice what it decoded (growth by doubling).
+    out->reserve(out->size() + std::min(length, most - std::min(most, out->size())));
     while (r_.position() < end) {
       uint64_t v = 0;
       if (!ReadVarint(&v) || r_.position() > end) {

@@ -286,9 +286,16 @@ for scheme in "${scheme_list[@]}"; do
     worker_pids+=("${pids[-1]}")
   else
     echo "== $scheme ($route): $run_shards shard(s), $workers workers ($(tail -n 1 "$dir/plan.log" | sed 's/.*wrote job [^(]*(//; s/).*//'))"
+    # Each worker's join credential, so that only worker-N joins as worker-N.
+    for w in $(seq 0 $((workers - 1))); do
+      "$server" --job_config="$dir/job.json" --shard_token_file="$dir/shard_token" --print_join_credential="worker-$w" \
+        >"$dir/credential$w" 2>>"$dir/plan.log" \
+        || { echo "local_cluster: issuing worker-$w's join credential failed; see $dir/plan.log" >&2; exit 1; }
+      chmod 600 "$dir/credential$w"
+    done
     start "server shard 0" "$dir/server0.log" $(host_prefix 0) "$server" --job_config="$dir/job.json" --shard_index=0 \
       --num_shards="$run_shards" --coordinator --host="$(host_address 0)" --port_file="$dir/port0" --token_file="$dir/token" \
-      --shard_token_file="$dir/shard_token" --state_dir="$dir/state"
+      --shard_token_file="$dir/shard_token" --require_join_credentials --state_dir="$dir/state"
     for _ in $(seq 300); do [ -s "$dir/port0" ] && break; check_alive; sleep 0.1; done
     [ -s "$dir/port0" ] || { echo "local_cluster: shard 0 did not start; its log: $dir/server0.log" >&2; exit 1; }
     worker_pids=()
@@ -303,7 +310,7 @@ for scheme in "${scheme_list[@]}"; do
     for w in $(seq 0 $((workers - 1))); do
       start "worker-$w" "$dir/worker$w.log" $(host_prefix $((shards + w))) "$worker" --coordinator="$coordinator" \
         --worker_id="worker-$w" --collective_host="$(host_address $((shards + w)))" \
-        --token_file="$dir/token" --summary_json="$dir/summary$w.json" --report_every=25 \
+        --token_file="$dir/token" --join_credential_file="$dir/credential$w" --summary_json="$dir/summary$w.json" --report_every=25 \
         --trace_file="$dir/trace$w.json" --eval_every="$eval_every" --eval_examples=2000 "${run_flags[@]}"
       worker_pids+=("${pids[-1]}")
     done

@@ -15,13 +15,6 @@
 namespace sketchfuse {
 namespace {
 
-std::string RoundName(const std::string& job, uint32_t group, uint64_t step, uint32_t round = 0) {
-  return absl::StrCat("round ", round, " (job '", job, "', step ", step, ", group ", group, ")");
-}
-
-// How far `step` is from a group's progress `anchor`, either way.
-uint64_t Distance(uint64_t step, uint64_t anchor) { return step > anchor ? step - anchor : anchor - step; }
-
 // "takes 1 round per step" / "takes 2 rounds per step".
 std::string TakesRounds(uint32_t rounds) {
   return absl::StrCat("takes ", rounds, rounds == 1 ? " round" : " rounds", " per step");
@@ -178,9 +171,9 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
   uint64_t held_bytes = payload_bytes;
   absl::StatusOr<RoundResult> immediate = absl::UnknownError("unset");
   bool answer_now = false;
-  bool parked_now = false;  // the push waits, parked, for its round to open
-  bool complete = false;
-  std::vector<EndedRound> superseded;  // and parked pushes replaced
+  bool waits = false;     // the push waits on an open round (or one it opened)
+  bool complete = false;  // and that round is now complete
+  std::vector<EndedRound> ended;  // superseded rounds and replaced parked pushes
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (key.round > 0) {
@@ -191,103 +184,59 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
         held_bytes = payload.WireBytes();
       }
     }
-    auto open = rounds_.end();
     if (!answer_now) {
       ++stats_.pushes;
-      open = rounds_.find(id);
-    }
-    if (!answer_now && open == rounds_.end()) {
-      // Not open: finished (answer again), too old to answer, or new.
-      const auto& finished = finished_[FinishedKey{key.group, key.round}];
-      uint64_t oldest_kept = UINT64_MAX;  // by step, not by finish order
-      for (const auto& [step, result] : finished) {
-        if (step == key.step) {
-          immediate = result;
+      const RoundResult* kept = nullptr;
+      const Admission admission = AdmitPush(FactsLocked(key, worker, held_bytes, &kept), Limits());
+      auto open = rounds_.find(id);
+      switch (admission.admit) {
+        case Admit::kRefuse:
+          if (admission.refusal == RefusalKind::kOutOfWindow) ++stats_.refused_out_of_window;
+          if (admission.refusal == RefusalKind::kOverCapacity) ++stats_.refused_over_capacity;
+          immediate = admission.status;
           answer_now = true;
-        }
-        oldest_kept = std::min(oldest_kept, step);
-      }
-      // Just behind the kept answers: finished. Far behind them (kept answers
-      // far ahead, as a forged far-future round leaves them) is the step
-      // window's to judge.
-      if (!answer_now && !finished.empty() && key.step < oldest_kept &&
-          oldest_kept - key.step <= config_.step_window) {
-        immediate = absl::FailedPreconditionError(absl::StrCat(RoundName(config_.job, key.group, key.step, key.round),
-                                                               " finished long ago; its answer is no longer kept"));
-        answer_now = true;
-      }
-      NewRoundPlace place = NewRoundPlace::kWithinWindow;
-      if (!answer_now) {
-        if (absl::Status may_open = CheckNewRoundLocked(key, worker, held_bytes, &place, &superseded);
-            !may_open.ok()) {
-          immediate = std::move(may_open);
+          break;
+        case Admit::kAnswerKept:
+          immediate = *kept;
           answer_now = true;
-        }
-      }
-      if (!answer_now && place == NewRoundPlace::kPark) {
-        absl::Status parked = ParkLocked(key, worker, &payload, payload_bytes, now, &done, &superseded);
-        if (!parked.ok()) immediate = std::move(parked);
-        answer_now = !parked.ok();
-        parked_now = parked.ok();
-        if (parked_now) {
+          break;
+        case Admit::kJoin:
+          waits = true;
+          break;
+        case Admit::kSupersedeAndOpenInSlot:
+          SupersedeSlotLocked(key.group, worker, admission.displaced, &ended);
+          [[fallthrough]];
+        case Admit::kOpenInSlot:
+        case Admit::kOpen:
+          open = OpenRoundLocked(id, now, admission.admit == Admit::kOpen ? -1 : static_cast<int64_t>(worker));
+          waits = true;
+          break;
+        case Admit::kPark:
+          ParkLocked(key, worker, std::move(payload), payload_bytes, now, std::move(done), admission.displaced, &ended);
           // Every worker parked at this step (each one's slot taken): the
           // round opens outside any slot, and is complete.
-          uint32_t parked_here = 0;
-          for (const auto& [w, push] : progress_[key.group].parked) parked_here += push.step == key.step;
-          if (parked_here == config_.world_size) {
-            Round round;
-            round.opened = absl::Now();
-            round.deadline = now + config_.round_deadline;
-            round.arrived.assign(config_.world_size, false);
-            round.parts.resize(config_.world_size);
-            round.waiting_by_worker.assign(config_.world_size, 0);
-            open = rounds_.emplace(id, std::move(round)).first;
-            ++stats_.rounds_open;
-            AdoptParkedLocked(id, open->second);
+          if (ParkedAtLocked(key.group, key.step) == config_.world_size) {
+            open = OpenRoundLocked(id, now, -1);
             open->second.decoding = true;
             complete = true;
           }
+          break;
+        case Admit::kWaitWithParked:
+          progress_[key.group].parked.at(worker).waiting.push_back(std::move(done));
+          break;
+      }
+      if (waits) {
+        Round& round = open->second;
+        if (!round.arrived[worker]) {
+          // Kept apart until the round is complete, then merged in worker
+          // order (see Complete).
+          round.parts[worker] = std::move(payload);
+          round.arrived[worker] = true;
+          ++round.count;
+          round.bytes += held_bytes;
+          stats_.bytes_in += payload_bytes;
+          stats_.bytes_held += held_bytes;
         }
-      }
-      if (!answer_now && !parked_now) {
-        Round round;
-        round.opened = absl::Now();
-        round.deadline = now + config_.round_deadline;
-        round.arrived.assign(config_.world_size, false);
-        round.parts.resize(config_.world_size);
-        round.waiting_by_worker.assign(config_.world_size, 0);
-        if (place == NewRoundPlace::kBeyondWindow) {
-          round.beyond_window_holder = worker;
-          progress_[key.group].beyond_window_rounds[worker] = key.step;
-        }
-        open = rounds_.emplace(id, std::move(round)).first;
-        ++stats_.rounds_open;
-        if (key.round == 0) AdoptParkedLocked(id, open->second);
-      }
-    }
-    if (!answer_now && !parked_now) {
-      Round& round = open->second;
-      if (!round.arrived[worker]) {
-        // Kept apart until the round is complete, then merged in worker
-        // order (see Complete).
-        round.parts[worker] = std::move(payload);
-        round.arrived[worker] = true;
-        ++round.count;
-        round.bytes += held_bytes;
-        stats_.bytes_in += payload_bytes;
-        stats_.bytes_held += held_bytes;
-      }
-      // A repeated push of the same worker just waits for the answer, up to
-      // max_pushes_waiting of them.
-      if (round.waiting_by_worker[worker] >= config_.max_pushes_waiting) {
-        ++stats_.refused_over_capacity;
-        immediate = absl::ResourceExhaustedError(absl::StrCat(
-            "worker ", worker, " already has ", round.waiting_by_worker[worker], " pushes of ",
-            RoundName(config_.job, key.group, key.step, key.round),
-            " waiting for its answer (the most one worker may have); wait for them"));
-        answer_now = true;
-      }
-      if (!answer_now) {
         round.waiting.push_back(std::move(done));
         ++round.waiting_by_worker[worker];
         if (round.count == config_.world_size && !round.decoding) {
@@ -297,9 +246,9 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
       }
     }
   }
-  for (EndedRound& ended : superseded) {
-    for (PushCallback& waiting : ended.waiting) waiting(ended.status);
-    if (ended.is_round && config_.on_round_finished) config_.on_round_finished(ended.report);
+  for (EndedRound& e : ended) {
+    for (PushCallback& waiting : e.waiting) waiting(e.status);
+    if (e.is_round && config_.on_round_finished) config_.on_round_finished(e.report);
   }
   if (answer_now) {
     done(std::move(immediate));
@@ -320,121 +269,107 @@ std::optional<uint64_t> AggregationCore::WindowAnchorLocked(uint32_t group) cons
   return std::nullopt;
 }
 
-absl::Status AggregationCore::CheckNewRoundLocked(const RoundKey& key, uint32_t worker, uint64_t payload_bytes,
-                                                  NewRoundPlace* place, std::vector<EndedRound>* superseded) {
-  *place = NewRoundPlace::kWithinWindow;
-  if (key.round == 0) {
-    Progress& progress = progress_[key.group];
-    const std::optional<uint64_t> anchor = WindowAnchorLocked(key.group);
-    const uint64_t distance = anchor.has_value() ? Distance(key.step, *anchor) : 0;
-    if (anchor.has_value() && distance > config_.step_window) {
-      *place = NewRoundPlace::kBeyondWindow;
-      if (auto held = progress.beyond_window_rounds.find(worker); held != progress.beyond_window_rounds.end()) {
-        const RoundId held_id{key.group, held->second, false};
-        auto round = rounds_.find(held_id);
-        const bool held_alone = round != rounds_.end() && !round->second.decoding && round->second.count == 1 &&
-                                round->second.arrived[worker];
-        if (!held_alone || distance >= Distance(held->second, *anchor)) {
-          // The slot keeps its round (the job's, or one nearer the
-          // progress): this push waits for a round of its step to open.
-          *place = NewRoundPlace::kPark;
-          return absl::OkStatus();
-        }
-        // The worker moved nearer the progress than the round it alone
-        // pushed: that round gives way.
-        superseded->push_back(EndedRound{
-            std::move(round->second.waiting),
-            absl::UnavailableError(absl::StrCat(RoundName(config_.job, key.group, held->second), " (outside the step "
-                                                "window) was superseded by worker ", worker, "'s push of step ",
-                                                key.step, ", nearer the group's progress; push again to reopen it")),
-            RoundReport{key.group, held->second, false, false, absl::Now() - round->second.opened,
-                        absl::ZeroDuration()}});
-        ForgetRoundLocked(round->first, round->second);
-        rounds_.erase(round);
-        ++stats_.rounds_failed;
-        ++stats_.superseded_beyond_window;
-        superseded->back().report.rounds_open = stats_.rounds_open;
-        superseded->back().report.bytes_held = stats_.bytes_held;
+AdmissionLimits AggregationCore::Limits() const {
+  return AdmissionLimits{config_.step_window, config_.max_rounds_alone, config_.max_pushes_waiting,
+                         config_.max_open_rounds, config_.max_held_bytes};
+}
+
+PushFacts AggregationCore::FactsLocked(const RoundKey& key, uint32_t worker, uint64_t held_bytes,
+                                       const RoundResult** kept) const {
+  PushFacts f;
+  f.job = config_.job;
+  f.group = key.group;
+  f.step = key.step;
+  f.round = key.round;
+  f.worker = worker;
+  f.payload_bytes = held_bytes;
+  f.rounds_open = stats_.rounds_open;
+  f.bytes_held = stats_.bytes_held;
+  if (auto open = rounds_.find(RoundId{key.group, key.step, key.round}); open != rounds_.end()) {
+    f.round_state = PushFacts::RoundState::kOpen;
+    f.waiting = open->second.waiting_by_worker[worker];
+    return f;
+  }
+  if (auto finished = finished_.find(FinishedKey{key.group, key.round}); finished != finished_.end()) {
+    for (const auto& [step, result] : finished->second) {
+      if (step == key.step) {
+        f.round_state = PushFacts::RoundState::kKept;
+        *kept = &result;
+        return f;
       }
+      f.oldest_kept = std::min(f.oldest_kept.value_or(UINT64_MAX), step);  // by step, not by finish order
     }
   }
-  // The worker's share: rounds of this group that it alone holds.
-  std::vector<uint64_t> alone;
+  f.progress = WindowAnchorLocked(key.group);
+  if (auto progress = progress_.find(key.group); progress != progress_.end()) {
+    if (auto held = progress->second.beyond_window_rounds.find(worker);
+        held != progress->second.beyond_window_rounds.end()) {
+      f.slot_step = held->second;
+      if (auto round = rounds_.find(RoundId{key.group, held->second, 0}); round != rounds_.end()) {
+        f.slot_held_alone = !round->second.decoding && round->second.count == 1 && round->second.arrived[worker];
+        f.slot_bytes = round->second.bytes;
+      }
+    }
+    if (auto parked = progress->second.parked.find(worker); parked != progress->second.parked.end()) {
+      f.parked_step = parked->second.step;
+      f.parked_waiting = static_cast<uint32_t>(parked->second.waiting.size());
+      f.parked_bytes = parked->second.bytes;
+    }
+  }
   for (auto it = rounds_.lower_bound(RoundId{key.group, 0, 0}); it != rounds_.end() && it->first.group == key.group;
        ++it) {
     const Round& round = it->second;
-    if (round.count == 1 && round.arrived[worker] && !round.decoding) alone.push_back(it->first.step);
+    if (round.count == 1 && round.arrived[worker] && !round.decoding) f.held_alone.push_back(it->first.step);
   }
-  if (alone.size() >= config_.max_rounds_alone) {
-    ++stats_.refused_over_capacity;
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "worker ", worker, " already holds ", alone.size(), " rounds of group ", key.group,
-        " that no other worker has pushed (steps ", absl::StrJoin(alone, ", "), "), the most one worker may: ",
-        RoundName(config_.job, key.group, key.step, key.round), " cannot open in its name now"));
-  }
-  if (stats_.rounds_open >= config_.max_open_rounds) {
-    ++stats_.refused_over_capacity;
-    return absl::ResourceExhaustedError(absl::StrCat("this shard holds its maximum of ", config_.max_open_rounds,
-                                                     " open rounds (--max_open_rounds): ",
-                                                     RoundName(config_.job, key.group, key.step, key.round),
-                                                     " cannot open now"));
-  }
-  if (stats_.bytes_held + payload_bytes > config_.max_held_bytes) {
-    ++stats_.refused_over_capacity;
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "this shard's open rounds hold ", stats_.bytes_held, " payload bytes; ", payload_bytes,
-        " more would pass its maximum of ", config_.max_held_bytes, " (--max_held_mb): ",
-        RoundName(config_.job, key.group, key.step, key.round), " cannot open now"));
-  }
-  return absl::OkStatus();
+  return f;
 }
 
-absl::Status AggregationCore::ParkLocked(const RoundKey& key, uint32_t worker, Payload* payload,
-                                         uint64_t payload_bytes, absl::Time now, PushCallback* done,
-                                         std::vector<EndedRound>* ended) {
+std::map<AggregationCore::RoundId, AggregationCore::Round>::iterator AggregationCore::OpenRoundLocked(
+    const RoundId& id, absl::Time now, int64_t slot_holder) {
+  Round round;
+  round.opened = absl::Now();
+  round.deadline = now + config_.round_deadline;
+  round.arrived.assign(config_.world_size, false);
+  round.parts.resize(config_.world_size);
+  round.waiting_by_worker.assign(config_.world_size, 0);
+  round.beyond_window_holder = slot_holder;
+  if (slot_holder >= 0) progress_[id.group].beyond_window_rounds[static_cast<uint32_t>(slot_holder)] = id.step;
+  auto open = rounds_.emplace(id, std::move(round)).first;
+  ++stats_.rounds_open;
+  if (id.round == 0) AdoptParkedLocked(id, open->second);
+  return open;
+}
+
+void AggregationCore::SupersedeSlotLocked(uint32_t group, uint32_t worker, const absl::Status& why,
+                                          std::vector<EndedRound>* ended) {
+  Progress& progress = progress_[group];
+  const uint64_t step = progress.beyond_window_rounds.at(worker);
+  auto round = rounds_.find(RoundId{group, step, 0});
+  ended->push_back(EndedRound{std::move(round->second.waiting), why,
+                              RoundReport{group, step, 0, false, absl::Now() - round->second.opened,
+                                          absl::ZeroDuration()}});
+  ForgetRoundLocked(round->first, round->second);
+  rounds_.erase(round);
+  ++stats_.rounds_failed;
+  ++stats_.superseded_beyond_window;
+  ended->back().report.rounds_open = stats_.rounds_open;
+  ended->back().report.bytes_held = stats_.bytes_held;
+}
+
+uint32_t AggregationCore::ParkedAtLocked(uint32_t group, uint64_t step) const {
+  uint32_t parked = 0;
+  if (auto progress = progress_.find(group); progress != progress_.end()) {
+    for (const auto& [w, push] : progress->second.parked) parked += push.step == step;
+  }
+  return parked;
+}
+
+void AggregationCore::ParkLocked(const RoundKey& key, uint32_t worker, Payload payload, uint64_t payload_bytes,
+                                 absl::Time now, PushCallback done, const absl::Status& replaced,
+                                 std::vector<EndedRound>* ended) {
   Progress& progress = progress_[key.group];
-  const uint64_t anchor = WindowAnchorLocked(key.group).value_or(key.step);  // parked: anchored
-  auto parked = progress.parked.find(worker);
-  if (parked != progress.parked.end() && parked->second.step == key.step) {
-    // A repeat of the parked push waits with it, up to max_pushes_waiting;
-    // its payload is not added twice.
-    if (parked->second.waiting.size() >= config_.max_pushes_waiting) {
-      ++stats_.refused_over_capacity;
-      return absl::ResourceExhaustedError(absl::StrCat("worker ", worker, " already has ",
-                                                       parked->second.waiting.size(), " pushes of ",
-                                                       RoundName(config_.job, key.group, key.step),
-                                                       " waiting for its round to open (the most one worker may "
-                                                       "have); wait for them"));
-    }
-    parked->second.waiting.push_back(std::move(*done));
-    return absl::OkStatus();
-  }
-  const uint64_t held_step = progress.beyond_window_rounds.at(worker);
-  if (parked != progress.parked.end() &&
-      Distance(key.step, anchor) >= Distance(parked->second.step, anchor)) {
-    ++stats_.refused_out_of_window;
-    return absl::AbortedError(absl::StrCat(
-        "step ", key.step, " of group ", key.group, " is outside this shard's step window (",
-        config_.step_window, " steps, --step_window, of step ", anchor, ") and not open; worker ", worker,
-        " already holds step ", held_step, " outside it and waits on step ", parked->second.step,
-        ", nearer the group's progress: push again once another worker has opened step ", key.step));
-  }
-  const uint64_t freed = parked != progress.parked.end() ? parked->second.bytes : 0;
-  if (stats_.bytes_held - freed + payload_bytes > config_.max_held_bytes) {
-    ++stats_.refused_over_capacity;
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "this shard's open rounds hold ", stats_.bytes_held, " payload bytes; ", payload_bytes,
-        " more would pass its maximum of ", config_.max_held_bytes, " (--max_held_mb): ",
-        RoundName(config_.job, key.group, key.step, key.round), " cannot wait now"));
-  }
-  if (parked != progress.parked.end()) {
-    ended->push_back(EndedRound{
-        std::move(parked->second.waiting),
-        absl::UnavailableError(absl::StrCat("worker ", worker, "'s push of step ", parked->second.step, " of group ",
-                                            key.group, " (outside the step window, waiting for its round to open) "
-                                            "was replaced by its push of step ", key.step,
-                                            ", nearer the group's progress; push again to wait again")),
-        RoundReport{}, /*is_round=*/false});
+  if (auto parked = progress.parked.find(worker); parked != progress.parked.end()) {
+    ended->push_back(EndedRound{std::move(parked->second.waiting), replaced, RoundReport{}, /*is_round=*/false});
     stats_.bytes_held -= parked->second.bytes;
     ++stats_.parked_failed;
     --stats_.parked_now;
@@ -442,15 +377,14 @@ absl::Status AggregationCore::ParkLocked(const RoundKey& key, uint32_t worker, P
   }
   ParkedPush& push = progress.parked[worker];
   push.step = key.step;
-  push.payload = std::move(*payload);
+  push.payload = std::move(payload);
   push.bytes = payload_bytes;
   push.deadline = now + config_.round_deadline;
-  push.waiting.push_back(std::move(*done));
+  push.waiting.push_back(std::move(done));
   stats_.bytes_in += payload_bytes;
   stats_.bytes_held += payload_bytes;
   ++stats_.parked_beyond_window;
   ++stats_.parked_now;
-  return absl::OkStatus();
 }
 
 void AggregationCore::AdoptParkedLocked(const RoundId& id, Round& round) {

@@ -13,73 +13,29 @@
 //     that is malformed, holds a NaN or an infinity, or does not fit the
 //     group) is refused with a status that names the problem, and changes
 //     nothing: the round goes on for the other workers.
-//   - Pushes are idempotent per (round, worker). A repeated push while the
-//     round is open waits for the same result and is not added twice; at most
-//     `max_pushes_waiting` of one worker's pushes wait on a round (or a parked
-//     push) at once, and a repeat past that is refused (RESOURCE_EXHAUSTED),
-//     so a flood of repeats holds no more calls than that. A push
+//   - Pushes are idempotent per (round, worker): a repeated push while the
+//     round is open waits for the same result and is not added twice. A push
 //     for a round that already finished gets the kept answer again; the last
 //     `finished_rounds_kept` answers of each group are kept.
+//   - Which pushes may open a round, wait parked, or are refused (the step
+//     window, each worker's slot and parked push outside it, its share of
+//     rounds held alone, its repeats, the caps on open rounds and held
+//     bytes) is one policy, server/push_admission.h, whose header tables
+//     every push and its answer. In short: a push into an open round always
+//     lands; a flood as one worker holds at most max_rounds_alone rounds of
+//     a group within the window, one outside it and one parked push, at most
+//     max_pushes_waiting of its calls on each; the job's round completes
+//     whichever worker pushes first; a forged far-future round cannot make
+//     later steps look finished; past the caps no round opens.
 //   - A round that does not complete within `round_deadline` of its first push
 //     fails with DEADLINE_EXCEEDED naming the missing workers (ExpireRounds).
 //     Its memory is freed, and a later push of the same round starts it afresh,
-//     so workers may re-push an unfinished round.
-//   - Memory of finished rounds is freed; only their answers are kept.
-//   - A step window per group bounds what a push may open. A group's progress
-//     is the step of its most recently finished round (before any: its
-//     lowest open round's step). A push of a step that is neither open nor
-//     kept is refused as finished (FAILED_PRECONDITION) when it is at most
-//     `step_window` below the oldest kept step. One more than `step_window`
-//     away from the progress, either way, opens no round freely: each worker
-//     may hold one round per group outside the window (a job returning from
-//     the decentralized route or
-//     resuming away from the progress: its workers all push the same step,
-//     and the round, once complete, moves the progress). A push into a round
-//     already open always lands, so the job's round needs only one of its
-//     workers' slots. A worker whose slot is taken pushes a step outside the
-//     window that is not open (nearness below: distance from the progress):
-//       - nearer than its held round, which no other worker has pushed into:
-//         the held round is superseded (it fails UNAVAILABLE, which the
-//         worker's transport retries) and the new push takes the slot;
-//       - otherwise the push is parked: it opens nothing and waits until a
-//         round of its step opens (another worker's push; it then joins that
-//         round as if pushed into it) or the round deadline passes
-//         (DEADLINE_EXCEEDED naming the step); when every worker has
-//         parked a push of the same step, that round opens, complete, in
-//         no worker's slot. A worker parks one push per
-//         group. A later push nearer than the parked one replaces it (the
-//         parked push fails UNAVAILABLE), a repeat of it waits with it, and
-//         any other is refused with ABORTED naming the held and parked
-//         steps: the round may open meanwhile (another worker's push), and
-//         a push again then lands, so the worker's transport pushes again
-//         until its push deadline.
-//     So a flood of far-future steps claiming a worker holds that worker's
-//     slot and one parked push, and cannot displace a round or a parked push
-//     of a step nearer the progress. A job returning at an earlier step than
-//     the flood's gets its round in every order of the race, with one push
-//     per worker: the claimed worker's push takes its slot back (or, with
-//     the slot held by a round nearer still, parks and joins), and another
-//     worker opens the round in its own slot or joins it. To keep the job
-//     out a flooder must claim every worker, and then it could forge whole
-//     rounds anyway. One that claims some workers and floods steps nearer
-//     the progress than the job's own takes their slots and parking, so
-//     those workers' pushes are refused ABORTED until another worker opens
-//     the job's round, and land when pushed again (the worker's transport
-//     pushes again until its push deadline, --push_timeout_s). A forged
-//     far-future round cannot make later steps look finished, and a flood of
-//     steps opens at most 2 step_window + 1 + world_size rounds and parks at
-//     most world_size pushes per group.
-//   - Per-worker share: a push that would open a round of a group in which
-//     its worker already holds `max_rounds_alone` rounds that no other
-//     worker has pushed into is refused with RESOURCE_EXHAUSTED naming their
-//     steps (an honest worker holds at most one per group: see the field).
-//   - Bounded memory: a push that would open a round past `max_open_rounds`
-//     open rounds, or park or open one past `max_held_bytes` of payloads held
-//     in open rounds and parked pushes, is refused with RESOURCE_EXHAUSTED
-//     naming the limit. Pushes into rounds already open are always taken (a
-//     round holds at most W payloads), so honest rounds in flight complete;
-//     so is the round that every worker's parked push opens (its payloads are
-//     already held), past `max_open_rounds` if need be, until it is decoded.
+//     so workers may re-push an unfinished round. A parked push waits as long.
+//   - Memory of finished rounds is freed; only their answers are kept. Pushes
+//     into rounds already open are always taken (a round holds at most W
+//     payloads), so honest rounds in flight complete; so is the round that
+//     every worker's parked push opens (its payloads are already held), past
+//     `max_open_rounds` if need be, until it is decoded.
 //   - Durable answers (optional): with `record_answer` set, every answer is
 //     recorded before any push is answered with it, and a restarted shard
 //     takes the recorded answers up again (Restore). A worker whose reply was
@@ -130,6 +86,7 @@
 #include "common/compressor.h"
 #include "common/aggregation_state.h"
 #include "common/payload.h"
+#include "server/push_admission.h"
 
 namespace sketchfuse {
 
@@ -189,7 +146,8 @@ struct AggregationConfig {
   absl::Duration round_deadline = absl::Seconds(30);
   // Finished answers kept per group for late or repeated pushes.
   size_t finished_rounds_kept = 4;
-  // How far past its group's progress a push's step may be (file comment).
+  // How far from its group's progress a push's step may be
+  // (server/push_admission.h).
   uint64_t step_window = 64;
   // Open rounds, and payload bytes held by open rounds, past which no new
   // round opens (RESOURCE_EXHAUSTED).
@@ -269,7 +227,7 @@ class AggregationCore {
     // Payload bytes held by open rounds and parked pushes.
     uint64_t bytes_held = 0;
     // Pushes refused by the step window (ABORTED: slot and parking taken,
-    // see the file comment) and by the caps on
+    // server/push_admission.h, row 8c) and by the caps on
     // open rounds and held bytes (RESOURCE_EXHAUSTED).
     uint64_t refused_out_of_window = 0;
     uint64_t refused_over_capacity = 0;
@@ -278,7 +236,7 @@ class AggregationCore {
     uint64_t superseded_beyond_window = 0;
     // Pushes outside the window that were parked, that then joined a round
     // of their step, and that a nearer push replaced or that expired; and the
-    // pushes parked now (file comment).
+    // pushes parked now (server/push_admission.h).
     uint64_t parked_beyond_window = 0;
     uint64_t parked_joined = 0;
     uint64_t parked_failed = 0;
@@ -315,7 +273,7 @@ class AggregationCore {
     int64_t beyond_window_holder = -1;
   };
   // A push outside the window whose worker's slot was taken: it waits for a
-  // round of its step to open (file comment). Its payload counts in
+  // round of its step to open (server/push_admission.h). Its payload counts in
   // bytes_held.
   struct ParkedPush {
     uint64_t step = 0;
@@ -333,12 +291,6 @@ class AggregationCore {
     std::map<uint32_t, uint64_t> beyond_window_rounds;
     // Each worker's parked push outside the window: worker -> the push.
     std::map<uint32_t, ParkedPush> parked;
-  };
-  // Where a push that opens no round already open goes (CheckNewRoundLocked).
-  enum class NewRoundPlace {
-    kWithinWindow,  // a new round, within the step window
-    kBeyondWindow,  // a new round outside it, in the worker's slot
-    kPark,          // no round: the worker's slot is taken; park the push
   };
   struct RoundId {
     uint32_t group = 0;
@@ -376,23 +328,31 @@ class AggregationCore {
   // `why_parked` gives one for; returns how many rounds.
   int FailRounds(const std::function<absl::Status(const RoundId&, const Round&)>& why,
                  const std::function<absl::Status(uint32_t group, uint32_t worker, const ParkedPush&)>& why_parked);
-  // The step a group's window is centred on (file comment): its most
+  // The step a group's window is centred on (server/push_admission.h: its progress): its most
   // recently finished round's, else its lowest open round's; none before
   // either.
   std::optional<uint64_t> WindowAnchorLocked(uint32_t group) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // OK if a push of `key` may open a new round or park (the step window,
-  // the caps); else the refusal. Sets *place: a round past the window is
-  // `worker`'s one; a round it held alone until now, farther from the
-  // progress, is superseded: removed, its waiters and report appended to
-  // *superseded, to be answered outside the lock.
-  absl::Status CheckNewRoundLocked(const RoundKey& key, uint32_t worker, uint64_t payload_bytes,
-                                   NewRoundPlace* place, std::vector<EndedRound>* superseded)
+  // The admission policy's limits (server/push_admission.h), from the config.
+  AdmissionLimits Limits() const;
+  // What this core knows of `worker`'s push of `key`, holding `held_bytes`
+  // (AdmitPush's input). A kept answer of its round is set in *kept.
+  PushFacts FactsLocked(const RoundKey& key, uint32_t worker, uint64_t held_bytes, const RoundResult** kept) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Parks `worker`'s push of `key` (file comment), or refuses it. A parked
-  // push it replaces is appended to *ended, to be answered outside the lock.
-  // On OK `payload` and `done` were taken.
-  absl::Status ParkLocked(const RoundKey& key, uint32_t worker, Payload* payload, uint64_t payload_bytes,
-                          absl::Time now, PushCallback* done, std::vector<EndedRound>* ended)
+  // Opens round `id` (its deadline from `now`), in `slot_holder`'s slot
+  // outside the window (-1: in none), and moves the pushes parked for its
+  // step into it.
+  std::map<RoundId, Round>::iterator OpenRoundLocked(const RoundId& id, absl::Time now, int64_t slot_holder)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails the round in `worker`'s slot of `group` with `why`: removed, its
+  // waiters and report appended to *ended, to be answered outside the lock.
+  void SupersedeSlotLocked(uint32_t group, uint32_t worker, const absl::Status& why, std::vector<EndedRound>* ended)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How many workers parked a push of (group, step).
+  uint32_t ParkedAtLocked(uint32_t group, uint64_t step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Parks `worker`'s push of `key`; a push it had parked fails with
+  // `replaced` (appended to *ended, answered outside the lock).
+  void ParkLocked(const RoundKey& key, uint32_t worker, Payload payload, uint64_t payload_bytes, absl::Time now,
+                  PushCallback done, const absl::Status& replaced, std::vector<EndedRound>* ended)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves the pushes parked for (group, step) into `round`, just opened.
   void AdoptParkedLocked(const RoundId& id, Round& round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

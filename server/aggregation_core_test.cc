@@ -755,6 +755,44 @@ TEST(AggregationCoreTest, OneWorkerHoldsAtMostMaxRoundsAloneOfAGroup) {
   EXPECT_FALSE(again.called);
 }
 
+// Issue 70: a flood in worker 0's name fills its share of rounds held alone
+// within the window (a fresh shard: the flood's first round anchors the
+// window at 2,000,000), then the job pushes its own step 900, far outside
+// it. Whichever worker pushes first, in every order of the race and with
+// one push each, the job's round completes: worker 0's push takes its slot
+// outside the window, which its share of rounds within it does not limit.
+TEST(AggregationCoreTest, AWorkersOwnFarRoundsDoNotKeepTheJobsRoundOutInAnyOrderOfTheRace) {
+  std::vector<uint32_t> order = {0, 1, 2};
+  int orders = 0;
+  do {
+    ++orders;
+    SCOPED_TRACE(testing::Message() << "pushes of step 900 in the order " << absl::StrJoin(order, ", "));
+    auto core = MakeCore(3, {{3, 2, "dense"}});
+    std::deque<Answer> flood(5);
+    for (uint64_t i = 0; i < flood.size(); ++i) {
+      core->Push({"job", 2000000 + i, 3}, 0, Encode("dense", {9, 9}), kT0, flood[i].Callback());
+    }
+    for (uint64_t i = 0; i < 4; ++i) EXPECT_FALSE(flood[i].called) << i;  // held alone, within the window
+    ASSERT_TRUE(flood[4].called);  // the share is full
+    EXPECT_EQ(flood[4].result.status().code(), absl::StatusCode::kResourceExhausted) << flood[4].result.status();
+    std::deque<Answer> job(3);
+    for (const uint32_t worker : order) {
+      const float value = static_cast<float>(worker + 1);
+      core->Push({"job", 900, 3}, worker, Encode("dense", {value, value}), kT0, job[worker].Callback());
+    }
+    for (uint32_t worker = 0; worker < 3; ++worker) {
+      Answer& a = job[worker];
+      ASSERT_TRUE(a.called) << "worker " << worker;
+      EXPECT_EQ(a.calls, 1);
+      ASSERT_TRUE(a.result.ok()) << "worker " << worker << ": " << a.result.status();
+      EXPECT_EQ(a.result->update->values, (std::vector<float>{6, 6}));
+    }
+    // The flood's rounds are untouched: they wait for their deadline.
+    for (uint64_t i = 0; i < 4; ++i) EXPECT_FALSE(flood[i].called) << i;
+  } while (std::next_permutation(order.begin(), order.end()));
+  EXPECT_EQ(orders, 6);
+}
+
 TEST(AggregationCoreTest, CapsOnOpenRoundsAndHeldBytesRefuseNewRoundsOnly) {
   auto core = MakeCore(2, {{0, 2, "dense"}, {1, 2, "dense"}}, absl::Seconds(10), [](AggregationConfig& c) {
     c.max_open_rounds = 3;

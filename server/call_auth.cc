@@ -29,6 +29,12 @@ std::string PresentedWorkerProof(const grpc::ServerContextBase& context) {
   return it == metadata.end() ? std::string() : std::string(it->second.data(), it->second.size());
 }
 
+std::string PresentedJoinCredential(const grpc::ServerContextBase& context) {
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find(kJoinCredentialKey);
+  return it == metadata.end() ? std::string() : std::string(it->second.data(), it->second.size());
+}
+
 CallAuth::CallAuth(CallAuthConfig config)
     : config_(std::move(config)),
       shard_identities_(config_.shard_identities.begin(), config_.shard_identities.end()),

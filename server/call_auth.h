@@ -54,6 +54,9 @@ struct CallAuthConfig {
 // The worker proof a call carries (metadata kWorkerProofKey), or "".
 std::string PresentedWorkerProof(const grpc::ServerContextBase& context);
 
+// The join credential a Join carries (metadata kJoinCredentialKey), or "".
+std::string PresentedJoinCredential(const grpc::ServerContextBase& context);
+
 class CallAuth {
  public:
   explicit CallAuth(CallAuthConfig config);

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/count_sketch.h"
@@ -20,6 +23,17 @@ std::pair<std::string, std::string> SplitTrailingNumber(const std::string& id) {
   return {id.substr(0, i), id.substr(i)};
 }
 
+// "a, b, c" or "a, b, c and 7 more".
+std::string ListSome(const std::vector<std::string>& names) {
+  constexpr size_t kShown = 8;
+  std::vector<std::string> shown(names.begin(), names.begin() + std::min(kShown, names.size()));
+  std::string out = absl::StrJoin(shown, ", ");
+  if (names.size() > kShown) absl::StrAppend(&out, " and ", names.size() - kShown, " more");
+  return out;
+}
+
+}  // namespace
+
 absl::Status CheckWorkerId(const std::string& id) {
   if (id.empty()) return absl::InvalidArgumentError("worker_id is empty");
   if (id.size() > 128) {
@@ -33,17 +47,6 @@ absl::Status CheckWorkerId(const std::string& id) {
   }
   return absl::OkStatus();
 }
-
-// "a, b, c" or "a, b, c and 7 more".
-std::string ListSome(const std::vector<std::string>& names) {
-  constexpr size_t kShown = 8;
-  std::vector<std::string> shown(names.begin(), names.begin() + std::min(kShown, names.size()));
-  std::string out = absl::StrJoin(shown, ", ");
-  if (names.size() > kShown) absl::StrAppend(&out, " and ", names.size() - kShown, " more");
-  return out;
-}
-
-}  // namespace
 
 bool NaturalLess(const std::string& a, const std::string& b) {
   auto [prefix_a, number_a] = SplitTrailingNumber(a);
@@ -68,6 +71,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorCore>> CoordinatorCore::Create(v1::Job
     return absl::InvalidArgumentError(absl::StrCat("num_shards must be >= 1; got ", options.num_shards));
   }
   if (job.world_size() == 0) return absl::InvalidArgumentError("job config: world_size is 0");
+  if (options.require_join_credentials && !options.proofs.enabled()) {
+    return absl::InvalidArgumentError(
+        "join credentials need the servers' shard token (--shard_token_file): without it none can be checked");
+  }
   if (!job.has_run()) {
     return absl::InvalidArgumentError(
         "job config has no 'run' section: the coordinator needs the workers' run configuration");
@@ -87,7 +94,13 @@ CoordinatorCore::CoordinatorCore(v1::JobConfig job, CoordinatorOptions options,
       shard_of_group_(std::move(shard_of_group)),
       fingerprint_(RunFingerprint(job_.run())),
       job_fingerprint_(JobFingerprint(job_)),
-      shard_addresses_(options.num_shards) {}
+      shard_addresses_(options.num_shards) {
+  if (options_.proofs.enabled()) {
+    for (uint32_t rank = 0; rank < job_.world_size(); ++rank) {
+      rank_of_proof_.emplace(options_.proofs.ProofOf(job_.job(), rank), rank);
+    }
+  }
+}
 
 absl::Status CoordinatorCore::CheckJob(const std::string& job) const {
   if (job != job_.job()) {
@@ -169,7 +182,7 @@ void CoordinatorCore::ForgetSilentJoinersLocked(absl::Time now) {
 
 absl::StatusOr<v1::JoinReply> CoordinatorCore::Join(const v1::JoinRequest& request,
                                                     absl::Time deadline, const Cancelled& cancelled,
-                                                    absl::string_view proof) {
+                                                    absl::string_view proof, absl::string_view join_credential) {
   if (absl::Status s = CheckJob(request.job()); !s.ok()) return s;
   if (absl::Status s = CheckWorkerId(request.worker_id()); !s.ok()) return s;
   // The family first: a build of another family may well fingerprint runs
@@ -195,6 +208,10 @@ absl::StatusOr<v1::JoinReply> CoordinatorCore::Join(const v1::JoinRequest& reque
         "': ", DiffRunConfigs(job_.run(), run)));
   }
   const std::string& id = request.worker_id();
+  // Only the worker its operator issued the id's credential to joins as it.
+  if (options_.require_join_credentials) {
+    if (absl::Status s = options_.proofs.CheckJoinCredential(job_.job(), id, join_credential); !s.ok()) return s;
+  }
   std::unique_lock<std::mutex> lock(mu_);
   // An id with its rank is that rank's worker: only it (holding the proof
   // its first Join gave) joins as it again.
@@ -322,7 +339,22 @@ absl::StatusOr<v1::HeartbeatReply> CoordinatorCore::Heartbeat(const v1::Heartbea
   return reply;
 }
 
-absl::Status CoordinatorCore::Set(const v1::KeyValue& entry) {
+namespace {
+
+// The rank a key "<...>/rank/<r>" belongs to; none for any other key.
+std::optional<uint32_t> KeyOwner(absl::string_view key) {
+  const size_t slash = key.rfind('/');
+  if (slash == absl::string_view::npos || slash + 1 == key.size()) return std::nullopt;
+  const absl::string_view prefix = key.substr(0, slash);
+  if (!absl::EndsWith(prefix, "/rank") && prefix != "rank") return std::nullopt;
+  uint32_t rank = 0;
+  if (!absl::SimpleAtoi(key.substr(slash + 1), &rank)) return std::nullopt;
+  return rank;
+}
+
+}  // namespace
+
+absl::Status CoordinatorCore::Set(const v1::KeyValue& entry, absl::string_view proof) {
   if (absl::Status s = CheckJob(entry.job()); !s.ok()) return s;
   if (entry.key().empty()) return absl::InvalidArgumentError("key is empty");
   if (entry.key().size() > options_.max_key_bytes) {
@@ -334,8 +366,25 @@ absl::Status CoordinatorCore::Set(const v1::KeyValue& entry) {
                                                    entry.value().size(), " bytes; at most ",
                                                    options_.max_value_bytes));
   }
+  if (options_.proofs.enabled()) {
+    auto writer = rank_of_proof_.find(std::string(proof));
+    if (writer == rank_of_proof_.end()) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "a Set of key ", QuoteField(entry.key()), " carries ", proof.empty() ? "no worker proof" : "no rank's proof",
+          " of job '", job_.job(), "': only the job's ranked workers write its store"));
+    }
+    if (const std::optional<uint32_t> owner = KeyOwner(entry.key()); owner.has_value() && *owner != writer->second) {
+      return absl::PermissionDeniedError(absl::StrCat("key ", QuoteField(entry.key()), " belongs to rank ", *owner,
+                                                      "; rank ", writer->second, " may not write it"));
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  if (store_.count(entry.key()) == 0 && store_.size() >= options_.max_keys) {
+  if (auto it = store_.find(entry.key()); it != store_.end()) {
+    if (it->second == entry.value()) return absl::OkStatus();  // the same Set again
+    return absl::AlreadyExistsError(absl::StrCat("key ", QuoteField(entry.key()),
+                                                 " is already set, to another value: keys are written once"));
+  }
+  if (store_.size() >= options_.max_keys) {
     return absl::ResourceExhaustedError(
         absl::StrCat("the key-value store holds its maximum of ", options_.max_keys, " keys"));
   }

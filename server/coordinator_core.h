@@ -9,7 +9,22 @@
 // change: a worker that restarts and joins again gets its rank back.
 //
 // It also keeps a small key-value store with blocking reads (rendezvous of
-// the collectives) and tracks liveness by heartbeats.
+// the collectives, the divergence notice) and tracks liveness by heartbeats.
+//
+// What a worker's credentials allow, with the servers' shard token set
+// (proofs on, server/worker_proof.h):
+//   - Join: with require_join_credentials, an id joins only with the join
+//     credential its operator issued for it, so nobody joins under another
+//     worker's id, before the job is complete or after; a re-join of an id
+//     that has its rank also needs that rank's proof.
+//   - The store: every key is written once (a Set that would change a key's
+//     value is refused ALREADY_EXISTS; the same value again is a no-op).
+//     With proofs on, only a worker holding a rank's proof writes, and a
+//     key ending in "/rank/<r>" (each rank's rendezvous address, rank 0's
+//     NCCL id) only by rank r: no worker can rewire another's rendezvous or
+//     replace its keys. Any ranked worker may still post a key of its own,
+//     such as the divergence notice that stops the run (as it could by
+//     diverging).
 //
 // Thread-safe. Blocking calls wait until their deadline or until `cancelled`
 // returns true (polled), whichever comes first.
@@ -39,9 +54,11 @@ struct CoordinatorOptions {
   // before the job is complete, its place may go to another worker (Join).
   absl::Duration liveness_timeout = absl::Seconds(15);
   // The workers' proofs (server/worker_proof.h; off by default): Join hands
-  // each worker its rank's, and a heartbeat or a re-join of an id that has
-  // its rank must carry it.
+  // each worker its rank's, and a heartbeat, a Set, or a re-join of an id
+  // that has its rank must carry it.
   WorkerProofs proofs;
+  // Every Join must carry its id's join credential (needs proofs on).
+  bool require_join_credentials = false;
   // Key-value store bounds.
   size_t max_key_bytes = 256;
   size_t max_value_bytes = 1 << 20;
@@ -54,6 +71,10 @@ struct CoordinatorOptions {
   // states how long it waited.
   absl::Duration max_get_wait = absl::Seconds(60);
 };
+
+// OK for a worker id of 1 to 128 letters, digits, '-', '_' and '.';
+// INVALID_ARGUMENT naming the problem otherwise.
+absl::Status CheckWorkerId(const std::string& id);
 
 // Natural order of worker ids: equal non-digit prefixes compare by the value
 // of their trailing number ("w-2" < "w-10"); otherwise lexicographic.
@@ -83,12 +104,14 @@ class CoordinatorCore {
   //     forgotten at the next Join, so the job assembles from the workers
   //     still there (a mistyped id or a worker that exited holds no place);
   //   RESOURCE_EXHAUSTED: world_size + max_waiting_calls calls wait already;
-  //   PERMISSION_DENIED: with proofs on, a re-join of an id that has its
-  //     rank without that rank's proof (`proof`, the call's; until the job
-  //     is complete, no id has a rank, and any Join of an id is taken).
+  //   PERMISSION_DENIED: with require_join_credentials, a Join whose
+  //     `join_credential` (the call's) is not its id's; with proofs on, a
+  //     re-join of an id that has its rank without that rank's proof
+  //     (`proof`, the call's).
   // The reply carries the rank's proof (empty with proofs off).
   absl::StatusOr<v1::JoinReply> Join(const v1::JoinRequest& request, absl::Time deadline,
-                                     const Cancelled& cancelled, absl::string_view proof = "");
+                                     const Cancelled& cancelled, absl::string_view proof = "",
+                                     absl::string_view join_credential = "");
 
   // Records the address of a shard. A shard that restarts registers again and
   // replaces its address. INVALID_ARGUMENT for another job, an index out of
@@ -106,9 +129,12 @@ class CoordinatorCore {
   absl::StatusOr<v1::HeartbeatReply> Heartbeat(const v1::HeartbeatRequest& request,
                                                absl::Time now, absl::string_view proof = "");
 
-  // Sets (or replaces) a key. INVALID_ARGUMENT for an empty or over-long key
-  // or an over-long value, RESOURCE_EXHAUSTED when the store is full.
-  absl::Status Set(const v1::KeyValue& entry);
+  // Sets a key, once (file comment). INVALID_ARGUMENT for an empty or
+  // over-long key or an over-long value; PERMISSION_DENIED, with proofs on,
+  // for a call whose `proof` is no rank's of the job, or a key
+  // "<...>/rank/<r>" written by another rank; ALREADY_EXISTS for a key set
+  // to another value; RESOURCE_EXHAUSTED when the store is full.
+  absl::Status Set(const v1::KeyValue& entry, absl::string_view proof = "");
 
   // The value of a key, waiting up to request.wait_ms, max_get_wait and
   // `deadline`, whichever comes first, for it to be set: NOT_FOUND if it was
@@ -143,6 +169,8 @@ class CoordinatorCore {
   const std::vector<uint32_t> shard_of_group_;
   const std::string fingerprint_;
   const std::string job_fingerprint_;  // JobFingerprint(job_), which shards state
+  // With proofs on, each rank's proof -> the rank (who writes the store).
+  std::map<std::string, uint32_t> rank_of_proof_;
 
   std::mutex mu_;
   std::condition_variable changed_;

@@ -352,6 +352,98 @@ TEST(CoordinatorCoreTest, AWorkersRankIsBoundToItsProof) {
   EXPECT_TRUE(open->Join(JoinOf(TestJob(1), "w-0"), Soon(), nullptr).ok());
 }
 
+// With require_join_credentials an id joins only with the credential its
+// operator issued for it: not without one, not with another id's, not with
+// a rank proof; before the job is complete and after. A re-join of a ranked
+// id needs both its credential and its rank's proof.
+TEST(CoordinatorCoreTest, OnlyTheHolderOfAnIdsJoinCredentialJoinsAsIt) {
+  CoordinatorOptions options;
+  options.proofs = WorkerProofs("shard-secret");
+  options.require_join_credentials = true;
+  std::unique_ptr<CoordinatorCore> core = *CoordinatorCore::Create(TestJob(2), options);
+  const v1::JobConfig job = TestJob(2);
+  ASSERT_TRUE(core->RegisterShard(ShardOf(core->job(), 0, 1)).ok());
+  const std::string w0 = options.proofs.JoinCredentialOf("j", "w-0"), w1 = options.proofs.JoinCredentialOf("j", "w-1");
+  EXPECT_NE(w0, w1);
+  EXPECT_EQ(w0.size(), 64u);
+  EXPECT_NE(w0, options.proofs.ProofOf("j", 0));
+  // Before the job is complete: a Join as w-1 without its credential, or with
+  // w-0's, takes no place.
+  for (const std::string& wrong : {std::string(), w0, options.proofs.ProofOf("j", 1)}) {
+    const absl::Status refused = core->Join(JoinOf(job, "w-1"), Soon(), nullptr, "", wrong).status();
+    EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied) << refused;
+    EXPECT_NE(refused.message().find("a Join as worker 'w-1' carries"), absl::string_view::npos) << refused;
+    EXPECT_LT(refused.message().size(), 300u);
+    EXPECT_EQ(refused.message().find(w0), absl::string_view::npos) << "a refusal echoes no credential";
+  }
+  auto other = std::async(std::launch::async, [&] { return core->Join(JoinOf(job, "w-1"), Soon(), nullptr, "", w1); });
+  absl::StatusOr<v1::JoinReply> first = core->Join(JoinOf(job, "w-0"), Soon(), nullptr, "", w0);
+  absl::StatusOr<v1::JoinReply> second = other.get();
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(first->rank(), 0u);
+  // After: w-0 again needs its credential and its rank's proof.
+  EXPECT_EQ(core->Join(JoinOf(job, "w-0"), Soon(), nullptr, first->worker_proof(), w1).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(core->Join(JoinOf(job, "w-0"), Soon(), nullptr, second->worker_proof(), w0).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(core->Join(JoinOf(job, "w-0"), Soon(), nullptr, first->worker_proof(), w0).ok());
+  // Credentials need proofs: a coordinator without the shard token refuses
+  // to start with them required.
+  CoordinatorOptions no_token;
+  no_token.require_join_credentials = true;
+  absl::StatusOr<std::unique_ptr<CoordinatorCore>> refused = CoordinatorCore::Create(TestJob(2), no_token);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("need the servers' shard token"), absl::string_view::npos);
+}
+
+// Keys are written once, and with proofs on only by a ranked worker, a key
+// "<...>/rank/<r>" only by rank r: a worker's credentials cannot rewire
+// another's rendezvous, replace a key, or write before it has a rank.
+TEST(CoordinatorCoreTest, TheStoresKeysAreWrittenOnceAndRankKeysOnlyByTheirRank) {
+  CoordinatorOptions options;
+  options.proofs = WorkerProofs("shard-secret");
+  std::unique_ptr<CoordinatorCore> core = *CoordinatorCore::Create(TestJob(3), options);
+  const std::string rank0 = options.proofs.ProofOf("j", 0), rank2 = options.proofs.ProofOf("j", 2);
+  v1::KeyValue entry;
+  entry.set_job("j");
+  entry.set_key("collective/run/gloo/rank/2");
+  entry.set_value("10.0.0.2:1234");
+  // No proof, another job's proof, another rank's.
+  for (const std::string& proof : {std::string(), WorkerProofs("other").ProofOf("j", 2), rank0}) {
+    const absl::Status refused = core->Set(entry, proof);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied) << refused;
+    EXPECT_LT(refused.message().size(), 300u);
+  }
+  EXPECT_NE(core->Set(entry, rank0).message().find("key 'collective/run/gloo/rank/2' belongs to rank 2; rank 0 may "
+                                                   "not write it"),
+            absl::string_view::npos);
+  ASSERT_TRUE(core->Set(entry, rank2).ok());
+  ASSERT_TRUE(core->Set(entry, rank2).ok());  // the same Set again
+  entry.set_value("10.6.6.6:1");
+  const absl::Status replaced = core->Set(entry, rank2);
+  EXPECT_EQ(replaced.code(), absl::StatusCode::kAlreadyExists) << replaced;
+  EXPECT_NE(replaced.message().find("is already set, to another value: keys are written once"), absl::string_view::npos);
+  v1::GetRequest get;
+  get.set_job("j");
+  get.set_key("collective/run/gloo/rank/2");
+  EXPECT_EQ(core->Get(get, Soon(), nullptr)->value(), "10.0.0.2:1234");
+  // Other keys: any ranked worker, once (a divergence notice stays the first).
+  entry.set_key("diverged/run");
+  entry.set_value("rank 0 diverged");
+  ASSERT_TRUE(core->Set(entry, rank0).ok());
+  entry.set_value("forged");
+  EXPECT_EQ(core->Set(entry, rank2).code(), absl::StatusCode::kAlreadyExists);
+  // What counts as a rank's key: the last two components "rank", "<r>".
+  entry.set_value("v");
+  for (const char* key : {"a/rank/0/x", "a/ranks/2", "a/rank/two", "rank/0x0", "a/rank/"}) {
+    entry.set_key(key);
+    EXPECT_TRUE(core->Set(entry, rank2).ok()) << key;
+  }
+  entry.set_key("rank/0");
+  EXPECT_EQ(core->Set(entry, rank2).code(), absl::StatusCode::kPermissionDenied);
+}
+
 TEST(CoordinatorCoreTest, RefusesBadShardRegistrations) {
   std::unique_ptr<CoordinatorCore> core = MakeCore(1, 2);
   v1::RegisterShardRequest request = ShardOf(core->job(), 2, 2);
@@ -446,7 +538,7 @@ TEST(CoordinatorCoreTest, KeyValueStoreIsBoundedInKeys) {
     entry.set_key(key);
     ASSERT_TRUE((*core)->Set(entry).ok());
   }
-  entry.set_key("a");  // replacing is fine
+  entry.set_key("a");  // the same value again is fine
   EXPECT_TRUE((*core)->Set(entry).ok());
   entry.set_key("c");
   EXPECT_EQ((*core)->Set(entry).code(), absl::StatusCode::kResourceExhausted);

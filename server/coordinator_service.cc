@@ -15,7 +15,7 @@ grpc::Status CoordinatorService::Join(grpc::ServerContext* context, const v1::Jo
   if (absl::Status auth = auth_.Authorize(*context, CallRole::kWorker, "Join"); !auth.ok()) return ToGrpcStatus(auth);
   absl::StatusOr<v1::JoinReply> joined =
       core_->Join(*request, Deadline(*context), [context] { return context->IsCancelled(); },
-                  PresentedWorkerProof(*context));
+                  PresentedWorkerProof(*context), PresentedJoinCredential(*context));
   if (!joined.ok()) return ToGrpcStatus(joined.status());
   *reply = *std::move(joined);
   return grpc::Status::OK;
@@ -41,7 +41,7 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* context,
 grpc::Status CoordinatorService::Set(grpc::ServerContext* context, const v1::KeyValue* request,
                                      v1::SetReply*) {
   if (absl::Status auth = auth_.Authorize(*context, CallRole::kWorker, "Set"); !auth.ok()) return ToGrpcStatus(auth);
-  return ToGrpcStatus(core_->Set(*request));
+  return ToGrpcStatus(core_->Set(*request, PresentedWorkerProof(*context)));
 }
 
 grpc::Status CoordinatorService::Get(grpc::ServerContext* context, const v1::GetRequest* request,

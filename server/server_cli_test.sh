@@ -50,6 +50,26 @@ expect_refusal "cannot read --coordinator_ca file" --job_config="$dir/run.json" 
   --coordinator_address=127.0.0.1:1 --coordinator_ca="$dir/missing.pem"
 expect_refusal "--tls_cert and --tls_key must be given together" --job_config="$dir/run.json" --tls_cert=x
 expect_refusal "--metrics_port must be -1 (off) or in [0, 65535]; got -7" --job_config="$dir/run.json" --metrics_port=-7
+# Join credentials: issued from the job and the shard token, one per id, and
+# required only by a coordinator that has a shard token.
+echo "the-shard-token" >"$dir/shard_token"
+echo "the-worker-token" >"$dir/worker_token"
+expect_refusal "--print_join_credential needs --shard_token_file" --job_config="$dir/run.json" \
+  --print_join_credential=worker-0
+expect_refusal "worker_id 'a b' has a character other than" --job_config="$dir/run.json" \
+  --shard_token_file="$dir/shard_token" --print_join_credential="a b"
+expect_refusal "--require_join_credentials is for the shard that serves the coordinator" --job_config="$dir/run.json" \
+  --require_join_credentials
+expect_refusal "--require_join_credentials needs --shard_token_file" --job_config="$dir/run.json" --coordinator \
+  --require_join_credentials
+first="$("$bin" --job_config="$dir/run.json" --shard_token_file="$dir/shard_token" --print_join_credential=worker-0)"
+again="$("$bin" --job_config="$dir/run.json" --shard_token_file="$dir/shard_token" --print_join_credential=worker-0)"
+other="$("$bin" --job_config="$dir/run.json" --shard_token_file="$dir/shard_token" --print_join_credential=worker-1)"
+if [[ "$first" =~ ^[0-9a-f]{64}$ ]] && [ "$first" = "$again" ] && [ "$first" != "$other" ]; then
+  echo "ok: --print_join_credential prints one 64-hex-digit credential per id, the same each time"
+else
+  echo "FAIL: --print_join_credential printed '$first', '$again', '$other'"; failures=$((failures + 1))
+fi
 # A --state_dir that is a file, and one holding a corrupt answer or another
 # run's: the shard names the problem and does not start (nothing is removed).
 : >"$dir/a_file"

@@ -95,6 +95,7 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(ShardServerConfi
     options.num_shards = config.num_shards;
     options.liveness_timeout = config.liveness_timeout;
     options.proofs = WorkerProofs(config.auth.shard_token);
+    options.require_join_credentials = config.require_join_credentials;
     absl::StatusOr<std::unique_ptr<CoordinatorCore>> created = CoordinatorCore::Create(config.job, options);
     if (!created.ok()) return created.status();
     server->coordinator_ = *std::move(created);

@@ -52,6 +52,9 @@ struct ShardServerConfig {
   // register with the one at coordinator_address (dialled with
   // coordinator_client: the shard's token and TLS), or neither (both empty).
   bool serve_coordinator = false;
+  // The coordinator admits a Join only with its id's join credential
+  // (CoordinatorOptions::require_join_credentials).
+  bool require_join_credentials = false;
   absl::Duration liveness_timeout = absl::Seconds(15);
   std::string coordinator_address;
   RpcChannelOptions coordinator_client;

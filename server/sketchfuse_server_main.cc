@@ -29,6 +29,8 @@
 #include "server/server_metrics.h"
 #include "server/shard_credentials.h"
 #include "server/shard_server.h"
+#include "server/coordinator_core.h"
+#include "server/worker_proof.h"
 
 ABSL_FLAG(std::string, job_config, "",
           "Required. The job's aggregation configuration: a v1.JobConfig file in JSON (.json) "
@@ -55,6 +57,13 @@ ABSL_FLAG(std::string, tls_client_ca, "",
           "CA certificates (PEM) for client certificates. Set: mutual TLS, clients must present "
           "a certificate signed by this CA.");
 ABSL_FLAG(int, max_message_mb, 256, "Largest request or reply accepted, MiB (1 to 2047).");
+ABSL_FLAG(bool, require_join_credentials, false,
+          "With --coordinator and --shard_token_file: admit a Join only with its worker id's join credential, so "
+          "that nobody joins under another worker's id (issue each worker its own with --print_join_credential).");
+ABSL_FLAG(std::string, print_join_credential, "",
+          "Print the join credential of this worker id for --job_config's job, derived from --shard_token_file, and "
+          "exit: what a launcher hands each worker (sketchfuse_worker --join_credential_file) when the coordinator "
+          "has --require_join_credentials.");
 ABSL_FLAG(bool, coordinator, false,
           "Also serve the job's v1.Coordinator (joins, ranks, plan, key-value store, heartbeats). "
           "Exactly one shard of a job does; the job config then needs its 'run' section.");
@@ -161,6 +170,7 @@ int main(int argc, char** argv) {
   config.advertise_address = absl::GetFlag(FLAGS_advertise_address);
   config.max_message_mb = max_mb;
   config.serve_coordinator = absl::GetFlag(FLAGS_coordinator);
+  config.require_join_credentials = absl::GetFlag(FLAGS_require_join_credentials);
   config.liveness_timeout = absl::Milliseconds(liveness_ms);
   config.coordinator_address = absl::GetFlag(FLAGS_coordinator_address);
   config.state_dir = absl::GetFlag(FLAGS_state_dir);
@@ -176,8 +186,29 @@ int main(int argc, char** argv) {
   files.shard_token_file = absl::GetFlag(FLAGS_shard_token_file);
   files.coordinator_ca = absl::GetFlag(FLAGS_coordinator_ca);
   files.shard_identities = absl::GetFlag(FLAGS_shard_identities);
+  // An operator's command: a worker's join credential, from the job and the
+  // shard token alone.
+  if (const std::string id = absl::GetFlag(FLAGS_print_join_credential); !id.empty()) {
+    if (files.shard_token_file.empty()) {
+      return Fail(absl::InvalidArgumentError("--print_join_credential needs --shard_token_file (the key it derives "
+                                             "from)"));
+    }
+    absl::StatusOr<sketchfuse::RpcChannelOptions> shard = sketchfuse::LoadRpcChannelOptions(files.shard_token_file,
+                                                                                             "", "", "");
+    if (!shard.ok()) return Fail(shard.status());
+    if (absl::Status valid = sketchfuse::CheckWorkerId(id); !valid.ok()) return Fail(valid);
+    std::cout << sketchfuse::WorkerProofs(shard->token).JoinCredentialOf(config.job.job(), id) << std::endl;
+    return 0;
+  }
   if (absl::Status s = sketchfuse::LoadShardCredentials(files, &config); !s.ok()) return Fail(s);
-
+  if (config.require_join_credentials && !config.serve_coordinator) {
+    return Fail(absl::InvalidArgumentError("--require_join_credentials is for the shard that serves the coordinator "
+                                           "(--coordinator)"));
+  }
+  if (config.require_join_credentials && config.auth.shard_token.empty()) {
+    return Fail(absl::InvalidArgumentError("--require_join_credentials needs --shard_token_file: join credentials "
+                                           "derive from the shard token"));
+  }
   const int metrics_port = absl::GetFlag(FLAGS_metrics_port);
   if (metrics_port < -1 || metrics_port > 65535) {
     return Fail(absl::InvalidArgumentError(

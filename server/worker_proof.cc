@@ -6,6 +6,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "common/error_text.h"
 
 namespace sketchfuse {
 namespace {
@@ -46,6 +47,31 @@ absl::Status WorkerProofs::Check(absl::string_view job, uint32_t rank, absl::str
     return absl::PermissionDeniedError(
         absl::StrCat(who, " carries another worker's proof, or none of this job's: a worker may call only as the "
                           "rank Join gave it"));
+  }
+  return absl::OkStatus();
+}
+
+std::string WorkerProofs::JoinCredentialOf(absl::string_view job, absl::string_view worker_id) const {
+  if (!enabled()) return "";
+  const absl::string_view nul("\0", 1);
+  return absl::BytesToHexString(HmacSha256(key_, absl::StrCat("join", nul, job, nul, worker_id)));
+}
+
+absl::Status WorkerProofs::CheckJoinCredential(absl::string_view job, absl::string_view worker_id,
+                                               absl::string_view credential) const {
+  if (!enabled()) {
+    return absl::FailedPreconditionError("join credentials need the servers' shard token (--shard_token_file)");
+  }
+  const std::string who = QuoteField(std::string(worker_id));
+  if (credential.empty()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "a Join as worker ", who, " carries no join credential: this coordinator admits each id only with the "
+        "credential its operator issued for it (sketchfuse_server --print_join_credential)"));
+  }
+  const std::string want = JoinCredentialOf(job, worker_id);
+  if (credential.size() != want.size() || CRYPTO_memcmp(credential.data(), want.data(), want.size()) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat("a Join as worker ", who,
+                                                    " carries a join credential that is not that id's"));
   }
   return absl::OkStatus();
 }

@@ -48,6 +48,21 @@ class WorkerProofs {
   // "a push as worker 3") and whether the proof was missing or wrong.
   absl::Status Check(absl::string_view job, uint32_t rank, absl::string_view proof, absl::string_view who) const;
 
+  // The join credential of the worker called `worker_id` in `job` (64 hex
+  // digits), or "" when off: an identity the operator hands each worker
+  // before it joins (sketchfuse_server --print_join_credential), so that a
+  // coordinator that requires them (--require_join_credentials) lets only
+  // that worker join under that id. Its HMAC input ("join", job, id, NUL
+  // separated) can never be a rank proof's (job, rank: one NUL).
+  std::string JoinCredentialOf(absl::string_view job, absl::string_view worker_id) const;
+
+  // OK when `credential` is `worker_id`'s join credential in `job`
+  // (constant-time); PERMISSION_DENIED otherwise, naming the id and whether
+  // the credential was missing or another's. FAILED_PRECONDITION when off
+  // (no shard token: no credential can be checked).
+  absl::Status CheckJoinCredential(absl::string_view job, absl::string_view worker_id,
+                                   absl::string_view credential) const;
+
  private:
   std::string key_;  // derived from the shard token; empty: off
 };

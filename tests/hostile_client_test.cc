@@ -68,9 +68,12 @@ class HostileClientTest : public ::testing::Test {
                           << kDim << R"(, "compressor": "dense", "layerEnd": 1}]})";
     std::ofstream(dir_ + "/token") << kWorkerToken << "\n";
     std::ofstream(dir_ + "/shard_token") << kShardToken << "\n";
+    std::remove((dir_ + "/port").c_str());  // a file of an earlier test's server
+    std::remove((dir_ + "/metrics_port").c_str());
     server_ = Spawn({server_binary, "--job_config=" + config, "--coordinator", "--port=0",
                      "--port_file=" + dir_ + "/port", "--token_file=" + dir_ + "/token",
-                     "--shard_token_file=" + dir_ + "/shard_token", "--max_message_mb=8", "--metrics_port=0",
+                     "--shard_token_file=" + dir_ + "/shard_token", "--require_join_credentials",
+                     "--max_message_mb=8", "--metrics_port=0",
                      "--metrics_port_file=" + dir_ + "/metrics_port"},
                     dir_ + "/server.out", dir_ + "/server.err");
     ASSERT_GT(server_, 0);
@@ -162,6 +165,19 @@ class HostileClientTest : public ::testing::Test {
       ASSERT_EQ(update->values.size(), kDim);
       for (uint64_t i = 0; i < kDim; i += 997) ASSERT_EQ(update->values[i], 3.0f) << "step " << step << " index " << i;
     }
+  }
+
+  // A Join as `id` with the job's own run, so that only its credentials
+  // decide.
+  static v1::JoinRequest JoinOfTheJob(const std::string& id) {
+    v1::JoinRequest join;
+    join.set_job("h");
+    join.set_worker_id(id);
+    join.mutable_run()->set_workload("mlp");
+    join.mutable_run()->add_layer_sizes(kDim);
+    join.set_fingerprint(RunFingerprint(join.run()));
+    join.set_sketch_hash_family(kSketchHashFamily);
+    return join;
   }
 
   // A refusal with `code` whose message is short and contains `needle`.
@@ -400,6 +416,33 @@ TEST_F(HostileClientTest, AbusiveRequestsToEveryRpcLeaveTheHonestRoundExactAndMe
     entry.set_value(std::string((1 << 20) + 1, 'v'));
     ExpectRefused(coordinator_->Set(Context().get(), entry, &set), grpc::StatusCode::INVALID_ARGUMENT,
                   "value of key 'k'", "Set with an oversized value");
+    // 10. The store's keys: only a ranked worker writes, each key once, and
+    // a rank's rendezvous key only that rank.
+    const WorkerProofs proofs(kShardToken);
+    entry.set_key("collective/x/gloo/rank/1");
+    entry.set_value("10.0.0.1:5000");
+    ExpectRefused(coordinator_->Set(Context().get(), entry, &set), grpc::StatusCode::PERMISSION_DENIED,
+                  "carries no worker proof of job 'h'", "Set without a rank's proof");
+    ExpectRefused(coordinator_->Set(Context(kWorkerToken, std::chrono::seconds(20), proofs.ProofOf("h", 0)).get(),
+                                    entry, &set),
+                  grpc::StatusCode::PERMISSION_DENIED, "belongs to rank 1; rank 0 may not write it",
+                  "worker 0 rewiring worker 1's rendezvous");
+    const auto as_rank1 = [&] { return Context(kWorkerToken, std::chrono::seconds(20), proofs.ProofOf("h", 1)); };
+    EXPECT_TRUE(coordinator_->Set(as_rank1().get(), entry, &set).ok());
+    entry.set_value("10.6.6.6:1");
+    ExpectRefused(coordinator_->Set(as_rank1().get(), entry, &set), grpc::StatusCode::ALREADY_EXISTS,
+                  "keys are written once", "replacing a key");
+    // 11. Joining under another worker's id: only with that id's join
+    // credential (the coordinator has --require_join_credentials).
+    v1::JoinReply not_joined;
+    for (const std::string& credential : {std::string(), proofs.JoinCredentialOf("h", "worker-0")}) {
+      auto context = Context();
+      if (!credential.empty()) context->AddMetadata(kJoinCredentialKey, credential);
+      // A run and fingerprint the job's, so that only the credential is wrong.
+      ExpectRefused(coordinator_->Join(context.get(), JoinOfTheJob("worker-1"), &not_joined),
+                    grpc::StatusCode::PERMISSION_DENIED, "a Join as worker 'worker-1' carries",
+                    credential.empty() ? "a Join without a join credential" : "a Join with worker-0's credential");
+    }
 
     v1::GetRequest get;
     get.set_job("h");
@@ -429,6 +472,52 @@ TEST_F(HostileClientTest, AbusiveRequestsToEveryRpcLeaveTheHonestRoundExactAndMe
             1023);
   kill(server_, SIGTERM);
   EXPECT_EQ(WaitFor(server_, std::chrono::seconds(30)), 0);
+}
+
+// Index amplification, on a fresh shard: 7 MiB of 1-byte index gaps
+// without values (a varint byte each, four bytes decoded), then as many with
+// a value each. The first is refused before any index is decoded (a payload
+// holds at most one index per value it carries); the second decodes into
+// about 1.6 times its bytes. Neither raises the shard's resident memory past
+// three times the message.
+TEST_F(HostileClientTest, OnePushOfIndexGapsRaisesTheShardsMemoryByAFewTimesItsSize) {
+  ExpectHonestRound(0);
+  v1::PushReply reply;
+  // 7 MiB of 1-byte index gaps without values (a
+  // varint byte each, four bytes decoded), then as many with a value each.
+  // The first is refused before any index is decoded (a payload holds at
+  // most one index per value it carries); the second decodes into about 1.6
+  // times its bytes. Neither raises the shard's memory past three times the
+  // message.
+  {
+    constexpr int kGaps = 7 << 20;
+    v1::PushRequest gaps;
+    gaps.mutable_round()->set_job("h");
+    gaps.mutable_round()->set_step(9);
+    gaps.set_worker(0);
+    gaps.mutable_payload()->set_kind(v1::Payload::SPARSE);
+    gaps.mutable_payload()->set_dim(uint64_t{1} << 31);
+    for (int i = 0; i < kGaps; ++i) gaps.mutable_payload()->add_index_gaps(1);
+    const double before = ResidentMiB(server_);
+    ExpectRefused(Push(gaps, &reply), grpc::StatusCode::INVALID_ARGUMENT,
+                  "index_gaps holds more than 0 values, the most this message allows (one per value it carries)",
+                  "7 MiB of index gaps without values");
+    const double without_values = ResidentMiB(server_);
+    v1::PushRequest with_values = gaps;
+    with_values.mutable_payload()->clear_index_gaps();
+    for (int i = 0; i < kGaps / 5; ++i) {
+      with_values.mutable_payload()->add_index_gaps(1);
+      with_values.mutable_payload()->add_values(1);
+    }
+    const grpc::Status refused = Push(with_values, &reply);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << refused.error_message().substr(0, 300);
+    const double after = ResidentMiB(server_);
+    std::printf("a 7 MiB push of index gaps: server memory %.1f MiB before, %.1f after the gaps alone, %.1f after "
+                "gaps with values\n", before, without_values, after);
+    EXPECT_LT(without_values - before, 2 * 7.0) << "gaps without values must not be decoded";
+    EXPECT_LT(after - before, 3 * 7.0) << "a push's indices must decode within a small multiple of its size";
+  }
+
 }
 
 }  // namespace

@@ -80,6 +80,7 @@ std::string TrainingCluster::StartServers(int shards, const std::vector<int>& po
     argv.insert(argv.end(), server_flags_.begin(), server_flags_.end());
     if (s == 0) {
       argv.push_back("--coordinator");
+      argv.push_back("--require_join_credentials");  // only worker-N joins as worker-N
     } else {
       argv.push_back("--coordinator_address=" + coordinator_);
     }
@@ -149,9 +150,17 @@ void TrainingCluster::StopServers(int signal) {
 
 pid_t TrainingCluster::StartWorker(int w, const std::vector<std::string>& extra,
                                    const std::vector<std::string>& prefix) {
+  // Its join credential, issued as an operator would (the coordinator asks
+  // every Join for its id's).
+  const std::string credential = absl::StrCat(dir_, "/credential", w);
+  const pid_t issuer = Spawn({server_binary_, "--job_config=" + dir_ + "/job.json", "--shard_token_file=" + dir_ +
+                              "/shard_token", absl::StrCat("--print_join_credential=worker-", w)},
+                             credential, credential + ".err");
+  EXPECT_EQ(WaitFor(issuer, std::chrono::seconds(30)), 0) << ReadFileOrEmpty(credential + ".err");
   std::vector<std::string> argv = prefix;
   std::vector<std::string> own = {worker_binary_, "--coordinator=" + coordinator_,
-                                   absl::StrCat("--worker_id=worker-", w), "--token_file=" + dir_ + "/token"};
+                                   absl::StrCat("--worker_id=worker-", w), "--token_file=" + dir_ + "/token",
+                                   "--join_credential_file=" + credential};
   argv.insert(argv.end(), own.begin(), own.end());
   argv.insert(argv.end(), run_flags_.begin(), run_flags_.end());
   argv.insert(argv.end(), extra.begin(), extra.end());

@@ -119,6 +119,9 @@ ABSL_FLAG(int, metrics_port, -1,
           "Serve Prometheus metrics (GET /metrics) on --metrics_host at this port; 0: a free one (printed); -1: none.");
 ABSL_FLAG(std::string, metrics_host, "127.0.0.1", "Address the metrics endpoint listens on (0.0.0.0: all).");
 ABSL_FLAG(std::string, token_file, "", "File with the job's bearer token.");
+ABSL_FLAG(std::string, join_credential_file, "",
+          "File with this worker's join credential (sketchfuse_server --print_join_credential=<its --worker_id>), "
+          "which a coordinator started with --require_join_credentials asks of every Join. Empty: none.");
 ABSL_FLAG(std::string, tls_ca, "", "CA certificates (PEM) to verify the servers; set: TLS.");
 ABSL_FLAG(std::string, tls_cert, "", "Client certificate (PEM) for mutual TLS.");
 ABSL_FLAG(std::string, tls_key, "", "Client private key (PEM) for mutual TLS.");
@@ -226,6 +229,11 @@ absl::StatusOr<WorkerRunConfig> WorkerRunConfigFromFlags(const v1::RunConfig& ru
       absl::GetFlag(FLAGS_tls_key));
   if (!channel.ok()) return channel.status();
   config.channel = *channel;
+  if (const std::string path = absl::GetFlag(FLAGS_join_credential_file); !path.empty()) {
+    absl::StatusOr<std::string> credential = ReadJoinCredential(path);
+    if (!credential.ok()) return credential.status();
+    config.channel.join_credential = *credential;
+  }
   config.join_timeout = absl::Seconds(absl::GetFlag(FLAGS_join_timeout_s));
   config.retry.push_deadline = absl::Seconds(absl::GetFlag(FLAGS_push_timeout_s));
   config.retry.max_attempts = absl::GetFlag(FLAGS_push_attempts);

@@ -42,8 +42,8 @@ __all__ = ["HookState", "hook", "DivergedError", "suggest_bucket_cap_mb", "write
 
 _SETTING_OPTIONS = ("seed", "momentum", "error_feedback", "release_cap", "second_round", "check_finite", "device",
                     "job",
-                    "tls_cert", "tls_key", "join_timeout_s", "push_timeout_s", "push_attempts", "probe_every",
-                    "partition_elements")
+                    "tls_cert", "tls_key", "join_credential_file", "join_timeout_s", "push_timeout_s", "push_attempts",
+                    "probe_every", "partition_elements")
 # The counters stats() adds up.
 # The parts of a group's state, in the C ABI's order (sf_session_save_state).
 _STATE_PARTS = ("residual", "velocity", "method_state")
@@ -51,7 +51,7 @@ _STATE_PARTS_INDEX = (0, 1, 2)
 _ZERO_STATS = {"steps": 0, "bytes_sent": 0, "bytes_received": 0, "dense_bytes": 0, "compress_s": 0.0, "communicate_s": 0.0,
                "decode_s": 0.0, "check_s": 0.0}
 # Settings that differ by rank by design.
-_PER_RANK = ("rank", "worker_id", "gpu")
+_PER_RANK = ("rank", "worker_id", "gpu", "join_credential_file")
 
 
 def schemes():
@@ -178,7 +178,9 @@ class HookState:
       sketch and its peeling decode on the rank's current GPU, and only the
       sketch crosses to the host for the collectives; with "cpu" CUDA buckets
       are staged through host memory); for the centralized schemes
-      job ("sketchfuse"), tls_cert, tls_key, join_timeout_s (120),
+      job ("sketchfuse"), tls_cert, tls_key, join_credential_file (this
+      rank's join credential, for a coordinator that requires them),
+      join_timeout_s (120),
       push_timeout_s (60), push_attempts (5), probe_every (20),
       partition_elements (unset: the job's partitions; a rank that states
       another bound than the job's is refused at join); and optimizer

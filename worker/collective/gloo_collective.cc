@@ -1,5 +1,7 @@
 #include "worker/collective/gloo_collective.h"
 
+#include <algorithm>
+
 #include <cstring>
 #include <exception>
 
@@ -19,7 +21,9 @@ namespace sketchfuse {
 namespace {
 
 // Gloo's rendezvous over a KeyValueStore. Gloo reports store failures by
-// exception; Create turns them into a status.
+// exception; Create turns them into a status. Gloo names each rank's
+// address by the rank's number: those keys go under "<prefix>/rank/<r>",
+// which the coordinator lets only rank r write (server/coordinator_core.h).
 class StoreAdapter final : public gloo::rendezvous::Store {
  public:
   StoreAdapter(KeyValueStore& store, std::string prefix, absl::Duration timeout)
@@ -43,7 +47,10 @@ class StoreAdapter final : public gloo::rendezvous::Store {
   }
 
  private:
-  std::string Key(const std::string& key) const { return absl::StrCat(prefix_, "/", key); }
+  std::string Key(const std::string& key) const {
+    const bool rank = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+    return absl::StrCat(prefix_, rank ? "/rank/" : "/", key);
+  }
 
   KeyValueStore& store_;
   const std::string prefix_;

@@ -7,7 +7,11 @@ namespace sketchfuse {
 absl::Status InMemoryKeyValueStore::Set(const std::string& key, const std::string& value) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    entries_[key] = value;
+    auto [it, inserted] = entries_.emplace(key, value);
+    if (!inserted && it->second != value) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("key '", key, "' is already set, to another value: keys are written once"));
+    }
   }
   changed_.notify_all();
   return absl::OkStatus();

@@ -20,7 +20,9 @@ class KeyValueStore {
  public:
   virtual ~KeyValueStore() = default;
 
-  // Sets `key` to `value` (overwriting).
+  // Sets `key` to `value`, once: ALREADY_EXISTS for a key set to another
+  // value (the same value again is a no-op), as the coordinator's store
+  // answers (server/coordinator_core.h).
   virtual absl::Status Set(const std::string& key, const std::string& value) = 0;
 
   // The value of `key`, waiting up to `wait` for it to be set; NOT_FOUND if

@@ -25,7 +25,8 @@ absl::StatusOr<std::unique_ptr<NcclCollective>> NcclCollective::Create(KeyValueS
   if (size < 1 || rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " of ", size, " is not a rank of the group"));
   }
-  const std::string key = options.prefix + "/unique_id";
+  // Rank 0's key: "<...>/rank/0", which only rank 0 may write.
+  const std::string key = options.prefix + "/unique_id/rank/0";
   std::string id;
   if (rank == 0) {
     absl::StatusOr<std::string> fresh = NewNcclUniqueId();

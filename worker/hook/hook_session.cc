@@ -97,15 +97,16 @@ absl::StatusOr<HookSettings> ParseHookSettings(const std::string& text) {
         return BadValue(key, value, "a finite number >= 0");
       }
     } else if (key == "coordinator" || key == "job" || key == "worker_id" || key == "token_file" ||
-               key == "tls_ca" || key == "tls_cert" || key == "tls_key") {
+               key == "tls_ca" || key == "tls_cert" || key == "tls_key" || key == "join_credential_file") {
       if (value.size() > 4096) return BadValue(key, value.substr(0, 40), "at most 4096 characters");
-      std::string& field = key == "coordinator"  ? settings.coordinator
-                           : key == "job"        ? settings.job
-                           : key == "worker_id"  ? settings.worker_id
-                           : key == "token_file" ? settings.token_file
-                           : key == "tls_ca"     ? settings.tls_ca
-                           : key == "tls_cert"   ? settings.tls_cert
-                                                 : settings.tls_key;
+      std::string& field = key == "coordinator"            ? settings.coordinator
+                           : key == "job"                  ? settings.job
+                           : key == "worker_id"            ? settings.worker_id
+                           : key == "token_file"           ? settings.token_file
+                           : key == "tls_ca"               ? settings.tls_ca
+                           : key == "tls_cert"             ? settings.tls_cert
+                           : key == "join_credential_file" ? settings.join_credential_file
+                                                           : settings.tls_key;
       field = std::string(value);
     } else if (key == "join_timeout_s" || key == "push_timeout_s" || key == "push_attempts" ||
                key == "probe_every") {
@@ -143,6 +144,7 @@ absl::StatusOr<HookSettings> ParseHookSettings(const std::string& text) {
           "unknown setting '", key.substr(0, 80),
           "' (known: scheme, compressor, rank, world_size, seed, momentum, error_feedback, release_cap, "
           "second_round, check_finite, device, gpu, coordinator, job, worker_id, token_file, tls_ca, tls_cert, tls_key, "
+          "join_credential_file, "
           "join_timeout_s, push_timeout_s, push_attempts, probe_every, num_shards, partition_elements)"));
     }
   }
@@ -201,8 +203,10 @@ std::string HookSettingsText(const HookSettings& s) {
   if (s.joins_coordinator()) {
     absl::StrAppendFormat(&text,
                           "coordinator=%s\njob=%s\nworker_id=%s\ntoken_file=%s\ntls_ca=%s\ntls_cert=%s\n"
-                          "tls_key=%s\njoin_timeout_s=%d\npush_timeout_s=%d\npush_attempts=%d\nprobe_every=%d\n",
+                          "tls_key=%s\njoin_credential_file=%s\njoin_timeout_s=%d\npush_timeout_s=%d\n"
+                          "push_attempts=%d\nprobe_every=%d\n",
                           s.coordinator, s.job, s.worker_id, s.token_file, s.tls_ca, s.tls_cert, s.tls_key,
+                          s.join_credential_file,
                           s.join_timeout_s, s.push_timeout_s, s.push_attempts, s.probe_every);
   }
   return text;
@@ -275,6 +279,11 @@ absl::StatusOr<std::unique_ptr<HookSession>> HookSession::Join(HookSettings sett
   absl::StatusOr<RpcChannelOptions> channel =
       LoadRpcChannelOptions(settings.token_file, settings.tls_ca, settings.tls_cert, settings.tls_key);
   if (!channel.ok()) return channel.status();
+  if (!settings.join_credential_file.empty()) {
+    absl::StatusOr<std::string> credential = ReadJoinCredential(settings.join_credential_file);
+    if (!credential.ok()) return credential.status();
+    channel->join_credential = *credential;
+  }
   session.coordinator_ =
       std::make_unique<CoordinatorClient>(settings.coordinator, settings.job, settings.worker_id, *channel);
   // The partitions are the job's (its shards') unless the settings state a

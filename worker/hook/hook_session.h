@@ -59,6 +59,8 @@ struct HookSettings {
   std::string job = "sketchfuse";
   std::string worker_id;  // default "hook-<rank>"
   std::string token_file, tls_ca, tls_cert, tls_key;
+  // This rank's join credential (sketchfuse_worker's --join_credential_file).
+  std::string join_credential_file;
   int join_timeout_s = 120;
   int push_timeout_s = 60;
   int push_attempts = 5;

@@ -58,6 +58,7 @@ absl::StatusOr<v1::JoinReply> CoordinatorClient::Join(const v1::RunConfig& run, 
   while (true) {
     grpc::ClientContext context;
     AddCallCredentials(CallOptions(), context);
+    if (!options_.join_credential.empty()) context.AddMetadata(kJoinCredentialKey, options_.join_credential);
     context.set_deadline(absl::ToChronoTime(give_up));
     // Wait for the coordinator's port to open instead of failing at once.
     context.set_wait_for_ready(true);
@@ -154,6 +155,7 @@ void CoordinatorClient::StartHeartbeats(absl::Duration period) {
         lock.unlock();
         grpc::ClientContext join_context;
         AddCallCredentials(CallOptions(), join_context);
+        if (!options_.join_credential.empty()) join_context.AddMetadata(kJoinCredentialKey, options_.join_credential);
         join_context.set_deadline(absl::ToChronoTime(absl::Now() + period));
         v1::JoinReply joined;
         const grpc::Status answer = stub_->Join(&join_context, again, &joined);

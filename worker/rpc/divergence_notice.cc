@@ -16,7 +16,11 @@ DivergenceNotice::~DivergenceNotice() {
 }
 
 absl::Status DivergenceNotice::Post(const Divergence& divergence) {
-  return store_->Set(key_, EncodeDivergence(divergence));
+  absl::Status posted = store_->Set(key_, EncodeDivergence(divergence));
+  // Keys are written once: another worker's notice is up already, and it
+  // stops the run as this one would.
+  if (absl::IsAlreadyExists(posted)) return absl::OkStatus();
+  return posted;
 }
 
 std::optional<Divergence> DivergenceNotice::Check() {

@@ -34,8 +34,9 @@ class DivergenceNotice {
   DivergenceNotice(KeyValueStore* store, std::string key);
   ~DivergenceNotice();  // ends the watch (waits for a Get in progress)
 
-  // Posts `divergence` (overwriting an earlier notice). The store's error if
-  // it cannot be reached.
+  // Posts `divergence`, unless a notice is up already (the coordinator's
+  // keys are written once: the first notice stands, and stops the run as
+  // this one would). The store's error if it cannot be reached.
   absl::Status Post(const Divergence& divergence);
 
   // The divergence posted for this run, if any: one Get without waiting.

@@ -36,6 +36,7 @@ struct GrpcPsTransport::Call {
   uint32_t group = 0;
   uint32_t round = 0;
   grpc::ByteBuffer request;  // shares the payload's values (push_codec)
+  uint64_t dim = 0;          // the group's elements: what a reply may hold
   grpc::ByteBuffer reply;
   std::unique_ptr<grpc::ClientContext> context;
   absl::Time deadline;  // of the attempt in flight
@@ -102,6 +103,7 @@ void GrpcPsTransport::Send(PushTarget target, std::shared_ptr<const Payload> pay
   round.set_step(target.step);
   round.set_group(target.group);
   round.set_round(target.round);
+  call->dim = payload->dim;
   call->request = EncodePushRequest(round, target.worker, std::move(payload));
   call->backoff = policy_.initial_backoff;
   call->done = std::move(done);
@@ -201,7 +203,7 @@ void GrpcPsTransport::Finish(std::shared_ptr<Call> call, const grpc::Status& sta
                                         " attempt(s): ", status.error_message()));
   } else {
     const size_t reply_bytes = call->reply.Length();
-    absl::StatusOr<PushReplyParts> reply = DecodePushReply(call->reply);
+    absl::StatusOr<PushReplyParts> reply = DecodePushReply(call->reply, call->dim);
     call->reply.Clear();
     if (!reply.ok()) {
       // Another hash family is the shard's build, not a garbled reply.
