@@ -25,6 +25,7 @@ expect_refusal "is not a comma-separated list of integers" "${shaped[@]}" --shar
 expect_refusal "unknown profile 'alexnet'" "${shaped[@]}" --profiles alexnet
 expect_refusal "unknown scheme 'magic'" "${shaped[@]}" --schemes dense_allreduce,magic
 expect_refusal "--steps must be at least 2" "${shaped[@]}" --steps 1
+expect_refusal "rate 'fast' is not a number of kbit, mbit or gbit" "${shaped[@]}" --rate fast
 expect_refusal "is not an executable" python3 "$bench/shaped_cluster.py" --out "$dir/o" --server "$dir/none" \
   --worker /bin/true
 

@@ -24,14 +24,18 @@ if grep -q "shaped-link runs skipped" "$out.log"; then
   echo "shaped-link part skipped here (no network namespaces); the rest was checked"
 else
   expect_file "$out/shaped/runs.csv"
+  expect_file "$out/shaped/results.csv"
   expect_file "$out/shaped/link.json"
   expect_file "$out/scale/validation.csv"
   expect_file "$out/scale/projection.csv"
   expect_file "$out/scale/projection.json"
   # Every quick run finished, with its steady-state figures.
-  python3 - "$out/shaped/runs.json" <<'PY' || failures=$((failures + 1))
-import json, sys
+  python3 - "$out/shaped/runs.json" "$out/shaped/results.csv" <<'PY' || failures=$((failures + 1))
+import csv, json, sys
 runs = json.load(open(sys.argv[1]))
+rows = list(csv.DictReader(open(sys.argv[2])))
+assert [r["scheme"] for r in rows] == [r["scheme"] for r in runs["runs"]], rows
+assert all(r["measurement"] == "measured" and float(r["step_ms"]) > 0 and r["link_gbps"] for r in rows), rows
 assert not runs["failed"], runs["failed"]
 assert len(runs["runs"]) == 5, len(runs["runs"])
 for r in runs["runs"]:

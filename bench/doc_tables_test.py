@@ -21,7 +21,7 @@ MAX_PLOTS = 2
 # patches, and per-run logs and outputs (a study keeps its results.csv).
 FORBIDDEN = [
     (re.compile(r"^(shard_)?token$"), "a token"),
-    (re.compile(r"^port\d*$"), "a port file"),
+    (re.compile(r"^(metrics_)?port\d*$"), "a port file"),
     (re.compile(r"\.partial$"), "an output in flight"),
     (re.compile(r"\.(patch|diff)$"), "a patch"),
     (re.compile(r"\.(log|out|err|stale)$"), "a per-run log or output"),

@@ -186,12 +186,16 @@ class ReusingRunnerTest(unittest.TestCase):
 
 class DigitCheckTest(unittest.TestCase):
     def test_every_run_has_its_own_name_and_a_registry_scheme(self):
-        names = [r[0] for r in digit_check.runs()]
-        self.assertEqual(len(names), len(set(names)))
         reg = registry.load(WORKER)
-        for name, model, workers, examples, scheme, flags in digit_check.runs():
+        plan = digit_check.runs(reg.names())
+        names = [r[0] for r in plan]
+        self.assertEqual(len(names), len(set(names)))
+        for name, model, workers, examples, scheme, flags in plan:
             reg.get(scheme)
             self.assertIn(model, ("mlp", "cnn"), name)
+        mlp_at_four = {scheme for name, model, workers, _, scheme, flags in plan
+                       if model == "mlp" and workers == 4 and not flags}
+        self.assertEqual(mlp_at_four, set(reg.names()), "every scheme runs at its default on the MLP")
 
     def test_a_run_that_moved_is_named_with_what_moved(self):
         ref = os.path.join(tempfile.mkdtemp(), "ref.csv")
@@ -202,10 +206,10 @@ class DigitCheckTest(unittest.TestCase):
             w = csv.DictWriter(f, fieldnames=digit_check.FIELDS)
             w.writeheader()
             w.writerow(row)
-        self.assertEqual(digit_check.compare([row], ref), [])
+        self.assertEqual(digit_check.compare([row], ref), ([], []))
         moved = dict(row, test_loss="1.745761")
         self.assertEqual(digit_check.compare([moved, dict(row, name="new")], ref),
-                         ["mlp_gtopk: test_loss 1.745760 -> 1.745761", "new: not in the reference"])
+                         (["mlp_gtopk: test_loss 1.745760 -> 1.745761"], ["new"]))
 
 
 if __name__ == "__main__":

@@ -76,7 +76,7 @@ BENCHMARK(BM_MemcpySketch)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond)->UseR
 // (proto/rpc_channel.h ApplyBulkTransferSettings: 16 MiB HTTP/2 frames, 64 MiB
 // stream windows); 2 and 3 are the daemons' with one of gRPC's TCP options
 // that might help large messages, kept as measured alternatives (neither is
-// adopted: docs/BENCHMARKS.md, "Aggregation server"): 2 = reads into 1 MiB
+// adopted: docs/BENCHMARKS.md, "The aggregation servers"): 2 = reads into 1 MiB
 // chunks (up to 16 MiB) instead of gRPC's adaptive 8 KiB start, 3 = zero-copy
 // sends (MSG_ZEROCOPY).
 void ApplyHttp2Tuning(int tuned, grpc::ServerBuilder* builder, grpc::ChannelArguments* args) {

@@ -14,7 +14,9 @@ Before the runs it measures the link itself: raw TCP messages of 64 KiB to
 
     bench/shaped_cluster.py --out DIR [--quick] [--rate 1gbit] ...
 
-Writes DIR/runs.csv, DIR/runs.json and DIR/link.json; each run's logs, job
+Writes DIR/results.csv (the rows a kept study keeps, bench/results/throughput_suite),
+DIR/runs.csv and DIR/runs.json (read by bench/scale_projection.py) and
+DIR/link.json; each run's logs, job
 config and summaries are kept in DIR/runs/<name>/. Exit status: 0 when every
 run finished, 1 when one failed (it is named, with its log), 2 for bad flags,
 3 when the fabric cannot be made here (says why).
@@ -23,6 +25,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import secrets
 import socket
 import statistics
@@ -213,6 +216,48 @@ def run_cluster(fabric, out_dir, scheme, workers, shards, profile, fusion, steps
             "parameters": parameters}
 
 
+# The measured rows of a kept study (bench/results/throughput_suite/results.csv):
+# times in ms, the link nominal in Gbit/s; the model's columns stay empty
+# until bench/scale_projection.py fits them.
+RESULT_FIELDS = ["measurement", "profile", "link_gbps", "workers", "shards", "scheme", "fusion", "groups",
+                 "compressor", "steady_steps", "step_ms", "backward_ms", "compress_ms", "communicate_ms",
+                 "decode_ms", "sent_bytes_per_step", "compression_ratio", "scaling_efficiency_pct"]
+
+
+def nominal_gbps(rate):
+    """'1gbit' -> 1.0, '200mbit' -> 0.2: a tc rate as Gbit/s."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)(k|m|g)bit", rate.strip().lower())
+    if not match:
+        raise ValueError(f"rate '{rate}' is not a number of kbit, mbit or gbit")
+    return float(match.group(1)) * {"k": 1e-6, "m": 1e-3, "g": 1.0}[match.group(2)]
+
+
+def tc_rate(value):
+    """--rate: a tc rate this script can also state in Gbit/s."""
+    try:
+        nominal_gbps(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e))
+    return value
+
+
+def write_results_csv(path, rows, rate):
+    """Writes the runs as a study's results.csv (RESULT_FIELDS)."""
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=RESULT_FIELDS)
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({
+                "measurement": "measured", "profile": r["profile"], "link_gbps": f"{nominal_gbps(rate):g}",
+                "workers": r["workers"], "shards": r["shards"], "scheme": r["scheme"], "fusion": r["fusion"],
+                "groups": r["groups"], "compressor": r["compressor"], "steady_steps": r["steady_steps"],
+                **{f"{phase}_ms": round(1e3 * r[f"{phase}_s"], 3)
+                   for phase in ("step", "backward", "compress", "communicate", "decode")},
+                "sent_bytes_per_step": round(r["bytes_sent_per_step"]),
+                "compression_ratio": r["compression_ratio"],
+                "scaling_efficiency_pct": round(100 * r["backward_s"] / r["step_s"], 2) if r["step_s"] else ""})
+
+
 def plan_runs(args):
     """(profile, scheme, workers, shards, fusion) of every run, in order."""
     runs = []
@@ -252,7 +297,7 @@ def main():
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument("--quick", action="store_true",
                         help="a few short runs that check the harness works end to end (CI); no figures to keep")
-    parser.add_argument("--rate", default="1gbit", help="tc tbf rate of every link (e.g. 1gbit, 500mbit)")
+    parser.add_argument("--rate", default="1gbit", type=tc_rate, help="tc tbf rate of every link (e.g. 1gbit, 500mbit)")
     parser.add_argument("--workers", type=int_list, default=[2, 4, 8])
     parser.add_argument("--shards", type=int_list, default=[1, 2], help="shard counts of the PS schemes")
     parser.add_argument("--profiles", type=csv_list, default=["resnet50", "gpt2_small"])
@@ -330,9 +375,11 @@ def main():
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
+        write_results_csv(os.path.join(args.out, "results.csv"), rows, args.rate)
     json.dump({"rate": args.rate, "quick": args.quick, "link": link, "runs": rows, "failed": failed},
               open(os.path.join(args.out, "runs.json"), "w"), indent=2)
-    print(f"written: {args.out}/runs.csv, {args.out}/runs.json, {args.out}/link.json")
+    print(f"written: {args.out}/results.csv (a study's rows), {args.out}/runs.csv and runs.json "
+          f"(bench/scale_projection.py reads them), {args.out}/link.json")
     if failed:
         print(f"{len(failed)} run(s) failed:\n  " + "\n  ".join(failed), file=sys.stderr)
         return 1

@@ -141,8 +141,8 @@ class Compressor {
   // (worker/pipeline/job_plan.h). A cut gives each partition a table and a k
   // of its own, in proportion to its elements; a method whose candidates
   // suffer when one partition holds most of the gradient's mass answers
-  // false (the fixed-size candidates sketch: docs/BENCHMARKS.md, "Shards
-  // that share the load"). A run's explicit partition_elements is kept
+  // false (the fixed-size candidates sketch: docs/BENCHMARKS.md, "The
+  // aggregation servers"). A run's explicit partition_elements is kept
   // either way. By default true.
   virtual bool cut_for_shards_by_default() const { return true; }
 

@@ -46,7 +46,7 @@ struct Partition {
 // load; m = 8 if none does. Never below kMinDefaultPartitionElements. A
 // one-group model gets two equal partitions per shard: a shard's second
 // partition is pushed while its first is answered, which one partition per
-// shard does not overlap (docs/BENCHMARKS.md, "Shards that share the load"),
+// shard does not overlap (docs/BENCHMARKS.md, "The aggregation servers"),
 // and each further partition costs a round every step.
 inline constexpr double kDefaultBalance = 1.1;
 int64_t DefaultPartitionElements(absl::Span<const int64_t> group_elements, int num_shards);

@@ -8,7 +8,7 @@
 // recovers them only while the table has enough cells per nonzero: with 4
 // rows, about 99% of the mass at 4 cells per nonzero (a load of 1/4), a
 // fraction at 3, next to nothing at 2 (bench/peel_capacity;
-// docs/BENCHMARKS.md, "Scale out"). PeelColsFor is that rule;
+// docs/BENCHMARKS.md, "Scale out: 8 and 16 worker processes"). PeelColsFor is that rule;
 // SimulatePeel and ExpectedPeelRecovery measure any shape by decoding
 // random selections, so a spec that does not follow the rule can be told
 // how much it will lose.

@@ -33,7 +33,8 @@ struct PayloadFields {
   int64_t kind = 0;
   Payload payload;  // dim, indices, values
   std::vector<uint32_t> index_gaps;
-  std::string bf16_values;
+  std::vector<float> bf16_values;  // decoded (bf16_values' last occurrence)
+  bool has_bf16_values = false;
   v1::SketchShape shape;
 };
 
@@ -48,26 +49,20 @@ void PutIndices(uint32_t indices_field, uint32_t gaps_field, const std::vector<u
   }
 }
 
-// Adds the values of the payload submessage that ends at `end` to *floats
-// (float values, packed or not) and *bf16 (bf16_values, whose last
-// occurrence counts, as protobuf reads a bytes field given twice), without
-// decoding them.
-absl::Status CountValues(SliceReader* r, size_t end, size_t* floats, size_t* bf16) {
+// Adds the float values of the payload submessage that ends at `end` to
+// *floats (packed or not), without decoding them.
+absl::Status CountFloatValues(SliceReader* r, size_t end, size_t* floats) {
   MessageParser m(r, end, "PushRequest.payload");
   return m.Parse([&](const Field& f) -> absl::Status {
     if (f.number == kPayloadValues && f.type == wire::kFixed32) {
       ++*floats;
       return wire::SkipThisField();
     }
-    if ((f.number == kPayloadValues || f.number == kPayloadBf16Values) && f.type == wire::kLengthDelimited) {
+    if (f.number == kPayloadValues && f.type == wire::kLengthDelimited) {
       size_t field_end = 0;
       RETURN_IF_ERROR(m.Submessage(f, "values", &field_end));
       const size_t length = field_end - r->position();
-      if (f.number == kPayloadValues) {
-        *floats += length / sizeof(float);
-      } else {
-        *bf16 = length / 2;
-      }
+      *floats += length / sizeof(float);
       r->Skip(length);
       return absl::OkStatus();
     }
@@ -75,28 +70,31 @@ absl::Status CountValues(SliceReader* r, size_t end, size_t* floats, size_t* bf1
   });
 }
 
-// How many values a request's payload carries, in every occurrence of the
-// payload field (protobuf merges them), read ahead without decoding them.
-// SIZE_MAX for a malformed request, which the parse then names.
-size_t ValuesInRequest(const grpc::ByteBuffer& buffer) {
+// How many float values a request's payload carries, in every occurrence of
+// the payload field (protobuf merges them), read ahead without decoding
+// them: what licenses its indices (a sparse payload's values are floats; a
+// bf16_values field is a sketch's, and carries none). 0 for a malformed
+// request, which then licenses no index: the parse refuses it, naming the
+// problem (or the first index past that bound).
+size_t FloatValuesInRequest(const grpc::ByteBuffer& buffer) {
   SliceReader r(buffer);
-  size_t floats = 0, bf16 = 0;
+  size_t floats = 0;
   MessageParser request(&r, r.size(), "PushRequest");
   const absl::Status scanned = request.Parse([&](const Field& f) -> absl::Status {
     if (f.number != kRequestPayload) return wire::SkipThisField();
     size_t end = 0;
     RETURN_IF_ERROR(request.Submessage(f, "payload", &end));
-    return CountValues(&r, end, &floats, &bf16);
+    return CountFloatValues(&r, end, &floats);
   });
-  return scanned.ok() ? floats + bf16 : SIZE_MAX;
+  return scanned.ok() ? floats : 0;
 }
 
 absl::Status ParsePayload(SliceReader* r, size_t end, size_t values_present, PayloadFields* out) {
-  // Indices come with one value each (a sparse payload; the other kinds
-  // carry none): a payload holds at most as many indices as values, plain
-  // and as gaps together, refused while decoding past that. So decoding
-  // them (4 bytes each) takes at most as much memory as their values' own
-  // bytes, and a payload of index gaps without values none.
+  // Indices come with one float value each (a sparse payload; the other
+  // kinds carry none): a payload holds at most as many indices as float
+  // values, plain and as gaps together, refused while decoding past that.
+  // So decoding them (4 bytes each) takes at most as much memory as their
+  // values' own bytes, and a payload of index gaps without values none.
   const size_t most_indices = values_present;
   auto room = [&](const std::vector<uint32_t>& other) { return most_indices - std::min(most_indices, other.size()); };
   constexpr absl::string_view kWhy = "one per value it carries";
@@ -116,7 +114,8 @@ absl::Status ParsePayload(SliceReader* r, size_t end, size_t values_present, Pay
       case kPayloadIndexGaps:
         return m.Indices(f, "index_gaps", &out->index_gaps, room(out->payload.indices), kWhy);
       case kPayloadBf16Values:  // a bytes field given twice: the last one, as protobuf reads it
-        return m.Bytes(f, "bf16_values", &out->bf16_values);
+        out->has_bf16_values = true;
+        return m.Bf16Floats(f, "payload bf16_values", &out->bf16_values);
       case kPayloadValues:
         return m.Floats(f, "values", &out->payload.values);
       case kPayloadSketch: {
@@ -203,7 +202,7 @@ grpc::ByteBuffer EncodePushRequest(const v1::RoundKey& round, uint32_t worker,
 }
 
 absl::StatusOr<PushRequestParts> DecodePushRequest(const grpc::ByteBuffer& buffer) {
-  const size_t values_present = ValuesInRequest(buffer);
+  const size_t values_present = FloatValuesInRequest(buffer);
   SliceReader r(buffer);
   PushRequestParts parts;
   PayloadFields payload;
@@ -231,7 +230,14 @@ absl::StatusOr<PushRequestParts> DecodePushRequest(const grpc::ByteBuffer& buffe
   if (!kind.ok()) return absl::InvalidArgumentError(absl::StrCat("payload: ", kind.status().message()));
   parts.payload = std::move(payload.payload);
   RETURN_IF_ERROR(MoveGapsToIndices(&payload.index_gaps, "payload", &parts.payload.indices));
-  RETURN_IF_ERROR(ValuesFromBf16(payload.bf16_values, "payload", &parts.payload.values));
+  if (payload.has_bf16_values && !payload.bf16_values.empty()) {
+    if (!parts.payload.values.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("payload gives both values and bf16_values (",
+                                                     parts.payload.values.size(), " values and ",
+                                                     2 * payload.bf16_values.size(), " bytes)"));
+    }
+    parts.payload.values = std::move(payload.bf16_values);
+  }
   parts.payload.kind = *kind;
   if (*kind == PayloadKind::kSketch) {
     absl::StatusOr<SketchShape> shape = SketchShapeFromProto(payload.shape);

@@ -19,14 +19,15 @@
 // and as index_gaps, or values both as float32 and as bf16_values (protobuf
 // keeps both; PayloadFromProto refuses them too). Every malformed input gets
 // INVALID_ARGUMENT naming the field and the problem. What is allocated is
-// bounded by the bytes present: bf16_values' floats take twice their bytes;
-// a push's indices (varints of one byte or more, 4 bytes decoded) are
-// refused while decoding past one per value the payload carries (counted
-// ahead, without decoding), as each comes with a value, and gaps become
-// indices in place, so they take at most what their values' bytes take; a
-// reply's indices are refused past its group's dim. A push of B bytes
-// decodes into at most about 1.6 B (4-byte indices and values of 5 bytes
-// each on the wire at least), beside the B gRPC holds.
+// bounded by the bytes present: bf16_values decode straight into floats,
+// twice their bytes; a push's indices (varints of one byte or more, 4 bytes
+// decoded) are refused while decoding past one per float value the payload
+// carries (counted ahead, without decoding), as each comes with one, and
+// gaps become indices in place, so they take at most what their values'
+// bytes take; a reply's indices are refused past its group's dim. A push of
+// B bytes so decodes into at most 2 B (a sketch's bf16 cells; a sparse
+// payload's entries, 5 bytes each on the wire at least, into 1.6 B), beside
+// the B gRPC holds: at most three times its size in all.
 #ifndef SKETCHFUSE_PROTO_PUSH_CODEC_H_
 #define SKETCHFUSE_PROTO_PUSH_CODEC_H_
 

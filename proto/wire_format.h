@@ -29,6 +29,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/bf16.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -357,6 +358,27 @@ class MessageParser {
       return Error(absl::StrCat(what, " has ", length, " bytes, not a multiple of 4"));
     }
     r_.AppendFloats(length / sizeof(float), out);
+    return absl::OkStatus();
+  }
+
+  // Replaces `out` with a bytes field's bfloat16 values (2 bytes each, little
+  // endian) as floats, decoded straight from the message's slices (no copy
+  // of the bytes first). INVALID_ARGUMENT "<what> has N bytes, not two a
+  // value" for an odd length.
+  absl::Status Bf16Floats(const Field& field, absl::string_view what, std::vector<float>* out) {
+    size_t length = 0;
+    RETURN_IF_ERROR(Length(field, what, &length));
+    if (length % 2 != 0) {
+      r_.Skip(length);
+      return absl::InvalidArgumentError(absl::StrCat(what, " has ", length, " bytes, not two a value"));
+    }
+    out->clear();
+    out->reserve(length / 2);
+    for (size_t i = 0; i < length / 2; ++i) {
+      uint16_t bits = 0;
+      r_.CopyTo(&bits, sizeof(bits));  // little-endian, as x86 and ARM hold it
+      out->push_back(Bf16ToFloat(bits));
+    }
     return absl::OkStatus();
   }
 

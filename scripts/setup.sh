@@ -20,7 +20,7 @@ set -euo pipefail
 # python3-torchvision gives the example and the tests ResNet-18.
 # libopenblas0-openmp takes over the libblas.so.3 alternative that LibTorch
 # links: without it that is the reference BLAS, and an MLP's training step
-# runs 6 to 9 times slower (docs/BENCHMARKS.md, "The BLAS under LibTorch");
+# runs 6 to 9 times slower (docs/BENCHMARKS.md, "The CPU compression core and the BLAS");
 # its OpenMP build follows LibTorch's thread count (--threads). libblas3, the
 # reference BLAS, stays for //tests:torch_hook_accuracy_test and
 # bench/blas_compare.py, which run on it by LD_LIBRARY_PATH.

@@ -204,11 +204,18 @@ void AggregationCore::Push(const RoundKey& key, uint32_t worker, Payload payload
           waits = true;
           break;
         case Admit::kSupersedeAndOpenInSlot:
-          SupersedeSlotLocked(key.group, worker, admission.displaced, &ended);
+          SupersedeRoundLocked(RoundId{key.group, progress_[key.group].beyond_window_rounds.at(worker), 0},
+                               admission.displaced, &ended);
           [[fallthrough]];
         case Admit::kOpenInSlot:
         case Admit::kOpen:
           open = OpenRoundLocked(id, now, admission.admit == Admit::kOpen ? -1 : static_cast<int64_t>(worker));
+          waits = true;
+          break;
+        case Admit::kSupersedeAndOpen:
+          SupersedeRoundLocked(RoundId{key.group, admission.displaced_step, admission.displaced_round},
+                               admission.displaced, &ended);
+          open = OpenRoundLocked(id, now, -1);
           waits = true;
           break;
         case Admit::kPark:
@@ -316,10 +323,23 @@ PushFacts AggregationCore::FactsLocked(const RoundKey& key, uint32_t worker, uin
       f.parked_bytes = parked->second.bytes;
     }
   }
+  // Its share: the rounds it holds alone within the window (all of them
+  // before any progress), and the farthest of them.
+  uint64_t farthest = 0;
   for (auto it = rounds_.lower_bound(RoundId{key.group, 0, 0}); it != rounds_.end() && it->first.group == key.group;
        ++it) {
     const Round& round = it->second;
-    if (round.count == 1 && round.arrived[worker] && !round.decoding) f.held_alone.push_back(it->first.step);
+    if (round.count != 1 || !round.arrived[worker] || round.decoding) continue;
+    const uint64_t step = it->first.step;
+    const uint64_t distance =
+        f.progress.has_value() ? (step > *f.progress ? step - *f.progress : *f.progress - step) : 0;
+    if (f.progress.has_value() && distance > config_.step_window) continue;
+    if (f.held_alone.empty() || distance > farthest) {
+      farthest = distance;
+      f.farthest_alone_round = it->first.round;
+      f.farthest_alone_bytes = round.bytes;
+    }
+    f.held_alone.push_back(step);
   }
   return f;
 }
@@ -340,18 +360,16 @@ std::map<AggregationCore::RoundId, AggregationCore::Round>::iterator Aggregation
   return open;
 }
 
-void AggregationCore::SupersedeSlotLocked(uint32_t group, uint32_t worker, const absl::Status& why,
-                                          std::vector<EndedRound>* ended) {
-  Progress& progress = progress_[group];
-  const uint64_t step = progress.beyond_window_rounds.at(worker);
-  auto round = rounds_.find(RoundId{group, step, 0});
+void AggregationCore::SupersedeRoundLocked(const RoundId& id, const absl::Status& why,
+                                           std::vector<EndedRound>* ended) {
+  auto round = rounds_.find(id);
   ended->push_back(EndedRound{std::move(round->second.waiting), why,
-                              RoundReport{group, step, 0, false, absl::Now() - round->second.opened,
+                              RoundReport{id.group, id.step, id.round, false, absl::Now() - round->second.opened,
                                           absl::ZeroDuration()}});
+  ++(round->second.beyond_window_holder >= 0 ? stats_.superseded_beyond_window : stats_.superseded_held_alone);
   ForgetRoundLocked(round->first, round->second);
   rounds_.erase(round);
   ++stats_.rounds_failed;
-  ++stats_.superseded_beyond_window;
   ended->back().report.rounds_open = stats_.rounds_open;
   ended->back().report.bytes_held = stats_.bytes_held;
 }

@@ -234,6 +234,10 @@ class AggregationCore {
     // Rounds outside the window that their worker's next push beyond it
     // superseded (also counted in rounds_failed).
     uint64_t superseded_beyond_window = 0;
+    // Rounds within the window one worker held alone that its nearer push
+    // superseded, its share being full (server/push_admission.h, row 10;
+    // also counted in rounds_failed).
+    uint64_t superseded_held_alone = 0;
     // Pushes outside the window that were parked, that then joined a round
     // of their step, and that a nearer push replaced or that expired; and the
     // pushes parked now (server/push_admission.h).
@@ -343,9 +347,9 @@ class AggregationCore {
   // step into it.
   std::map<RoundId, Round>::iterator OpenRoundLocked(const RoundId& id, absl::Time now, int64_t slot_holder)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Fails the round in `worker`'s slot of `group` with `why`: removed, its
-  // waiters and report appended to *ended, to be answered outside the lock.
-  void SupersedeSlotLocked(uint32_t group, uint32_t worker, const absl::Status& why, std::vector<EndedRound>* ended)
+  // Fails round `id` (open, not decoding) with `why`: removed, its waiters
+  // and report appended to *ended, to be answered outside the lock.
+  void SupersedeRoundLocked(const RoundId& id, const absl::Status& why, std::vector<EndedRound>* ended)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How many workers parked a push of (group, step).
   uint32_t ParkedAtLocked(uint32_t group, uint64_t step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -414,11 +414,11 @@ TEST(AggregationCoreTest, AFloodOutsideTheWindowHoldsOneRoundAndOneParkedPushPer
       ASSERT_TRUE(flood[step].called) << step;
       ASSERT_EQ(flood[step].result.status().code(), absl::StatusCode::kAborted) << flood[step].result.status();
       ASSERT_NE(flood[step].result.status().message().find(
-                    absl::StrCat("step ", step, " of group 0 is outside this shard's step window")),
+                    absl::StrCat("step ", step, " of group 0 is outside the step window")),
                 std::string::npos)
           << flood[step].result.status();
       ASSERT_NE(flood[step].result.status().message().find(
-                    "worker 0 already holds step 9 outside it and waits on step 10, nearer the group's progress"),
+                    "worker 0 holds step 9 there and waits on step 10: push again once another worker opens it"),
                 std::string::npos)
           << flood[step].result.status();
     }
@@ -488,7 +488,7 @@ TEST(AggregationCoreTest, APushWhoseSlotIsTakenParksJoinsItsRoundAndAFartherOneI
   EXPECT_EQ(farther.result.status().code(), absl::StatusCode::kAborted) << farther.result.status();
   EXPECT_NE(farther.result.status().message().find("step 1073741824 of group 0"), std::string::npos);
   EXPECT_NE(farther.result.status().message().find("--step_window"), std::string::npos);
-  EXPECT_NE(farther.result.status().message().find("worker 0 already holds step 1000 outside it and waits on step 2000"),
+  EXPECT_NE(farther.result.status().message().find("worker 0 holds step 1000 there and waits on step 2000"),
             std::string::npos)
       << farther.result.status();
   EXPECT_EQ(core->stats().rounds_open, 1u);
@@ -703,7 +703,7 @@ TEST(AggregationCoreTest, AFloodNearerTheProgressDelaysTheClaimedWorkerUntilTheR
     if (flood_steps == 2) {
       ASSERT_TRUE(first.called);
       EXPECT_EQ(first.result.status().code(), absl::StatusCode::kAborted) << first.result.status();
-      EXPECT_NE(first.result.status().message().find("push again once another worker has opened step 500"),
+      EXPECT_NE(first.result.status().message().find("push again once another worker opens it"),
                 std::string::npos)
           << first.result.status();
     } else {
@@ -775,22 +775,63 @@ TEST(AggregationCoreTest, AWorkersOwnFarRoundsDoNotKeepTheJobsRoundOutInAnyOrder
     for (uint64_t i = 0; i < 4; ++i) EXPECT_FALSE(flood[i].called) << i;  // held alone, within the window
     ASSERT_TRUE(flood[4].called);  // the share is full
     EXPECT_EQ(flood[4].result.status().code(), absl::StatusCode::kResourceExhausted) << flood[4].result.status();
-    std::deque<Answer> job(3);
-    for (const uint32_t worker : order) {
-      const float value = static_cast<float>(worker + 1);
-      core->Push({"job", 900, 3}, worker, Encode("dense", {value, value}), kT0, job[worker].Callback());
+    // The job's step 900, then its next steps (the flood still open), each
+    // in this order of the race.
+    for (uint64_t step = 900; step < 903; ++step) {
+      std::deque<Answer> job(3);
+      for (const uint32_t worker : order) {
+        const float value = static_cast<float>(worker + 1);
+        core->Push({"job", step, 3}, worker, Encode("dense", {value, value}), kT0, job[worker].Callback());
+      }
+      for (uint32_t worker = 0; worker < 3; ++worker) {
+        Answer& a = job[worker];
+        ASSERT_TRUE(a.called) << "step " << step << ", worker " << worker;
+        EXPECT_EQ(a.calls, 1);
+        ASSERT_TRUE(a.result.ok()) << "step " << step << ", worker " << worker << ": " << a.result.status();
+        EXPECT_EQ(a.result->update->values, (std::vector<float>{6, 6}));
+      }
     }
-    for (uint32_t worker = 0; worker < 3; ++worker) {
-      Answer& a = job[worker];
-      ASSERT_TRUE(a.called) << "worker " << worker;
-      EXPECT_EQ(a.calls, 1);
-      ASSERT_TRUE(a.result.ok()) << "worker " << worker << ": " << a.result.status();
-      EXPECT_EQ(a.result->update->values, (std::vector<float>{6, 6}));
-    }
-    // The flood's rounds are untouched: they wait for their deadline.
+    // The flood's rounds are untouched (far outside the window now): they
+    // wait for their deadline.
     for (uint64_t i = 0; i < 4; ++i) EXPECT_FALSE(flood[i].called) << i;
   } while (std::next_permutation(order.begin(), order.end()));
   EXPECT_EQ(orders, 6);
+}
+
+// A flood in worker 0's name within the window, just ahead of the job (its
+// share of rounds held alone full), renewed after every step: the job's
+// next step, nearer the progress, takes the place of the flood's farthest
+// round, whichever worker pushes first.
+TEST(AggregationCoreTest, AFloodJustAheadOfTheJobGivesWayToItsNextStepInAnyOrder) {
+  std::vector<uint32_t> order = {0, 1};
+  do {
+    SCOPED_TRACE(testing::Message() << "pushes in the order " << absl::StrJoin(order, ", "));
+    auto core = MakeCore(2, {{0, 2, "dense"}});
+    ASSERT_TRUE(PushStep(*core, 2, 899).ok());  // the progress: 899
+    std::deque<Answer> flood;
+    for (uint64_t step = 900; step < 905; ++step) {
+      // Renewed: four rounds held alone, 50 to 53 steps ahead of the job's.
+      for (uint64_t ahead = step + 50; ahead < step + 54; ++ahead) {
+        flood.emplace_back();
+        core->Push({"job", ahead, 0}, 0, Encode("dense", {9, 9}), kT0, flood.back().Callback());
+      }
+      std::deque<Answer> job(2);
+      for (const uint32_t worker : order) {
+        core->Push({"job", step, 0}, worker, Encode("dense", {1, 1}), kT0, job[worker].Callback());
+      }
+      for (uint32_t worker = 0; worker < 2; ++worker) {
+        ASSERT_TRUE(job[worker].called) << "step " << step << ", worker " << worker;
+        ASSERT_TRUE(job[worker].result.ok()) << "step " << step << ", worker " << worker << ": "
+                                             << job[worker].result.status();
+        EXPECT_EQ(job[worker].result->update->values, (std::vector<float>{2, 2}));
+      }
+    }
+    // The flood never held more than its share within the window.
+    EXPECT_LE(core->stats().rounds_open, 4u);
+    // Where worker 0 pushed first, its share was full: the job's step took
+    // the place of the flood's farthest round.
+    if (order[0] == 0) EXPECT_GE(core->stats().superseded_held_alone, 5u);
+  } while (std::next_permutation(order.begin(), order.end()));
 }
 
 TEST(AggregationCoreTest, CapsOnOpenRoundsAndHeldBytesRefuseNewRoundsOnly) {

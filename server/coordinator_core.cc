@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/count_sketch.h"
 #include "common/error_text.h"
+#include "common/rank_keys.h"
 #include "proto/run_config.h"
 #include "server/job_config.h"
 
@@ -341,17 +342,6 @@ absl::StatusOr<v1::HeartbeatReply> CoordinatorCore::Heartbeat(const v1::Heartbea
 
 namespace {
 
-// The rank a key "<...>/rank/<r>" belongs to; none for any other key.
-std::optional<uint32_t> KeyOwner(absl::string_view key) {
-  const size_t slash = key.rfind('/');
-  if (slash == absl::string_view::npos || slash + 1 == key.size()) return std::nullopt;
-  const absl::string_view prefix = key.substr(0, slash);
-  if (!absl::EndsWith(prefix, "/rank") && prefix != "rank") return std::nullopt;
-  uint32_t rank = 0;
-  if (!absl::SimpleAtoi(key.substr(slash + 1), &rank)) return std::nullopt;
-  return rank;
-}
-
 }  // namespace
 
 absl::Status CoordinatorCore::Set(const v1::KeyValue& entry, absl::string_view proof) {
@@ -373,14 +363,20 @@ absl::Status CoordinatorCore::Set(const v1::KeyValue& entry, absl::string_view p
           "a Set of key ", QuoteField(entry.key()), " carries ", proof.empty() ? "no worker proof" : "no rank's proof",
           " of job '", job_.job(), "': only the job's ranked workers write its store"));
     }
-    if (const std::optional<uint32_t> owner = KeyOwner(entry.key()); owner.has_value() && *owner != writer->second) {
+    if (const std::optional<uint32_t> owner = RankOfKey(entry.key()); owner.has_value() && *owner != writer->second) {
       return absl::PermissionDeniedError(absl::StrCat("key ", QuoteField(entry.key()), " belongs to rank ", *owner,
                                                       "; rank ", writer->second, " may not write it"));
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = store_.find(entry.key()); it != store_.end()) {
-    if (it->second == entry.value()) return absl::OkStatus();  // the same Set again
+    // A rank's own key its rank (proved above) may write again: a restarted
+    // rank's new address. Any other key is written once.
+    if (it->second == entry.value() || RankOfKey(entry.key()).has_value()) {
+      it->second = entry.value();
+      changed_.notify_all();
+      return absl::OkStatus();
+    }
     return absl::AlreadyExistsError(absl::StrCat("key ", QuoteField(entry.key()),
                                                  " is already set, to another value: keys are written once"));
   }

@@ -17,14 +17,15 @@
 //     credential its operator issued for it, so nobody joins under another
 //     worker's id, before the job is complete or after; a re-join of an id
 //     that has its rank also needs that rank's proof.
-//   - The store: every key is written once (a Set that would change a key's
-//     value is refused ALREADY_EXISTS; the same value again is a no-op).
-//     With proofs on, only a worker holding a rank's proof writes, and a
-//     key ending in "/rank/<r>" (each rank's rendezvous address, rank 0's
-//     NCCL id) only by rank r: no worker can rewire another's rendezvous or
-//     replace its keys. Any ranked worker may still post a key of its own,
-//     such as the divergence notice that stops the run (as it could by
-//     diverging).
+//   - The store (common/rank_keys.h): a key ending in "/rank/<r>" (each
+//     rank's rendezvous address, rank 0's NCCL id) belongs to rank r, which
+//     may write it again (a restarted rank's new address); every other key
+//     is written once (a Set that would change its value is refused
+//     ALREADY_EXISTS; the same value again is a no-op). With proofs on, only
+//     a worker holding a rank's proof writes, and a rank's key only that
+//     rank: no worker can rewire another's rendezvous or replace a key. Any
+//     ranked worker may still post a key of its own, such as the divergence
+//     notice that stops the run (as it could by diverging).
 //
 // Thread-safe. Blocking calls wait until their deadline or until `cancelled`
 // returns true (polled), whichever comes first.
@@ -129,11 +130,11 @@ class CoordinatorCore {
   absl::StatusOr<v1::HeartbeatReply> Heartbeat(const v1::HeartbeatRequest& request,
                                                absl::Time now, absl::string_view proof = "");
 
-  // Sets a key, once (file comment). INVALID_ARGUMENT for an empty or
+  // Sets a key (file comment). INVALID_ARGUMENT for an empty or
   // over-long key or an over-long value; PERMISSION_DENIED, with proofs on,
   // for a call whose `proof` is no rank's of the job, or a key
-  // "<...>/rank/<r>" written by another rank; ALREADY_EXISTS for a key set
-  // to another value; RESOURCE_EXHAUSTED when the store is full.
+  // "<...>/rank/<r>" written by another rank; ALREADY_EXISTS for a key of
+  // no rank set to another value; RESOURCE_EXHAUSTED when the store is full.
   absl::Status Set(const v1::KeyValue& entry, absl::string_view proof = "");
 
   // The value of a key, waiting up to request.wait_ms, max_get_wait and

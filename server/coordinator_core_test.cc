@@ -397,9 +397,10 @@ TEST(CoordinatorCoreTest, OnlyTheHolderOfAnIdsJoinCredentialJoinsAsIt) {
   EXPECT_NE(refused.status().message().find("need the servers' shard token"), absl::string_view::npos);
 }
 
-// Keys are written once, and with proofs on only by a ranked worker, a key
-// "<...>/rank/<r>" only by rank r: a worker's credentials cannot rewire
-// another's rendezvous, replace a key, or write before it has a rank.
+// With proofs on only a ranked worker writes, a key "<...>/rank/<r>" only
+// rank r (again, after a restart), and every other key once: a worker's
+// credentials cannot rewire another's rendezvous, replace a key, or write
+// before it has a rank.
 TEST(CoordinatorCoreTest, TheStoresKeysAreWrittenOnceAndRankKeysOnlyByTheirRank) {
   CoordinatorOptions options;
   options.proofs = WorkerProofs("shard-secret");
@@ -420,23 +421,28 @@ TEST(CoordinatorCoreTest, TheStoresKeysAreWrittenOnceAndRankKeysOnlyByTheirRank)
             absl::string_view::npos);
   ASSERT_TRUE(core->Set(entry, rank2).ok());
   ASSERT_TRUE(core->Set(entry, rank2).ok());  // the same Set again
+  entry.set_value("10.0.0.9:1234");           // rank 2 restarted elsewhere: its own key, again
+  ASSERT_TRUE(core->Set(entry, rank2).ok());
   entry.set_value("10.6.6.6:1");
-  const absl::Status replaced = core->Set(entry, rank2);
-  EXPECT_EQ(replaced.code(), absl::StatusCode::kAlreadyExists) << replaced;
-  EXPECT_NE(replaced.message().find("is already set, to another value: keys are written once"), absl::string_view::npos);
+  EXPECT_EQ(core->Set(entry, rank0).code(), absl::StatusCode::kPermissionDenied);
   v1::GetRequest get;
   get.set_job("j");
   get.set_key("collective/run/gloo/rank/2");
-  EXPECT_EQ(core->Get(get, Soon(), nullptr)->value(), "10.0.0.2:1234");
+  EXPECT_EQ(core->Get(get, Soon(), nullptr)->value(), "10.0.0.9:1234");
   // Other keys: any ranked worker, once (a divergence notice stays the first).
   entry.set_key("diverged/run");
   entry.set_value("rank 0 diverged");
   ASSERT_TRUE(core->Set(entry, rank0).ok());
+  ASSERT_TRUE(core->Set(entry, rank0).ok());  // the same Set again
   entry.set_value("forged");
-  EXPECT_EQ(core->Set(entry, rank2).code(), absl::StatusCode::kAlreadyExists);
+  const absl::Status replaced = core->Set(entry, rank2);
+  EXPECT_EQ(replaced.code(), absl::StatusCode::kAlreadyExists) << replaced;
+  EXPECT_NE(replaced.message().find("is already set, to another value: keys are written once"), absl::string_view::npos);
+  get.set_key("diverged/run");
+  EXPECT_EQ(core->Get(get, Soon(), nullptr)->value(), "rank 0 diverged");
   // What counts as a rank's key: the last two components "rank", "<r>".
   entry.set_value("v");
-  for (const char* key : {"a/rank/0/x", "a/ranks/2", "a/rank/two", "rank/0x0", "a/rank/"}) {
+  for (const char* key : {"a/rank/0/x", "a/ranks/2", "a/rank/two", "rank/0x0", "a/rank/", "a/rank/+0", "a/rank/ 0"}) {
     entry.set_key(key);
     EXPECT_TRUE(core->Set(entry, rank2).ok()) << key;
   }

@@ -65,11 +65,10 @@ Admission Park(const PushFacts& f, const AdmissionLimits& limits, uint64_t progr
   const uint64_t distance = Distance(f.step, progress);
   if (f.parked_step.has_value() && distance >= Distance(*f.parked_step, progress)) {  // 8c
     return Refuse(absl::AbortedError(absl::StrCat(
-                      "step ", f.step, " of group ", f.group, " is outside this shard's step window (",
-                      limits.step_window, " steps, --step_window, of step ", progress, ") and not open; worker ",
-                      f.worker, " already holds step ", f.slot_step.value_or(0), " outside it and waits on step ",
-                      *f.parked_step, ", nearer the group's progress: push again once another worker has opened step ",
-                      f.step)),
+                      "step ", f.step, " of group ", f.group, " is outside the step window (", limits.step_window,
+                      " steps of step ", progress, ", --step_window) and not open; worker ", f.worker, " holds step ",
+                      f.slot_step.value_or(0), " there and waits on step ", *f.parked_step,
+                      ": push again once another worker opens it")),
                   RefusalKind::kOutOfWindow);
   }
   const uint64_t freed = f.parked_step.has_value() ? std::min(f.bytes_held, f.parked_bytes) : 0;
@@ -138,18 +137,40 @@ Admission AdmitPush(const PushFacts& f, const AdmissionLimits& limits) {
                                                     "'s push of step ", f.step,
                                                     ", nearer the group's progress; push again to reopen it")));
   }
-  // 5, 10-12: within the window (or a second round, or no progress yet).
-  if (f.held_alone.size() >= limits.max_rounds_alone) {  // 10
+  // 5, 10-13: within the window (or a second round, or no progress yet).
+  if (f.held_alone.size() >= limits.max_rounds_alone) {
+    const uint64_t anchor = f.progress.value_or(f.step);
+    const uint64_t farthest = *std::max_element(f.held_alone.begin(), f.held_alone.end(), [&](uint64_t a, uint64_t b) {
+      return Distance(a, anchor) < Distance(b, anchor);
+    });
+    if (f.progress.has_value() && Distance(f.step, anchor) < Distance(farthest, anchor)) {  // 10
+      if (absl::Status caps = CheckCaps(f, limits, 1, f.farthest_alone_bytes); !caps.ok()) {
+        return Refuse(std::move(caps), RefusalKind::kOverCapacity);
+      }
+      Admission a = Take(Admit::kSupersedeAndOpen,
+                         absl::UnavailableError(absl::StrCat(
+                             RoundName(f.job, f.group, farthest, f.farthest_alone_round), " gave way to worker ",
+                             f.worker, "'s push of step ", f.step,
+                             ", nearer the group's progress (one worker holds at most ", limits.max_rounds_alone,
+                             " rounds alone); push again to reopen it")));
+      a.displaced_step = farthest;
+      a.displaced_round = f.farthest_alone_round;
+      return a;
+    }
+    // 11: a list of steps the flooder chose: the first two, then a count.
+    std::vector<uint64_t> shown(f.held_alone.begin(), f.held_alone.begin() + std::min<size_t>(2, f.held_alone.size()));
+    const std::string more =
+        f.held_alone.size() > shown.size() ? absl::StrCat(" and ", f.held_alone.size() - shown.size(), " more") : "";
     return Refuse(absl::ResourceExhaustedError(absl::StrCat(
                       "worker ", f.worker, " already holds ", f.held_alone.size(), " rounds of group ", f.group,
-                      " that no other worker has pushed (steps ", absl::StrJoin(f.held_alone, ", "),
-                      "), the most one worker may: ", NameOf(f), " cannot open in its name now")),
+                      " that no other worker has pushed (steps ", absl::StrJoin(shown, ", "), more,
+                      "), the most one worker may: step ", f.step, " cannot open in its name now")),
                   RefusalKind::kOverCapacity);
   }
-  if (absl::Status caps = CheckCaps(f, limits, 0, 0); !caps.ok()) {  // 11
+  if (absl::Status caps = CheckCaps(f, limits, 0, 0); !caps.ok()) {  // 12
     return Refuse(std::move(caps), RefusalKind::kOverCapacity);
   }
-  return Take(Admit::kOpen);  // 12
+  return Take(Admit::kOpen);  // 13
 }
 
 }  // namespace sketchfuse

@@ -44,20 +44,24 @@
 //    |                                                        |   parked push fails UNAVAILABLE (replaced)
 //  9 | (every worker parked a push of one step: the core      |
 //    | opens that round complete, in no worker's slot)        |
-// 10 | within the window (or no progress yet), the worker     | RESOURCE_EXHAUSTED naming the steps it holds
-//    | holds max_rounds_alone rounds of the group alone       |
-// 11 | within the window, open rounds at max_open_rounds, or  | RESOURCE_EXHAUSTED naming the cap
+// 10 | within the window (or no progress yet), the worker     | kSupersedeAndOpen, if the caps allow once that
+//    | holds max_rounds_alone rounds of the group alone       | round is gone: the farthest of them, when this
+//    | within it, one of them farther than this push          | push is nearer, fails UNAVAILABLE
+// 11 | the same, none of them farther                         | RESOURCE_EXHAUSTED naming the steps it holds
+// 12 | within the window, open rounds at max_open_rounds, or  | RESOURCE_EXHAUSTED naming the cap
 //    | held bytes past max_held_bytes with this payload       |
-// 12 | within the window otherwise                            | kOpen: a new round
+// 13 | within the window otherwise                            | kOpen: a new round
 //
 // What follows: the job's round needs only one worker's slot or share (a
 // push into an open round always lands, row 1), and a worker's own rounds
 // far from the job's step (a flood of one worker's credentials) cannot keep
 // that worker's push of the job's step out: outside the window it takes its
-// slot (6) or supersedes its farther round there (7), and its rounds within
-// the window count against its share only where its push would open one
-// within the window (10). So the job's round completes whichever worker
-// pushes first, in every order of the race.
+// slot (6) or supersedes its farther round there (7); within it only the
+// rounds held alone within the window count against its share, and the
+// farthest of them gives way to a push nearer the progress (10), as the
+// job's next step always is. So the job's round completes whichever worker
+// pushes first, in every order of the race, however its own rounds were
+// flooded.
 #ifndef SKETCHFUSE_SERVER_PUSH_ADMISSION_H_
 #define SKETCHFUSE_SERVER_PUSH_ADMISSION_H_
 
@@ -112,8 +116,12 @@ struct PushFacts {
   std::optional<uint64_t> parked_step;
   uint32_t parked_waiting = 0;
   uint64_t parked_bytes = 0;
-  // Steps of the group's rounds the worker holds alone.
+  // The group's rounds the worker holds alone within the window (all of
+  // them before any progress): their steps, and of the farthest from the
+  // progress its round number and bytes.
   std::vector<uint64_t> held_alone;
+  uint32_t farthest_alone_round = 0;
+  uint64_t farthest_alone_bytes = 0;
 
   // The shard: its open rounds, and the payload bytes they and the parked
   // pushes hold.
@@ -127,6 +135,7 @@ enum class Admit {
   kAnswerKept,              // the kept answer of its round
   kJoin,                    // into its open round
   kOpen,                    // a new round within the window
+  kSupersedeAndOpen,        // the same, after failing the worker's farthest round held alone (Admission::displaced)
   kOpenInSlot,              // a new round outside it, in the worker's slot
   kSupersedeAndOpenInSlot,  // the same, after failing the slot's round with Admission::displaced
   kPark,                    // parked; a parked push it replaces fails with Admission::displaced
@@ -141,9 +150,12 @@ struct Admission {
   // kRefuse: the refusal, naming what was refused and why.
   absl::Status status;
   RefusalKind refusal = RefusalKind::kNone;
-  // kSupersedeAndOpenInSlot, and kPark over a farther parked push: what the
-  // displaced round's or parked push's waiting pushes get.
+  // kSupersedeAndOpen(InSlot), and kPark over a farther parked push: what
+  // the displaced round's or parked push's waiting pushes get.
   absl::Status displaced;
+  // kSupersedeAndOpen: the round that gives way.
+  uint64_t displaced_step = 0;
+  uint32_t displaced_round = 0;
 };
 
 // The answer of the table above for `facts` under `limits`.

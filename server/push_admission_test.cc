@@ -109,10 +109,35 @@ TEST(PushAdmissionTest, Row6OutsideTheWindowTheFreeSlotTakesThePushWhateverTheWo
   f.rounds_open = 0;
   f.bytes_held = 9950;
   Expect(f, Admit::kRefuse, "(--max_held_mb)", absl::StatusCode::kResourceExhausted);
-  // Within the window the share is back: 900 + 1 is within reach of 900.
-  f = Push(901);
-  f.held_alone = {902, 903, 904, 905};
-  Expect(f, Admit::kRefuse, "steps 902, 903, 904, 905", absl::StatusCode::kResourceExhausted);
+}
+
+TEST(PushAdmissionTest, Rows10And11AFullShareGivesWayOnlyToANearerPush) {
+  // Within the window the worker's share counts: its farthest round held
+  // alone gives way to a push nearer the progress (the job's next step).
+  PushFacts f = Push(901);
+  f.held_alone = {905, 902, 904, 903};
+  f.farthest_alone_bytes = 100;
+  const Admission a = Expect(f, Admit::kSupersedeAndOpen);
+  EXPECT_EQ(a.displaced_step, 905u);
+  EXPECT_EQ(a.displaced.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(std::string(a.displaced.message()).find("round 0 (job 'job', step 905, group 3) gave way to worker 0's push "
+                                                    "of step 901"),
+            std::string::npos)
+      << a.displaced;
+  // A push as far as its farthest, or farther, is refused, the steps cut.
+  f.step = 906;
+  Expect(f, Admit::kRefuse,
+         "worker 0 already holds 4 rounds of group 3 that no other worker has pushed (steps 905, 902 and 2 more), the "
+         "most one worker may: step 906 cannot open in its name now",
+         absl::StatusCode::kResourceExhausted);
+  f.step = 895;  // as far as 905, on the other side
+  Expect(f, Admit::kRefuse, "cannot open in its name now", absl::StatusCode::kResourceExhausted);
+  // The caps count the round that gives way as gone.
+  f.step = 901;
+  f.rounds_open = 100;
+  Expect(f, Admit::kSupersedeAndOpen);
+  f.bytes_held = 10001;
+  Expect(f, Admit::kRefuse, "--max_held_mb", absl::StatusCode::kResourceExhausted);
 }
 
 TEST(PushAdmissionTest, Row7ANearerPushSupersedesTheRoundItsWorkerHoldsAloneOutsideTheWindow) {
@@ -165,11 +190,11 @@ TEST(PushAdmissionTest, Row8cAFartherOrAsFarPushThanTheParkedOneIsAborted) {
   f.slot_step = 1500;
   f.parked_step = 2000;
   const Admission a = Expect(f, Admit::kRefuse,
-                             "worker 0 already holds step 1500 outside it and waits on step 2000, nearer the group's "
-                             "progress: push again once another worker has opened step 3000",
+                             "step 3000 of group 3 is outside the step window (64 steps of step 900, --step_window) "
+                             "and not open; worker 0 holds step 1500 there and waits on step 2000: push again once "
+                             "another worker opens it",
                              absl::StatusCode::kAborted);
   EXPECT_EQ(a.refusal, RefusalKind::kOutOfWindow);
-  EXPECT_NE(std::string(a.status.message()).find("(64 steps, --step_window, of step 900)"), std::string::npos);
   f.step = 2000 - 1;  // nearer: replaces it
   f.parked_bytes = 100;
   const Admission replaced = Expect(f, Admit::kPark);
@@ -201,7 +226,9 @@ TEST(PushAdmissionTest, Rows10To12WithinTheWindowTheShareAndTheCapsDecide) {
   f.held_alone = {1, 2, 3};
   Expect(f, Admit::kOpen);
   f.held_alone.push_back(4);
-  Expect(f, Admit::kRefuse, "worker 0 already holds 4 rounds of group 3 that no other worker has pushed (steps 1, 2, 3, 4)",
+  // No progress yet: nothing is nearer it, and nothing gives way.
+  Expect(f, Admit::kRefuse,
+         "worker 0 already holds 4 rounds of group 3 that no other worker has pushed (steps 1, 2 and 2 more)",
          absl::StatusCode::kResourceExhausted);
   f.held_alone.clear();
   f.rounds_open = 100;
@@ -213,18 +240,52 @@ TEST(PushAdmissionTest, Rows10To12WithinTheWindowTheShareAndTheCapsDecide) {
   Expect(f, Admit::kOpen);
 }
 
-TEST(PushAdmissionTest, RefusalsEchoNoMoreThanTheirRoundAndLimits) {
-  // The job name is the shard's own (a client's other job is refused before
-  // admission), so even a long one keeps the messages short.
-  PushFacts f = Push(3000);
+TEST(PushAdmissionTest, EveryRefusalStaysUnder300CharactersWhateverTheStepsAFlooderChose) {
+  // Every number at its widest: steps, the progress and the counters are the
+  // flooder's to choose; the job name is the shard's own (a client's other
+  // job is refused before admission), here a long one.
+  AdmissionLimits limits;
+  limits.step_window = uint64_t{1} << 31;
+  limits.max_rounds_alone = 4;
+  limits.max_pushes_waiting = 8;
+  limits.max_open_rounds = uint64_t{1} << 31;
+  limits.max_held_bytes = uint64_t{1} << 50;
+  PushFacts f;
   f.job = std::string(40, 'j');
-  f.slot_step = 1500;
-  f.parked_step = 2000;
+  f.group = UINT32_MAX;
+  f.worker = UINT32_MAX - 1;
+  f.round = 0;
+  f.payload_bytes = UINT64_MAX / 4;
+  f.bytes_held = UINT64_MAX / 4;
+  std::vector<Admission> refusals;
+  // 2: repeats; 4: finished; 8b, 8c, 8d: parking; 11, 12: the share and caps.
+  f.round_state = PushFacts::RoundState::kOpen;
+  f.waiting = UINT32_MAX;
   f.step = UINT64_MAX;
+  refusals.push_back(AdmitPush(f, limits));
+  f.round_state = PushFacts::RoundState::kNew;
+  f.oldest_kept = UINT64_MAX;
+  f.step = UINT64_MAX - 1;
+  refusals.push_back(AdmitPush(f, limits));
+  f.oldest_kept.reset();
   f.progress = 0;
-  const Admission a = AdmitPush(f, Limits());
-  EXPECT_EQ(a.admit, Admit::kRefuse);
-  EXPECT_LT(a.status.message().size(), 300u) << a.status;
+  f.slot_step = UINT64_MAX - 2;
+  f.parked_step = UINT64_MAX;
+  f.parked_waiting = UINT32_MAX;
+  refusals.push_back(AdmitPush(f, limits));  // 8b
+  f.parked_step = UINT64_MAX - 3;
+  refusals.push_back(AdmitPush(f, limits));  // 8c
+  f.parked_step.reset();
+  refusals.push_back(AdmitPush(f, limits));  // 8d: the bytes
+  f.progress = UINT64_MAX - 1;
+  f.held_alone = {UINT64_MAX - 1, UINT64_MAX - 2, UINT64_MAX - 3, UINT64_MAX - 4};
+  refusals.push_back(AdmitPush(f, limits));  // 11
+  f.held_alone.clear();
+  refusals.push_back(AdmitPush(f, limits));  // 12
+  for (const Admission& a : refusals) {
+    EXPECT_EQ(a.admit, Admit::kRefuse) << a.status;
+    EXPECT_LT(a.status.message().size(), 300u) << a.status;
+  }
 }
 
 }  // namespace

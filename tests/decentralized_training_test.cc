@@ -177,7 +177,7 @@ TEST(FailoverTest, WorkersFallBackWhenEveryServerDiesAndReturnWhenTheServersRest
 // The two-round fixed-size sketch at its default, decentralized (its two
 // allreduces) and centralized (two pushes of real gRPC, the second of
 // candidate values, to two shards). Its three-seed mean at four workers is
-// 1.4 points below dense (docs/BENCHMARKS.md, "Scale out"), as
+// 1.4 points below dense (docs/BENCHMARKS.md, "Scale out: 8 and 16 worker processes"), as
 // sketch_allreduce's is, but it varies more by seed and this test's seed is
 // its worst measured (80.09% against 84.80%): the margin here is 5 points,
 // a guard against a collapse (a step-hashed table lost 12 at 16 workers),

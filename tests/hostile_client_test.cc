@@ -429,9 +429,13 @@ TEST_F(HostileClientTest, AbusiveRequestsToEveryRpcLeaveTheHonestRoundExactAndMe
                   "worker 0 rewiring worker 1's rendezvous");
     const auto as_rank1 = [&] { return Context(kWorkerToken, std::chrono::seconds(20), proofs.ProofOf("h", 1)); };
     EXPECT_TRUE(coordinator_->Set(as_rank1().get(), entry, &set).ok());
-    entry.set_value("10.6.6.6:1");
-    ExpectRefused(coordinator_->Set(as_rank1().get(), entry, &set), grpc::StatusCode::ALREADY_EXISTS,
-                  "keys are written once", "replacing a key");
+    entry.set_key("diverged/x");
+    entry.set_value("worker 1 diverged");
+    EXPECT_TRUE(coordinator_->Set(as_rank1().get(), entry, &set).ok());
+    entry.set_value("forged");
+    ExpectRefused(coordinator_->Set(Context(kWorkerToken, std::chrono::seconds(20), proofs.ProofOf("h", 0)).get(),
+                                    entry, &set),
+                  grpc::StatusCode::ALREADY_EXISTS, "keys are written once", "replacing another's notice");
     // 11. Joining under another worker's id: only with that id's join
     // credential (the coordinator has --require_join_credentials).
     v1::JoinReply not_joined;
@@ -475,20 +479,14 @@ TEST_F(HostileClientTest, AbusiveRequestsToEveryRpcLeaveTheHonestRoundExactAndMe
 }
 
 // Index amplification, on a fresh shard: 7 MiB of 1-byte index gaps
-// without values (a varint byte each, four bytes decoded), then as many with
-// a value each. The first is refused before any index is decoded (a payload
-// holds at most one index per value it carries); the second decodes into
-// about 1.6 times its bytes. Neither raises the shard's resident memory past
-// three times the message.
+// without values (a varint byte each, four bytes decoded), then a push of
+// the same size with a value each. The first is refused before any index is
+// decoded (a payload holds at most one index per float value it carries);
+// the second decodes into about 1.6 times its bytes. Neither raises the
+// shard's resident memory past three times the message.
 TEST_F(HostileClientTest, OnePushOfIndexGapsRaisesTheShardsMemoryByAFewTimesItsSize) {
   ExpectHonestRound(0);
   v1::PushReply reply;
-  // 7 MiB of 1-byte index gaps without values (a
-  // varint byte each, four bytes decoded), then as many with a value each.
-  // The first is refused before any index is decoded (a payload holds at
-  // most one index per value it carries); the second decodes into about 1.6
-  // times its bytes. Neither raises the shard's memory past three times the
-  // message.
   {
     constexpr int kGaps = 7 << 20;
     v1::PushRequest gaps;

@@ -9,7 +9,7 @@
 // and the sketch routes stay near dense. Before, a table sized for four
 // workers recovered a fraction at 8 and next to nothing at 16, and the
 // routes lost 7 to 10 points at 8 workers and about 23 at 16
-// (docs/BENCHMARKS.md, "Scale out"). Margins against dense_allreduce of
+// (docs/BENCHMARKS.md, "Scale out: 8 and 16 worker processes"). Margins against dense_allreduce of
 // the same seed: 3.5 points at 8 workers, 7 at 16 (measured when this test
 // was written: 1.7 to 2.1 at 8, 3.6 to 5.8 at 16; what is left is Top-k's
 // own loss on this 94- to 187-step job: topk_allgather loses as much).

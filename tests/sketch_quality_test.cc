@@ -8,7 +8,7 @@
 // Margins (the same seed for every run): at 10x within 2.5 points of
 // dense_allreduce's final test accuracy, at 50x within 6 points; no run
 // diverges. Measured when this test was written (docs/BENCHMARKS.md,
-// "Training quality"): 10x about 1 to 2 points below, 50x about 4 below.
+// "Training quality at 4 workers, 10x to 300x"): 10x about 1 to 2 points below, 50x about 4 below.
 // Before the peeling decode and the release cap these routes lost 15 to 29
 // points at 10x and diverged at 50x.
 // Usage (from Bazel): sketch_quality_test <sketchfuse_server> <sketchfuse_worker>

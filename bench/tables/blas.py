@@ -10,7 +10,7 @@ MODELS = ["mlp", "cnn", "cnn_wide", "mlp_large"]
 
 
 def table_steps(rows):
-    """The table of docs/BENCHMARKS.md "The BLAS under LibTorch": virtual worker 0's mean step
+    """The table of docs/BENCHMARKS.md "The CPU compression core and the BLAS": virtual worker 0's mean step
     and backward pass per model on each BLAS, the speed-ups, and the final accuracies."""
     body = []
     for model in MODELS:

@@ -38,7 +38,7 @@ def table_ops(rows):
 
 
 def table_server_sum(rows):
-    """The table of docs/BENCHMARKS.md "Aggregation server": the shard's sum of W sketch payloads
+    """The table of docs/BENCHMARKS.md "The aggregation servers": the shard's sum of W sketch payloads
     (5 x 500,000) against memcpy of the same tables (issue 36's goal: at most 1.1 times)."""
     body = []
     for w in (4, 16):

@@ -27,7 +27,7 @@ def pct(fraction):
 
 
 def table_cuda(rows):
-    """The table of docs/BENCHMARKS.md "On the H200": accuracy, step time and the hook's share of
+    """The table of docs/BENCHMARKS.md "On the GPU (H200)": accuracy, step time and the hook's share of
     the backward pass per scheme, ResNet-18 and ResNet-50 (one run each)."""
     body = []
     for model, batch, lr, label in RUNS:

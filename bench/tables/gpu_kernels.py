@@ -40,7 +40,7 @@ def share(fraction):
 
 
 def table_ops(rows):
-    """The table of docs/BENCHMARKS.md "On the H200": each kernel against PyTorch (FetchSGD's
+    """The table of docs/BENCHMARKS.md "On the GPU (H200)": each kernel against PyTorch (FetchSGD's
     layout), ResNet-50 and GPT-2 small, with ResNet-50's share of the copy bandwidth."""
     r50, gpt = (where(rows, gpu="H200", profile=p) for p in PROFILES)
     copy = value(one(r50, op="copy"), "sketchfuse_gbps")
@@ -57,7 +57,7 @@ def table_ops(rows):
 
 
 def table_targets(rows):
-    """The targets of the GPU issue (35) for ResNet-50, "On the H200": met or not, from the figures."""
+    """The targets of the GPU issue (35) for ResNet-50, "On the GPU (H200)": met or not, from the figures."""
     r50 = where(rows, gpu="H200", profile="resnet50")
     body = []
 

@@ -33,7 +33,7 @@ def host_vs_gpu(rows, compressor, steps, workloads):
 
 
 def table_peel(rows):
-    """The table of docs/BENCHMARKS.md "On the H200": a worker's step with the sketch schemes'
+    """The table of docs/BENCHMARKS.md "On the GPU (H200)": a worker's step with the sketch schemes'
     default (the peel) on the four profiles, host against GPU."""
     return host_vs_gpu(rows, PEEL, 6, WORKLOADS)
 

@@ -9,7 +9,7 @@ def rows():
 
 
 def table_resnet50(rows):
-    """The table of docs/BENCHMARKS.md "Synthetic ResNet-50 on loopback, every scheme": the
+    """The table of docs/BENCHMARKS.md "Other kept studies": the
     launcher's mean step, KiB a worker sends and receives per step, and the ratio, fastest first."""
     runs = sorted(where(rows, series="resnet50_every_scheme"), key=lambda r: value(r, "mean_step_ms"))
     body = [[r["scheme"], fmt(value(r, "mean_step_ms"), 1, " ms"),

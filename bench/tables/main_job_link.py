@@ -43,7 +43,7 @@ def table_link(rows):
 
 
 def table_regimes(rows):
-    """The table of docs/BENCHMARKS.md "Which scheme to pick": per regime, the two schemes that
+    """The table of docs/BENCHMARKS.md "Which scheme reaches dense's accuracy first": per regime, the two schemes that
     reached dense_allreduce's final curve accuracy minus a point soonest, dense's time, and the
     schemes that never did."""
     regimes = sorted({(r["model"], int(r["workers"]), r["link"]) for r in rows},
@@ -67,7 +67,7 @@ def table_regimes(rows):
 
 
 def table_every_scheme(rows):
-    """The table of docs/BENCHMARKS.md "The main job on a shaped link": every scheme on the MLP
+    """The table of docs/BENCHMARKS.md "Which scheme reaches dense's accuracy first": every scheme on the MLP
     at 4 workers and 200 Mbit/s, in the order they reached the target."""
     runs = sorted(where(rows, launch="every_scheme"), key=lambda r: value(r, "time_to_target_s"))
     body = [[r["scheme"], fmt(value(r, "test_accuracy_pct"), 2, "%"), seconds(r),

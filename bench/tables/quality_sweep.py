@@ -88,7 +88,7 @@ def _mean_gap(rows, model, scheme, **match):
 
 
 def table_three_seeds(rows):
-    """docs/BENCHMARKS.md "Training quality", three seeds: dense_allreduce against the sketch
+    """docs/BENCHMARKS.md "Training quality at 4 workers, 10x to 300x", three seeds: dense_allreduce against the sketch
     routes (and Top-k allgather at the same bytes) at 10x and 50x, mean of seeds 1-3 and the
     gap to dense in points."""
     cols = ["sketch_ps", "sketch_allreduce", "topk_allgather"]
@@ -106,7 +106,7 @@ def table_three_seeds(rows):
 
 
 def table_baselines(rows):
-    """docs/BENCHMARKS.md "Training quality" (and worker/README.md "Baselines"): the baselines
+    """docs/BENCHMARKS.md "Training quality at 4 workers, 10x to 300x" (and worker/README.md "Baselines"): the baselines
     at their defaults (topk_ps's default is its 10x) and SparDL at 10x, mean of seeds 1-3 and
     the gap to dense_allreduce's mean in points; the ratio measured, CNN / MLP."""
     picks = [("topk_ps", "10"), ("importance_allreduce", ""), ("topk_allgather", ""), ("spardl", "10")]

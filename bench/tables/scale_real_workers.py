@@ -39,7 +39,7 @@ def dense_runs(rows, model, workers):
 
 
 def table_peel(rows):
-    """The table of docs/BENCHMARKS.md "Scale out: the sketch routes at 8 and 16 workers": the
+    """The table of docs/BENCHMARKS.md "Scale out: 8 and 16 worker processes": the
     peel routes at their default (table sized for W, release cap x W/4), means of the seeds run,
     against dense_allreduce's mean over the same kind of seeds; sketch_allreduce seed 1 only."""
     body = []
@@ -103,7 +103,7 @@ def table_cnn(rows):
 
 
 def table_cnn16(rows):
-    """The table of docs/BENCHMARKS.md "What the CNN at 16 workers needs" (seed 1): the fixed
+    """The table of docs/BENCHMARKS.md "Scale out: 8 and 16 worker processes" (seed 1): the fixed
     sketch at 10x at the default cap, at the cap that trains (0.5), at density 0.1,
     and the exact top k of the sums (gtopk) at the same density, against dense and the peel."""
     pick = [("dense_allreduce", dict(scheme="dense_allreduce")),

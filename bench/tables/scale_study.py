@@ -49,7 +49,7 @@ def _gaps(rows, ratio):
 
 
 def table_gaps_10x(rows):
-    """docs/BENCHMARKS.md "The scale study" and README's scheme table: every scheme's gap to dense
+    """docs/BENCHMARKS.md "Scale out: 4 to 256 virtual workers at equal bytes" and README's scheme table: every scheme's gap to dense
     (points) at 10x, seed 1, by model and W."""
     return _gaps(rows, 10)
 

@@ -15,7 +15,7 @@ def kib(x):
 
 
 def table_scaling(rows):
-    """The table of docs/BENCHMARKS.md "Shards that share the load": 4 workers behind 200 Mbit/s
+    """The table of docs/BENCHMARKS.md "The aggregation servers": 4 workers behind 200 Mbit/s
     links, the default job plan (two partitions per shard); worker 0's mean step and its
     communicate + decode phase (speed-up over 1 shard), the largest shard's share of the bytes
     and of the decode time (target on 2 shards: at most 55%), and its load per step."""

@@ -8,7 +8,7 @@ def rows():
 
 
 def table_cut(rows):
-    """The table of docs/BENCHMARKS.md "Shards that share the load" on the fixed-size sketch:
+    """The table of docs/BENCHMARKS.md "The aggregation servers" on the fixed-size sketch:
     final accuracy uncut and cut in four (the mean over the seeds run), for the same bytes."""
     body = []
     for scheme, workers in (("fixed_sketch_ps", 16), ("fixed_sketch_allreduce", 16), ("fixed_sketch_ps", 8),

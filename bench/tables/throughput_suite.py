@@ -16,7 +16,7 @@ def _ms(x):
 
 
 def table_steps(rows):
-    """The table of docs/BENCHMARKS.md "Throughput suite": ResNet-50's measured step (ms) per
+    """The table of docs/BENCHMARKS.md "Throughput on shaped links, and projected on GPU clusters": ResNet-50's measured step (ms) per
     scheme on shaped 1 and 10 Gbit/s links, the optimal fusion plan, S = 1 for the PS schemes;
     the fastest in bold."""
     body = []
@@ -32,7 +32,7 @@ def table_steps(rows):
 
 
 def table_projection(rows):
-    """The table of docs/BENCHMARKS.md "Which scheme to pick" (projected): ResNet-50 on GPU
+    """The table of docs/BENCHMARKS.md "Which scheme reaches dense's accuracy first" (projected): ResNet-50 on GPU
     workers (the H200's costs), fused plans, the step (ms) of dense, of the fastest compressed
     scheme and of the two sketch routes, and dense's step over the fastest compressed one."""
     body = []
@@ -60,7 +60,7 @@ def _median(xs):
 
 
 def table_model_validation(rows):
-    """The scale model against the measured runs ("Throughput suite"): median absolute error
+    """The scale model against the measured runs ("Throughput on shaped links, and projected on GPU clusters"): median absolute error
     of the simulated step and how many runs it gets within 15%, per link model."""
     body = []
     for link in ("1", "10"):
@@ -76,7 +76,7 @@ def table_model_validation(rows):
 
 
 def table_fusion(rows):
-    """The fusion planners ("Throughput suite"): ResNet-50 at 4 workers, step (ms) per plan,
+    """The fusion planners ("Throughput on shaped links, and projected on GPU clusters"): ResNet-50 at 4 workers, step (ms) per plan,
     and one group per layer over the best fused plan."""
     plans = ["optimal", "omgs", "mergecomp", "4", "single", "per_layer"]
     body = []

@@ -18,7 +18,7 @@ def rows():
 
 
 def table_sixteen_mib(rows):
-    """The table of docs/BENCHMARKS.md "Aggregation server": a 16 MiB round trip on one
+    """The table of docs/BENCHMARKS.md "The aggregation servers": a 16 MiB round trip on one
     channel, the median of five repetitions, and its share of raw TCP's rate."""
     tcp = value(one(rows, benchmark="raw_tcp", mib=16, channels=1, repetitions=5), "round_trip_ms")
     body = []
@@ -31,7 +31,7 @@ def table_sixteen_mib(rows):
 
 
 def table_sizes(rows):
-    """The suite's sweep ("Aggregation server"): push and reply with the daemons' settings
+    """The suite's sweep ("The aggregation servers"): push and reply with the daemons' settings
     against raw TCP on as many connections, one run each; gRPC's ms and its share of raw TCP."""
     body = []
     for mib in ("1", "4", "16", "64"):

@@ -29,8 +29,8 @@
 //     table rank first (the candidates, with their estimates), and the scheme
 //     sums the workers' exact values there and applies the top k of those
 //     sums. A fixed hash measured better at 16 workers (docs/BENCHMARKS.md,
-//     "Scale out"): a cell whose coordinates are not applied keeps their
-//     residual and grows louder until they are.
+//     "Scale out: 8 and 16 worker processes"): a cell whose coordinates are
+//     not applied keeps their residual and grows louder until they are.
 //   fetchsgd: FetchSGD. Workers insert their raw gradients (no error
 //     feedback or momentum of their own) under a fixed seed; whoever holds
 //     the sum keeps momentum and error in sketch space and decodes through a
@@ -164,7 +164,8 @@ class CountSketchCompressor final : public Compressor {
           "%s: each of the table's %u columns mixes %.0f of the group's %u elements (more than %.0f), so its "
           "candidates are whole cells' worth of coordinates rather than the largest: at 100x (about 220 to 300 a "
           "cell) this scheme collapsed in every measured run, at 10x (21 to 30) it trains (docs/BENCHMARKS.md, "
-          "\"The scale study\"); use a larger density or width, or topk_ps at this compression",
+          "\"Scale out: 4 to 256 virtual workers at equal bytes\"); use a larger density or width, or topk_ps at "
+          "this compression",
           spec(), shape.cols, per_cell, dim, kCandidatesMostElementsPerCell);
     }
     if (!peel_ || dim == 0) return "";

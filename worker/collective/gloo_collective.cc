@@ -49,7 +49,7 @@ class StoreAdapter final : public gloo::rendezvous::Store {
  private:
   std::string Key(const std::string& key) const {
     const bool rank = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
-    return absl::StrCat(prefix_, rank ? "/rank/" : "/", key);
+    return rank ? absl::StrCat(prefix_, "/rank/", key) : absl::StrCat(prefix_, "/", key);
   }
 
   KeyValueStore& store_;

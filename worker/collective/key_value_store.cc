@@ -1,6 +1,7 @@
 #include "worker/collective/key_value_store.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/rank_keys.h"
 
 namespace sketchfuse {
 
@@ -9,8 +10,11 @@ absl::Status InMemoryKeyValueStore::Set(const std::string& key, const std::strin
     std::lock_guard<std::mutex> lock(mu_);
     auto [it, inserted] = entries_.emplace(key, value);
     if (!inserted && it->second != value) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("key '", key, "' is already set, to another value: keys are written once"));
+      if (!RankOfKey(key).has_value()) {
+        return absl::AlreadyExistsError(
+            absl::StrCat("key '", key, "' is already set, to another value: keys are written once"));
+      }
+      it->second = value;  // a rank's own key, written again
     }
   }
   changed_.notify_all();

@@ -20,9 +20,10 @@ class KeyValueStore {
  public:
   virtual ~KeyValueStore() = default;
 
-  // Sets `key` to `value`, once: ALREADY_EXISTS for a key set to another
-  // value (the same value again is a no-op), as the coordinator's store
-  // answers (server/coordinator_core.h).
+  // Sets `key` to `value`: a rank's own key (common/rank_keys.h) again and
+  // again, any other once (ALREADY_EXISTS for another value; the same value
+  // again is a no-op), as the coordinator's store answers
+  // (server/coordinator_core.h).
   virtual absl::Status Set(const std::string& key, const std::string& value) = 0;
 
   // The value of `key`, waiting up to `wait` for it to be set; NOT_FOUND if

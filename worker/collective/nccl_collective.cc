@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/rank_keys.h"
 #include "cuda/cuda_check.h"
 
 namespace sketchfuse {
@@ -26,7 +27,7 @@ absl::StatusOr<std::unique_ptr<NcclCollective>> NcclCollective::Create(KeyValueS
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " of ", size, " is not a rank of the group"));
   }
   // Rank 0's key: "<...>/rank/0", which only rank 0 may write.
-  const std::string key = options.prefix + "/unique_id/rank/0";
+  const std::string key = RankKey(options.prefix + "/unique_id", 0);
   std::string id;
   if (rank == 0) {
     absl::StatusOr<std::string> fresh = NewNcclUniqueId();

@@ -26,7 +26,7 @@ constexpr char kPeelPsSpec[] = "count_sketch:method=peel,density=0.00625,rows=4"
 // which apply the same updates bit for bit (//tests:fixed_sketch_test). A 1 x k
 // table and 2k candidate values per group (10x fewer floats than dense at
 // density 0.0333), the same at any number of workers; the shape measured best
-// at 16 workers among those of 10x (docs/BENCHMARKS.md, "Scale out"). It
+// at 16 workers among those of 10x (docs/BENCHMARKS.md, "Scale out: 8 and 16 worker processes"). It
 // applies the top k of the exact sums of what the workers send in the second
 // round, which the release cap scales (kTwoRoundReleaseCapFactor; no cap keeps
 // the CNN at 16 workers at 10x: docs/BENCHMARKS.md).
@@ -190,7 +190,7 @@ std::string SchemeFitWarning(const std::string& scheme, uint32_t world_size) {
   return absl::StrCat(
       scheme, " at ", world_size, " workers: the ring sends and receives ", absl::StrFormat("%.2f", factor),
       " times its table and candidate values, where a shard route pushes them once, so at the same bytes per worker "
-      "it selects fewer than half the coordinates; in the scale study it ended 7.7 to 25.8 points below dense at 16 "
+      "it selects fewer than half the coordinates; in the scale study it ended 7.7 to 25.8 points below dense on mlp_large at 16 "
       "to 256 workers (docs/BENCHMARKS.md, \"The scale study\")",
       centralized.empty() ? "" : absl::StrCat("; ", centralized, " keeps the same bytes at any number of workers"));
 }

@@ -116,8 +116,8 @@ absl::StatusOr<uint64_t> SpecSelectionSize(const std::string& spec, uint64_t dim
 absl::StatusOr<uint64_t> FinalRoundTopK(const std::string& scheme, const std::string& compressor_spec, uint64_t dim);
 
 // From this many workers a two-round sketch on the ring (fixed_sketch_allreduce)
-// is warned about at join: in the scale study it ended 7.7 to 25.8 points
-// below dense at 16 to 256 workers (docs/BENCHMARKS.md, "The scale study").
+// is warned about at join: in the scale study it ended 7.7 to 25.8 points (mlp_large)
+// below dense at 16 to 256 workers (docs/BENCHMARKS.md, "Scale out: 4 to 256 virtual workers at equal bytes").
 inline constexpr uint32_t kTwoRoundRingWarningWorkers = 16;
 
 // A line naming `scheme` when its route serves `world_size` workers poorly
@@ -209,11 +209,11 @@ bool CapsRelease(const v1::RunConfig& run);
 // a weight, and the update averages the workers' releases, so a burst of
 // the same size moves it world_size / 4 times less than in the 4-worker
 // job the default (1) was measured on; left unscaled it throttled what 8
-// and 16 workers apply (docs/BENCHMARKS.md, "Scale out").
+// and 16 workers apply (docs/BENCHMARKS.md, "Scale out: 8 and 16 worker processes").
 // A two-round scheme's cap is kTwoRoundReleaseCapFactor times that: at
 // --release_cap=1 its own ×1 cost the CNN 4 points at 4 workers (79.05 /
 // 79.54% against 83.58 / 83.06% uncapped, seeds 1 and 2), ×2 nothing
-// (83.53%); docs/BENCHMARKS.md, "Scale out".
+// (83.53%); docs/BENCHMARKS.md, "Scale out: 8 and 16 worker processes".
 inline constexpr double kTwoRoundReleaseCapFactor = 2.0;
 double ReleaseCapFor(const v1::RunConfig& run, uint32_t world_size);
 

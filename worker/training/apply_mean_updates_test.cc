@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "torch/optim/sgd.h"
 #include "worker/pipeline/fusion_layout.h"
-#include "worker/training/trainer.h"
+#include "worker/training/classifier_workload.h"
 
 namespace sketchfuse {
 namespace {

@@ -5,7 +5,7 @@
 // the reference (netlib) BLAS unless an optimized BLAS is installed. The
 // reference BLAS makes an MLP's backward pass 9 to 14 times slower and its
 // training step 6 to 9 times (the CNNs' convolutions do not go through it:
-// 1.1 times; docs/BENCHMARKS.md, "The BLAS under LibTorch"), so scripts/setup.sh
+// 1.1 times; docs/BENCHMARKS.md, "The CPU compression core and the BLAS"), so scripts/setup.sh
 // installs OpenBLAS (libopenblas0-openmp), which takes the alternative over.
 // A machine whose alternative was pinned to the reference still runs, only
 // slower; the worker says so at start-up.

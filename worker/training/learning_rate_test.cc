@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "worker/training/learning_rate.h"
-#include "worker/training/trainer.h"
+#include "worker/training/classifier_workload.h"
 
 namespace sketchfuse {
 namespace {

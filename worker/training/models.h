@@ -24,6 +24,7 @@
 #include "torch/nn/modules/linear.h"
 #include "torch/types.h"
 #include "worker/training/fashion_mnist.h"
+#include "worker/training/evaluation.h"
 
 namespace sketchfuse {
 
@@ -73,11 +74,6 @@ std::vector<std::string> KnownClassifiers();
 // INVALID_ARGUMENT naming the unknown model and listing the known ones.
 absl::StatusOr<std::shared_ptr<ClassifierImpl>> MakeClassifier(const std::string& name,
                                                                uint64_t seed);
-
-struct Evaluation {
-  double loss;      // Mean cross-entropy over the examples.
-  double accuracy;  // Fraction of examples whose arg-max logit is the label, in [0, 1].
-};
 
 // Evaluates `model` on `data` in batches of `batch_size` (a batch_size below 1
 // means one batch of everything), under no-grad and in eval mode; the model's

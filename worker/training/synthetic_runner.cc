@@ -9,6 +9,7 @@
 #include "common/synthetic_gradient.h"
 #include "worker/pipeline/job_plan.h"
 #include "worker/training/learning_rate.h"
+#include "worker/training/step_loop.h"
 
 namespace sketchfuse {
 
@@ -84,70 +85,76 @@ absl::StatusOr<std::unique_ptr<SyntheticRunner>> SyntheticRunner::Create(Synthet
   return runner;
 }
 
-absl::Status SyntheticRunner::Step(int64_t step) {
-  pipeline_->BeginStep(static_cast<uint64_t>(step));
-  // The modelled backward pass: each layer's gradient appears after its time.
-  for (size_t l = 0; l < layer_sizes_.size(); ++l) {
-    absl::SleepFor(layer_backward_[l]);
-    if (!parameters_.empty()) {
-      pipeline_->AddLayerParameters(static_cast<int>(l), absl::MakeConstSpan(parameters_.data() + layer_offsets_[l],
-                                                                             layer_sizes_[l]))
-          .IgnoreError();  // a misfit fails the step in AddLayerGradient
+namespace {
+
+// A synthetic profile as a step loop's workload: no data, no loss, no model
+// to update; the backward pass is modelled (each layer's gradient appears
+// after its time) and feeds the drawn gradient.
+class SyntheticWorkload final : public Workload {
+ public:
+  SyntheticWorkload(const std::vector<int64_t>& layer_offsets, const std::vector<int64_t>& layer_sizes,
+                    const std::vector<absl::Duration>& layer_backward, const std::vector<float>& gradient,
+                    const DeviceArray& device_gradient, const std::vector<float>& parameters)
+      : offsets_(layer_offsets),
+        sizes_(layer_sizes),
+        backward_(layer_backward),
+        gradient_(gradient),
+        device_gradient_(device_gradient),
+        parameters_(parameters) {}
+
+  int64_t examples(uint32_t) const override { return 0; }
+  int loss_classes() const override { return 0; }
+  absl::StatusOr<double> Forward(uint32_t, int64_t, absl::Span<const int64_t>) override { return 0.0; }
+  absl::Status Backward(uint32_t, int64_t, StepPipeline& pipeline) override {
+    for (size_t l = 0; l < sizes_.size(); ++l) {
+      absl::SleepFor(backward_[l]);
+      if (!parameters_.empty()) {
+        pipeline.AddLayerParameters(static_cast<int>(l), absl::MakeConstSpan(parameters_.data() + offsets_[l], sizes_[l]))
+            .IgnoreError();  // a misfit fails the step in AddLayerGradient
+      }
+      const GradientView grad =
+          device_gradient_.size() > 0
+              ? device_gradient_.view(offsets_[l], sizes_[l])
+              : GradientView(absl::MakeConstSpan(gradient_.data() + offsets_[l], sizes_[l]));
+      if (absl::Status s = pipeline.AddLayerGradient(static_cast<int>(l), grad); !s.ok()) return s;
     }
-    const GradientView grad =
-        device_gradient_.size() > 0
-            ? device_gradient_.view(layer_offsets_[l], layer_sizes_[l])
-            : GradientView(absl::MakeConstSpan(gradient_.data() + layer_offsets_[l], layer_sizes_[l]));
-    if (absl::Status s = pipeline_->AddLayerGradient(static_cast<int>(l), grad); !s.ok()) {
-      return s;
-    }
+    return absl::OkStatus();
   }
-  pipeline_->MarkBackwardEnd();
-  absl::StatusOr<std::vector<Update>> updates = pipeline_->FinishStep();
-  if (!updates.ok()) return updates.status();
-  apply_begin_ = absl::Now();
-  // No model takes a rate here, but the residuals follow the run's schedule
-  // as a trainer's do.
-  const v1::JobConfig& job = config_.joined.job();
-  absl::Status applied = pipeline_->Applied(*updates, ResidualRescaleAfter(job.run(), job.world_size(), step));
-  apply_end_ = absl::Now();
-  return applied;
-}
+  // No model takes the update; the loop still settles the residuals on the
+  // run's schedule, as a trainer's are.
+  absl::Status Apply(const std::vector<Update>&, const FusionLayout&, uint32_t, double) override {
+    return absl::OkStatus();
+  }
+  std::optional<Evaluation> Evaluate(bool) override { return std::nullopt; }
+
+ private:
+  const std::vector<int64_t>& offsets_;
+  const std::vector<int64_t>& sizes_;
+  const std::vector<absl::Duration>& backward_;
+  const std::vector<float>& gradient_;
+  const DeviceArray& device_gradient_;
+  const std::vector<float>& parameters_;
+};
+
+}  // namespace
 
 absl::StatusOr<TrainingSummary> SyntheticRunner::Run(const std::function<void(const Progress&)>& progress) {
-  const v1::RunConfig& run = config_.joined.job().run();
-  const int64_t steps_per_epoch = run.steps_per_epoch();
-  const int64_t total_steps = steps_per_epoch * run.epochs();
-  TrainingSummary summary;
-  StepStats stats(absl::Now());
-  auto residual_norm = [&] { return ResidualNormOf(scheme_->SaveState()); };
-  for (int64_t step = 0; step < total_steps; ++step) {
-    const absl::Time step_start = absl::Now();
-    if (absl::Status s = Step(step); !s.ok()) return absl::Status(s.code(), absl::StrCat("step ", step, ": ", s.message()));
-    const double seconds = absl::ToDoubleSeconds(absl::Now() - step_start);
+  const v1::JobConfig& job = config_.joined.job();
+  SyntheticWorkload workload(layer_offsets_, layer_sizes_, layer_backward_, gradient_, device_gradient_,
+                             parameters_);
+  StepLoopConfig loop;
+  loop.run = job.run();
+  loop.world = job.world_size();
+  loop.report_every = config_.report_every;
+  loop.on_step = [this](int64_t step, const StepReport& report, absl::Time apply_begin, absl::Time apply_end) {
     if (trace_ != nullptr && step < config_.trace_steps) {
-      AddStepToTrace(step, pipeline_->timeline(), apply_begin_, apply_end_, trace_.get());
+      AddStepToTrace(step, pipeline_->timeline(), apply_begin, apply_end, trace_.get());
     }
-    const StepReport report = stats.Add(step, seconds, 0.0, pipeline_->traffic(), PhasesOf(pipeline_->timeline()));
     if (config_.on_step) config_.on_step(report);
-    const int epoch = static_cast<int>(step / steps_per_epoch) + 1;
-    if ((step + 1) % steps_per_epoch == 0) {
-      Progress p = stats.TakeWindow(step, epoch, residual_norm());
-      p.end_of_epoch = true;
-      summary.epochs.push_back(p);
-      if (progress) progress(p);
-    } else if (config_.report_every > 0 && (step + 1) % config_.report_every == 0) {
-      if (progress) progress(stats.TakeWindow(step, epoch, residual_norm()));
-    }
-  }
-  if (trace_ != nullptr) {
-    if (absl::Status s = trace_->WriteFile(config_.trace_path); !s.ok()) return s;
-  }
-  stats.Summarize(total_steps, &summary);
-  summary.peel_recovered_share = PeelRecoveredShare(*scheme_);
-  summary.final_test_accuracy = -1;  // no test set
-  AddEndOfRunWarnings(/*classes=*/0, &summary);
-  return summary;
+  };
+  loop.at_end = [this](int64_t) { return trace_ != nullptr ? trace_->WriteFile(config_.trace_path) : absl::OkStatus(); };
+  Participants participants{{pipeline_.get()}, {scheme_}, {config_.joined.rank()}};
+  return RunStepLoop(workload, participants, loop, progress);
 }
 
 }  // namespace sketchfuse

@@ -10,7 +10,9 @@
 // Each worker draws its gradient once (seed and rank) and reuses it every
 // step: the values shape compression cost and ratio, and regenerating 25-138M
 // heavy-tailed values per step would cost more than the step itself. There is
-// no model to update and no accuracy; the report is time and traffic.
+// no model to update and no accuracy; the report is time and traffic. A
+// participant of the step loop (worker/training/step_loop.h), whose workload
+// here has no data, loss or model.
 //
 // With run.device "gpu" the gradient is uploaded to the GPU once, the fusion
 // buffers are device memory, and the scheme's groups are encoded and decoded
@@ -61,7 +63,6 @@ class SyntheticRunner {
 
  private:
   SyntheticRunner(SyntheticConfig config, AggregationScheme* scheme) : config_(std::move(config)), scheme_(scheme) {}
-  absl::Status Step(int64_t step);
 
   SyntheticConfig config_;
   AggregationScheme* scheme_;
@@ -73,7 +74,6 @@ class SyntheticRunner {
   DeviceArray device_gradient_;             // the same on the GPU (device "gpu")
   std::vector<float> parameters_;           // for importance selection
   std::unique_ptr<TraceWriter> trace_;
-  absl::Time apply_begin_, apply_end_;
 };
 
 }  // namespace sketchfuse

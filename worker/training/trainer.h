@@ -1,8 +1,10 @@
 // Real training on a worker: a LibTorch classifier on its shard of
-// Fashion-MNIST, whose gradients go through the step pipeline (fusion,
-// compression, aggregation) as autograd produces them, and whose optimizer
-// (SGD with momentum) applies the aggregated update averaged over the
-// workers. Test accuracy is evaluated at the end of each epoch on the test
+// Fashion-MNIST (worker/training/classifier_workload.h), whose gradients go
+// through the step pipeline (fusion, compression, aggregation) as autograd
+// produces them, and whose optimizer (SGD with momentum) applies the
+// aggregated update averaged over the workers; one participant of the step
+// loop (worker/training/step_loop.h), which the virtual workers and the
+// synthetic runner share. Test accuracy is evaluated at the end of each epoch on the test
 // set, and every `eval_every` steps on a fixed subset of it (its first
 // `eval_examples` examples): the accuracy curve of the summary. Evaluations
 // are not counted in step times; they are in the wall time.
@@ -32,10 +34,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "torch/optim/sgd.h"
 #include "proto/coordinator.pb.h"
 #include "worker/schemes/aggregation_scheme.h"
 #include "worker/core/divergence.h"
+#include "worker/training/classifier_workload.h"
 #include "worker/training/fashion_mnist.h"
 #include "worker/training/learning_rate.h"
 #include "worker/training/models.h"
@@ -44,53 +46,6 @@
 #include "worker/pipeline/trace_writer.h"
 
 namespace sketchfuse {
-
-// Applies a step's aggregated updates (one per group of `layout`, each the
-// sum over `world` workers) to `params` (forward order; layers are numbered
-// in backward order): an SGD step of `optimizer` at rate `rate` on their
-// mean (worker/pipeline/step_apply.h ForEachMeanValue). The trainer and the
-// virtual workers (worker/virtual/virtual_workers.h) apply a step through
-// this one function.
-//   - Without momentum in the optimizer (the compressing schemes keep it on
-//     the worker) each coordinate an update carries is stepped in place,
-//     p = fma(-rate, mean, p): torch's SGD step element for element (its
-//     vectorized add is a fused multiply-add on the x86 builds these
-//     machines run; the same bits, tested in apply_mean_updates_test), so a
-//     sparse update costs its nonzeros, not the model's size.
-//   - With momentum (the dense schemes leave it to the optimizer), the means
-//     become the parameters' .grad through `buffer` (scratch) and the
-//     optimizer steps: its velocity is dense.
-// INTERNAL, with nothing applied, for an update that does not fit its group
-// or parameters that do not fit the layout.
-absl::Status ApplyMeanUpdates(const std::vector<Update>& updates, const FusionLayout& layout, uint32_t world,
-                              double rate, std::vector<torch::Tensor>& params, torch::optim::SGD& optimizer,
-                              std::vector<float>* buffer);
-
-// Worker `rank`'s shard of the run's training examples (the first
-// run.train_examples() of `train`; all of them when 0).
-absl::StatusOr<ImageDataset> TrainShardOf(const v1::RunConfig& run, const ImageDataset& train, uint32_t rank,
-                                          uint32_t world);
-
-// What an autograd hook does with parameter `param`'s gradient `grad`
-// (layer `layer`, in backward order): hands the parameter's values (for
-// schemes that need them) and the gradient to `sink`; with `inject_nan`, the
-// gradient's first element is a NaN (tests of divergence). Errors fail the
-// step (FinishStep reports them). The trainer's and the virtual workers'
-// hooks.
-void FeedLayer(StepPipeline& sink, int layer, const torch::Tensor& param, const torch::Tensor& grad,
-               bool inject_nan);
-
-// Test accuracy and loss of `model` on `data` (batches of 1000); the seconds
-// it took are added to *seconds (evaluations are not in step times).
-Evaluation TimedEvaluate(ClassifierImpl& model, const ImageDataset& data, double* seconds);
-
-// The accuracy curve's point after `steps` steps: `model` evaluated on
-// `data` (TimedEvaluate), with the run's elapsed time and bytes sent so far.
-CurvePoint CurvePointAfter(int64_t steps, const StepStats& stats, ClassifierImpl& model, const ImageDataset& data,
-                           double* eval_seconds);
-
-// Sets every parameter group's rate of an SGD optimizer.
-void SetLearningRate(torch::optim::SGD& optimizer, double rate);
 
 struct TrainerConfig {
   // What the coordinator handed out: rank, world size, the job and its run.
@@ -151,10 +106,6 @@ class Trainer {
  private:
   struct State;
   explicit Trainer(std::unique_ptr<State> state);
-  absl::Status TrainStep(int64_t step, const torch::Tensor& images, const torch::Tensor& labels,
-                         double* loss);
-  // Adds the step's timeline to the trace (within the traced steps).
-  void TraceStep(int64_t step);
   absl::Status SaveCheckpoint(int64_t next_step) const;
   absl::StatusOr<int64_t> LoadCheckpoint();
 

@@ -23,17 +23,14 @@
 #include "worker/training/epoch_order.h"
 #include "worker/training/fashion_mnist.h"
 #include "worker/training/models.h"
-#include "worker/training/trainer.h"
+#include "worker/training/classifier_workload.h"
+#include "worker/training/step_loop.h"
 #include "worker/training/workloads.h"
 #include "worker/virtual/loopback_shards.h"
 #include "worker/worker_run.h"
 
 namespace sketchfuse {
 namespace {
-
-// How often the wait for the workers' steps looks for a worker that failed
-// (a worker whose gradient diverged never reaches the others' exchanges).
-constexpr absl::Duration kFailurePoll = absl::Milliseconds(100);
 
 std::string WorkerName(uint32_t rank) { return absl::StrCat("virtual-", rank); }
 
@@ -43,11 +40,6 @@ absl::Status NamingWorker(const absl::Status& status, const std::string& worker)
   if (!divergence.has_value() || !divergence->worker.empty()) return status;
   divergence->worker = worker;
   return DivergenceError(*divergence);
-}
-
-bool SameUpdate(const Update& a, const Update& b) {
-  return a.dense == b.dense && a.indices == b.indices && a.values.size() == b.values.size() &&
-         std::memcmp(a.values.data(), b.values.data(), a.values.size() * sizeof(float)) == 0;
 }
 
 }  // namespace
@@ -63,16 +55,7 @@ struct VirtualWorkers::State {
   std::vector<std::unique_ptr<AggregationScheme>> schemes;
   std::vector<std::unique_ptr<StepPipeline>> pipelines;
 
-  std::shared_ptr<ClassifierImpl> model;
-  std::vector<torch::Tensor> params;  // forward order
-  std::unique_ptr<torch::optim::SGD> optimizer;
-  std::vector<ImageDataset> train;  // by worker
-  ImageDataset test, eval;
-  std::vector<std::vector<int64_t>> orders;  // each worker's order of its current epoch
-  std::vector<float> apply_buffer;
-  // The worker whose backward pass runs now (the hooks feed its pipeline).
-  std::atomic<uint32_t> current{0};
-  int64_t current_step = -1;
+  std::unique_ptr<ClassifierWorkload> workload;
 };
 
 VirtualWorkers::VirtualWorkers(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -171,248 +154,48 @@ absl::StatusOr<std::unique_ptr<VirtualWorkers>> VirtualWorkers::Create(VirtualWo
     s.pipelines.push_back(*std::move(pipeline));
   }
 
-  absl::StatusOr<ImageDataset> train = LoadFashionMnist(s.config.data_dir, Split::kTrain);
-  if (!train.ok()) return train.status();
-  absl::StatusOr<ImageDataset> test = LoadFashionMnist(s.config.data_dir, Split::kTest);
-  if (!test.ok()) return test.status();
+  ClassifierWorkloadConfig workload;
+  workload.run = run;
+  workload.world = world;
   for (uint32_t rank = 0; rank < world; ++rank) {
-    absl::StatusOr<ImageDataset> shard = TrainShardOf(run, *train, rank, world);
-    if (!shard.ok()) return shard.status();
-    if (shard->size() < static_cast<int64_t>(run.batch_size())) {
-      return absl::InvalidArgumentError(absl::StrCat("worker ", rank, "'s shard has ", shard->size(),
-                                                     " examples, fewer than a batch of ", run.batch_size()));
-    }
-    s.train.push_back(*std::move(shard));
+    workload.ranks.push_back(rank);
+    workload.pipelines.push_back(s.pipelines[rank].get());
   }
-  s.orders.resize(world);
-  s.test = run.test_examples() > 0 ? Head(*test, run.test_examples()) : *std::move(test);
-  s.eval = Head(s.test, std::min<int64_t>(s.config.eval_examples, s.test.size()));
-
-  absl::StatusOr<std::shared_ptr<ClassifierImpl>> model = MakeClassifier(run.workload(), run.seed());
-  if (!model.ok()) return model.status();
-  s.model = *model;
-  s.params = s.model->parameters();
-  s.optimizer = std::make_unique<torch::optim::SGD>(
-      s.params, torch::optim::SGDOptions(run.learning_rate())
-                    .momentum(MomentumPlaceOf(run) == MomentumPlace::kOptimizer ? run.momentum() : 0.0));
-
-  // Each parameter's gradient enters the pipeline of the worker whose
-  // backward pass runs, as the worker's trainer hooks do.
-  const int num_params = static_cast<int>(s.params.size());
-  const State* shared = state.get();
-  for (int i = 0; i < num_params; ++i) {
-    const int layer = num_params - 1 - i;  // layers are numbered in backward order
-    const torch::Tensor* param = &s.params[i];
-    s.params[i].register_hook([shared, layer, param](torch::Tensor grad) {
-      const uint32_t worker = shared->current.load();
-      FeedLayer(*shared->pipelines[worker], layer, *param, grad,
-                layer == 0 && shared->config.inject_nan_gradient_at_step >= 0 &&
-                    shared->current_step == shared->config.inject_nan_gradient_at_step &&
-                    worker == shared->config.inject_nan_gradient_worker);
-    });
-  }
+  workload.data_dir = s.config.data_dir;
+  workload.eval_examples = s.config.eval_examples;
+  workload.inject_nan_gradient_at_step = s.config.inject_nan_gradient_at_step;
+  workload.inject_nan_participant = s.config.inject_nan_gradient_worker;
+  absl::StatusOr<std::unique_ptr<ClassifierWorkload>> made = ClassifierWorkload::Create(std::move(workload));
+  if (!made.ok()) return made.status();
+  s.workload = *std::move(made);
   return std::unique_ptr<VirtualWorkers>(new VirtualWorkers(std::move(state)));
-}
-
-absl::Status VirtualWorkers::Step(int64_t step, double* loss_out) {
-  State& s = *state_;
-  const uint32_t world = s.config.workers;
-  const int64_t steps_per_epoch = s.config.run.steps_per_epoch();
-  const int64_t batch = s.config.run.batch_size();
-  const int64_t epoch = step / steps_per_epoch, in_epoch = step % steps_per_epoch;
-  // Stops every worker with `why` (worker `rank`'s): the exchanges waiting
-  // on it fail at once instead of at their deadlines.
-  auto fail = [&](uint32_t rank, const absl::Status& why) {
-    const absl::Status named = NamingWorker(why, WorkerName(rank));
-    if (s.group != nullptr) s.group->Abort(named);
-    for (auto& pipeline : s.pipelines) pipeline->Abort(named);
-    return named;
-  };
-  s.current_step = step;
-  double loss_sum = 0;
-  for (uint32_t rank = 0; rank < world; ++rank) {
-    if (in_epoch == 0 || s.orders[rank].empty()) {
-      s.orders[rank] = EpochOrder(s.config.run.seed(), static_cast<int>(rank), epoch, s.train[rank].size());
-    }
-    torch::Tensor index = torch::from_blob(s.orders[rank].data() + in_epoch * batch, {batch}, torch::kInt64).clone();
-    StepPipeline& pipeline = *s.pipelines[rank];
-    pipeline.BeginStep(static_cast<uint64_t>(step));
-    s.current.store(rank);
-    for (torch::Tensor& p : s.params) p.mutable_grad() = torch::Tensor();
-    torch::Tensor loss = torch::nn::functional::cross_entropy(
-        s.model->forward(s.train[rank].images.index_select(0, index)), s.train[rank].labels.index_select(0, index));
-    const double value = loss.item<double>();
-    if (absl::Status sane = CheckLoss(step, value, kNumClasses); !sane.ok()) return fail(rank, sane);
-    loss_sum += value;
-    loss.backward();
-    pipeline.MarkBackwardEnd();
-  }
-  *loss_out = loss_sum / world;
-
-  // Every worker's updates. Each worker finishes its step on a thread of its
-  // own: a scheme's Reconcile may meet the other workers (the hybrid agrees
-  // on failed groups in a collective). A worker that fails by itself (its
-  // gradient, or an exchange) stops the others at once.
-  std::vector<absl::StatusOr<std::vector<Update>>> got(world, absl::UnknownError("not finished"));
-  std::mutex mu;
-  std::condition_variable changed;
-  uint32_t finished = 0;  // guarded by mu
-  int first_failed = -1;  // guarded by mu: the first worker whose step failed
-  std::vector<std::thread> finishers;
-  finishers.reserve(world);
-  for (uint32_t rank = 0; rank < world; ++rank) {
-    finishers.emplace_back([&, rank] {
-      absl::StatusOr<std::vector<Update>> result = s.pipelines[rank]->FinishStep(s.config.collective_timeout);
-      std::lock_guard<std::mutex> lock(mu);
-      if (!result.ok() && first_failed < 0) first_failed = static_cast<int>(rank);
-      got[rank] = std::move(result);
-      ++finished;
-      changed.notify_all();
-    });
-  }
-  absl::Status failure;
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    while (finished < world && failure.ok()) {
-      changed.wait_for(lock, absl::ToChronoMilliseconds(kFailurePoll),
-                       [&] { return finished == world || first_failed >= 0; });
-      if (finished == world) break;
-      for (uint32_t rank = 0; rank < world && failure.ok(); ++rank) {
-        if (absl::Status aborted = s.pipelines[rank]->aborted(); !aborted.ok()) failure = fail(rank, aborted);
-      }
-      if (failure.ok() && first_failed >= 0) {
-        failure = fail(static_cast<uint32_t>(first_failed), got[first_failed].status());
-      }
-    }
-  }
-  for (std::thread& finisher : finishers) finisher.join();
-  if (!failure.ok()) return failure;
-  std::vector<std::vector<Update>> updates(world);
-  for (uint32_t rank = 0; rank < world; ++rank) {
-    if (got[rank].ok()) {
-      updates[rank] = *std::move(got[rank]);
-      continue;
-    }
-    // The first pipeline that stopped by itself is the one to blame.
-    for (uint32_t other = 0; other < world; ++other) {
-      if (absl::Status aborted = s.pipelines[other]->aborted(); !aborted.ok()) return fail(other, aborted);
-    }
-    return fail(rank, got[rank].status());
-  }
-  for (uint32_t rank = 1; rank < world; ++rank) {
-    for (size_t g = 0; g < updates[0].size(); ++g) {
-      if (!SameUpdate(updates[rank][g], updates[0][g])) {
-        return fail(rank, absl::InternalError(absl::StrCat(
-                              "step ", step, ": virtual worker ", rank, "'s update of group ", g,
-                              " differs from worker 0's (every worker of a route must get the same update)")));
-      }
-    }
-  }
-  for (size_t g = 0; g < updates[0].size(); ++g) {
-    if (absl::Status finite = CheckFiniteValues("update", step, static_cast<int>(g), updates[0][g].values);
-        !finite.ok()) {
-      return fail(0, finite);
-    }
-  }
-  {
-    torch::NoGradGuard no_grad;
-    if (absl::Status set = ApplyMeanUpdates(updates[0], s.pipelines[0]->layout(), world,
-                                            LearningRateAt(s.config.run, world, step), s.params, *s.optimizer,
-                                            &s.apply_buffer);
-        !set.ok()) {
-      return set;
-    }
-  }
-  const float rescale = ResidualRescaleAfter(s.config.run, world, step);
-  for (uint32_t rank = 0; rank < world; ++rank) {
-    if (absl::Status applied = s.pipelines[rank]->Applied(updates[rank], rescale); !applied.ok()) {
-      return fail(rank, applied);
-    }
-  }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<TrainingSummary> VirtualWorkers::Run(const std::function<void(const Progress&)>& progress) {
   State& s = *state_;
   const uint32_t world = s.config.workers;
-  const int64_t steps_per_epoch = s.config.run.steps_per_epoch();
-  const int64_t total = total_steps();
-  TrainingSummary summary;
-  StepStats stats(absl::Now());
-  double eval_seconds = 0;
-  // Per worker: the mean of the workers' traffic, and their peels together.
-  auto traffic = [&] {
-    StepTraffic mean;
-    for (const auto& pipeline : s.pipelines) {
-      const StepTraffic t = pipeline->traffic();
-      mean.bytes_sent += t.bytes_sent;
-      mean.bytes_received += t.bytes_received;
-      mean.dense_bytes += t.dense_bytes;
-    }
-    mean.bytes_sent /= world;
-    mean.bytes_received /= world;
-    mean.dense_bytes /= world;
-    mean.collective_groups = s.pipelines[0]->traffic().collective_groups;
-    return mean;
+  StepLoopConfig loop;
+  loop.run = s.config.run;
+  loop.world = world;
+  loop.eval_every = s.config.eval_every;
+  loop.report_every = s.config.report_every;
+  loop.collective_timeout = s.config.collective_timeout;
+  loop.warnings = s.fit_warnings;
+  // Stops every worker with `why` (worker `rank`'s): the exchanges waiting
+  // on it fail at once instead of at their deadlines.
+  loop.on_failure = [&s](uint32_t rank, const absl::Status& why) {
+    const absl::Status named = NamingWorker(why, WorkerName(rank));
+    if (s.group != nullptr) s.group->Abort(named);
+    for (auto& pipeline : s.pipelines) pipeline->Abort(named);
+    return named;
   };
-  auto peel_share = [&] {
-    GroupCompressors::PeelRecovery all;
-    for (const auto& scheme : s.schemes) {
-      const GroupCompressors::PeelRecovery& r = scheme->peel_recovery();
-      all.inserted += r.inserted;
-      all.recovered += r.recovered;
-      all.settlements += r.settlements;
-    }
-    return all.settlements > 0 && all.inserted > 0 ? all.share() : -1.0;
-  };
-  auto residual_norm = [&] { return ResidualNormOf(s.schemes[0]->SaveState()); };
-  for (int64_t step = 0; step < total; ++step) {
-    const int64_t epoch = step / steps_per_epoch;
-    const int64_t in_epoch = step % steps_per_epoch;
-    const absl::Time step_start = absl::Now();
-    double loss = 0;
-    absl::Status st;
-    try {
-      st = Step(step, &loss);
-    } catch (const c10::Error& e) {
-      return absl::InternalError(absl::StrCat("step ", step, ": LibTorch: ", e.what_without_backtrace()));
-    }
-    if (!st.ok()) {
-      std::optional<Divergence> diverged = DivergenceOf(st);
-      if (!diverged.has_value()) return absl::Status(st.code(), absl::StrCat("step ", step, ": ", st.message()));
-      summary.diverged = std::move(diverged);
-      summary.final_test_accuracy = std::numeric_limits<double>::quiet_NaN();
-      summary.eval_seconds = eval_seconds;
-      stats.Summarize(step, &summary);
-      return summary;
-    }
-    const double seconds = absl::ToDoubleSeconds(absl::Now() - step_start);
-    stats.Add(step, seconds, loss, traffic(), PhasesOf(s.pipelines[0]->timeline()));
-    const int every = s.config.eval_every;
-    if (every > 0 && ((step + 1) % every == 0 || step + 1 == total)) {
-      summary.curve.push_back(CurvePointAfter(step + 1, stats, *s.model, s.eval, &eval_seconds));
-    }
-    const bool report = s.config.report_every > 0 && (step + 1) % s.config.report_every == 0;
-    if (in_epoch + 1 == steps_per_epoch || report) {
-      Progress p = stats.TakeWindow(step, static_cast<int>(epoch + 1), residual_norm());
-      p.peel_recovered_share = peel_share();
-      if (in_epoch + 1 == steps_per_epoch) {
-        p.end_of_epoch = true;
-        const Evaluation eval = TimedEvaluate(*s.model, s.test, &eval_seconds);
-        p.test_accuracy = eval.accuracy;
-        p.test_loss = eval.loss;
-        summary.epochs.push_back(p);
-      }
-      if (progress) progress(p);
-    }
+  Participants participants;
+  for (uint32_t rank = 0; rank < world; ++rank) {
+    participants.pipelines.push_back(s.pipelines[rank].get());
+    participants.schemes.push_back(s.schemes[rank].get());
+    participants.ranks.push_back(rank);
   }
-  stats.Summarize(total, &summary);
-  summary.peel_recovered_share = peel_share();
-  summary.warnings = s.fit_warnings;
-  summary.eval_seconds = eval_seconds;
-  summary.final_test_accuracy = Evaluate(*s.model, s.test, 1000).accuracy;
-  AddEndOfRunWarnings(kNumClasses, &summary);
-  return summary;
+  return RunStepLoop(*s.workload, participants, loop, progress);
 }
 
 SummaryHeader VirtualWorkers::header() const {
@@ -434,14 +217,7 @@ int64_t VirtualWorkers::total_steps() const {
 
 const std::vector<std::string>& VirtualWorkers::fit_warnings() const { return state_->fit_warnings; }
 
-std::vector<float> VirtualWorkers::FlatParameters() const {
-  std::vector<float> out;
-  for (const torch::Tensor& p : state_->params) {
-    torch::Tensor c = p.detach().contiguous();
-    out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
-  }
-  return out;
-}
+std::vector<float> VirtualWorkers::FlatParameters() const { return state_->workload->FlatParameters(); }
 
 int RunVirtualWorkers(VirtualWorkersConfig config, const std::string& summary_path) {
   auto fail = [](const absl::Status& status) {

@@ -90,8 +90,6 @@ class VirtualWorkers {
  private:
   struct State;
   explicit VirtualWorkers(std::unique_ptr<State> state);
-  // One step of every worker; the mean of their losses in *loss.
-  absl::Status Step(int64_t step, double* loss);
 
   std::unique_ptr<State> state_;
 };
