@@ -17,7 +17,8 @@ set -euo pipefail
 # draws its plot; iproute2 (ip, tc) makes the network namespaces of the
 # partition test and the shaped-link benchmarks; python3-torch is what the
 # PyTorch front end (python/sketchfuse) is built for and tested with, and
-# python3-torchvision gives the example and the tests ResNet-18.
+# python3-torchvision gives the example and the tests ResNet-18. fortunes is
+# the char_lm workload's text corpus (worker/training/text_corpus.h).
 # libopenblas0-openmp takes over the libblas.so.3 alternative that LibTorch
 # links: without it that is the reference BLAS, and an MLP's training step
 # runs 6 to 9 times slower (docs/BENCHMARKS.md, "The CPU compression core and the BLAS");
@@ -30,7 +31,7 @@ BUILD_PACKAGES=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libgloo-dev prometheus-cpp-dev zlib1g-dev
   openssl libssl-dev
-  libtorch-dev dataset-fashion-mnist python3 gnuplot-nox iproute2
+  libtorch-dev dataset-fashion-mnist fortunes python3 gnuplot-nox iproute2
   python3-torch python3-torchvision libopenblas0-openmp libblas3
 )
 # Benchmarks: nothing beyond the build's (kept for the command line; PyTorch,

@@ -24,6 +24,13 @@ plan=(--write_job_config="$out_dir/job.json" --train_examples=2000)
 expect_refusal "--world_size must be >= 1" "${plan[@]}"
 expect_refusal "--learning_rate must be > 0" "${plan[@]}" --world_size=2 --learning_rate=-1
 expect_refusal "--momentum must be in [0, 1)" "${plan[@]}" --world_size=2 --momentum=1
+expect_refusal "--momentum must be a number in [0, 1) or empty; got 'fast'" "${plan[@]}" --world_size=2 --momentum=fast
+expect_refusal "--optimizer: unknown optimizer 'lion'; known: sgd, adam, adamw" "${plan[@]}" --world_size=2 --optimizer=lion
+expect_refusal "--momentum is SGD's: --optimizer=adamw keeps its own first moment" "${plan[@]}" --world_size=2 \
+  --optimizer=adamw --momentum=0.9
+expect_refusal "--lr_schedule must be constant or cosine; got 'step'" "${plan[@]}" --world_size=2 --lr_schedule=step
+expect_refusal "no text corpus at '$out_dir/no-corpus'" "${plan[@]}" --world_size=2 --workload=char_lm \
+  --corpus_dir="$out_dir/no-corpus"
 expect_refusal "--batch_size must be >= 1" "${plan[@]}" --world_size=2 --batch_size=0
 expect_refusal "scheme sketch_ps needs the count_sketch compressor" "${plan[@]}" --world_size=2 --compressor=topk
 expect_refusal "--partition_elements must be empty (the job's), 0 (no cut) or a number of elements; got 'many'" \
@@ -35,7 +42,7 @@ expect_refusal "partition_elements 10 cuts the model into 23515 partitions; at m
 expect_refusal "--num_shards must be >= 1; got 0" "${plan[@]}" --world_size=2 --num_shards=0
 expect_refusal "unknown scheme 'gossip'" "${plan[@]}" --world_size=2 --scheme=gossip
 expect_refusal "unknown parameter 'depth'" "${plan[@]}" --world_size=2 --compressor=count_sketch:depth=3
-expect_refusal "unknown workload 'resnet'; the workloads are mlp, cnn, mlp_large, cnn_wide, resnet50, vgg16, bert_base, gpt2_small" "${plan[@]}" --world_size=2 --workload=resnet
+expect_refusal "unknown workload 'resnet'; the workloads are mlp, cnn, mlp_large, cnn_wide, char_lm, resnet50, vgg16, bert_base, gpt2_small" "${plan[@]}" --world_size=2 --workload=resnet
 expect_refusal "--synthetic_steps must be >= 1; got 0" "${plan[@]}" --world_size=2 --workload=resnet50 --synthetic_steps=0
 expect_refusal "the backward time per element must be >= 0; got -1" "${plan[@]}" --world_size=2 --workload=vgg16 --backward_ns_per_element=-1
 expect_refusal "is larger than a worker's" "${plan[@]}" --world_size=2 --batch_size=5000
@@ -127,13 +134,13 @@ expect_refusal "--coordinator does not apply to it" "${virtual[@]}" --coordinato
 expect_refusal "--checkpoint_dir does not apply to it" "${virtual[@]}" --checkpoint_dir="$out_dir/ck"
 expect_refusal "--trace_file does not apply to it" "${virtual[@]}" --trace_file="$out_dir/t.json"
 expect_refusal "--virtual_shards must be >= 1; got 0" "${virtual[@]}" --virtual_shards=0
-expect_refusal "--virtual_workers trains mlp or cnn" "${virtual[@]}" --workload=resnet50
+expect_refusal "--virtual_workers trains the LibTorch models; workload 'resnet50' is a synthetic profile" "${virtual[@]}" --workload=resnet50
 expect_refusal "--virtual_workers must be >= 0 (0: this process is one worker); got -2" "${virtual[@]}" --virtual_workers=-2
 expect_refusal "no-data" "${virtual[@]}"
 for flag in coordinator worker_id world_size workload scheme compressor fusion epochs batch_size \
             learning_rate checkpoint_dir token_file tls_ca tls_cert tls_key write_job_config \
             second_round collective collective_host collective_timeout_s probe_every trace_file trace_steps metrics_port \
-            device virtual_workers virtual_shards; do
+            device virtual_workers virtual_shards optimizer lr_schedule lr_final_fraction corpus_dir; do
   grep -q -- "-$flag" "$out_dir/help" || { echo "FAIL: --help does not explain --$flag"; failures=$((failures + 1)); }
 done
 [ "$failures" -eq 0 ] && echo "all refusals are clear" || echo "$failures failure(s)"

@@ -69,21 +69,34 @@ ABSL_FLAG(int, num_shards, 1,
           "(>= 1).");
 ABSL_FLAG(int, epochs, 2, "Training epochs (>= 1).");
 ABSL_FLAG(int, batch_size, 64, "Examples per worker per step (>= 1).");
-ABSL_FLAG(double, learning_rate, 0.05, "SGD learning rate (> 0).");
+ABSL_FLAG(double, learning_rate, 0.05, "The optimizer's learning rate (> 0; the peak of a schedule).");
 ABSL_FLAG(int, lr_base_workers, 0,
           "Linear scaling of the learning rate: --learning_rate is the rate at this many workers; with W workers "
           "the rate is --learning_rate * W / this, reached linearly over --lr_warmup_steps steps (Goyal et al.). "
           "0: --learning_rate at any W.");
-ABSL_FLAG(int, lr_warmup_steps, 0, "With --lr_base_workers: steps over which the rate rises to its scaled value.");
+ABSL_FLAG(int, lr_warmup_steps, 0,
+          "With --lr_base_workers: steps over which the rate rises to its scaled value; with --lr_schedule=cosine: "
+          "the warm-up's steps.");
 ABSL_FLAG(bool, residual_in_rate_units, true,
           "Compressed schemes with error feedback: keep the residual in units of the current learning rate "
           "(rescaled by r / r' when the rate goes from r to r', as EF-SGD), so what waited through the warm-up is "
           "applied at its own steps' rate; false: raw gradients, applied at the releasing step's rate (the earlier "
           "rule). No effect at a constant rate or without error feedback. Measured: bench/results/scale_study.");
-ABSL_FLAG(double, momentum, 0.9,
+ABSL_FLAG(std::string, momentum, "",
           "SGD momentum (in [0, 1)): the optimizer's for the dense schemes; kept per group on the worker before "
           "compression (momentum correction) for the compressed ones; in sketch space for count_sketch "
-          "method=fetchsgd.");
+          "method=fetchsgd. Empty: 0.9 with --optimizer=sgd, 0 with adam or adamw (which keep their own first "
+          "moment; a momentum above 0 is refused there).");
+ABSL_FLAG(std::string, optimizer, "sgd",
+          "sgd, adam or adamw, with parameters as adamw:beta1=0.9,beta2=0.95,eps=1e-8,weight_decay=0.1 (defaults: "
+          "betas 0.9 and 0.999, eps 1e-8, weight_decay 0 for adam (L2) and 0.01 for adamw (decoupled), as torch.optim). "
+          "Adam-family optimizers step on the aggregated update, the same on every worker; a compressed scheme's "
+          "error feedback then keeps raw gradients.");
+ABSL_FLAG(std::string, lr_schedule, "constant",
+          "constant: --learning_rate (linearly scaled with --lr_base_workers); cosine: warm up from "
+          "peak/--lr_warmup_steps to the peak over --lr_warmup_steps steps, then a half cosine down to "
+          "--lr_final_fraction of it at the last step.");
+ABSL_FLAG(double, lr_final_fraction, 0.1, "--lr_schedule=cosine: the last step's rate as a share of the peak, in [0, 1].");
 ABSL_FLAG(std::string, momentum_at, "",
           "Compressed schemes: where the momentum goes. worker (or empty): momentum correction before compression, "
           "the velocity masked where released (DGC); update: global momentum, error feedback on the raw gradients "
@@ -100,6 +113,8 @@ ABSL_FLAG(uint64_t, seed, 1, "Seeds the model, the data order and the sketch has
 ABSL_FLAG(int, train_examples, 0, "Training examples used, split over the workers (0: all 60000).");
 ABSL_FLAG(int, test_examples, 0, "Test examples evaluated each epoch (0: all 10000).");
 ABSL_FLAG(std::string, data_dir, "/usr/share/datasets/fashion-mnist", "Fashion-MNIST's IDX files (Debian's).");
+ABSL_FLAG(std::string, corpus_dir, "/usr/share/games/fortunes",
+          "The char_lm workload's text corpus: Debian's fortunes files (package fortunes), read in a fixed order.");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "Directory for this worker's checkpoint (<dir>/<worker_id>.ckpt), resumed from if present. Empty: none.");
 ABSL_FLAG(int, checkpoint_every, 4,
@@ -192,7 +207,18 @@ absl::StatusOr<v1::RunConfig> RunFromFlags() {
   request.lr_base_workers = absl::GetFlag(FLAGS_lr_base_workers);
   request.lr_warmup_steps = absl::GetFlag(FLAGS_lr_warmup_steps);
   request.residual_in_rate_units = absl::GetFlag(FLAGS_residual_in_rate_units);
-  request.momentum = absl::GetFlag(FLAGS_momentum);
+  if (const std::string momentum = absl::GetFlag(FLAGS_momentum); !momentum.empty()) {
+    double value = 0;
+    if (!absl::SimpleAtod(momentum, &value)) {
+      return absl::InvalidArgumentError(absl::StrCat("--momentum must be a number in [0, 1) or empty; got ",
+                                                     QuoteField(momentum)));
+    }
+    request.momentum = value;
+  }
+  request.optimizer = absl::GetFlag(FLAGS_optimizer);
+  request.lr_schedule = absl::GetFlag(FLAGS_lr_schedule);
+  request.lr_final_fraction = absl::GetFlag(FLAGS_lr_final_fraction);
+  request.corpus_dir = absl::GetFlag(FLAGS_corpus_dir);
   request.momentum_at = absl::GetFlag(FLAGS_momentum_at);
   request.error_feedback = absl::GetFlag(FLAGS_error_feedback);
   request.release_cap = absl::GetFlag(FLAGS_release_cap);
@@ -240,6 +266,7 @@ absl::StatusOr<WorkerRunConfig> WorkerRunConfigFromFlags(const v1::RunConfig& ru
   config.retry.inject = *faults;
   config.inject_nan_gradient_at_step = absl::GetFlag(FLAGS_inject_nan_gradient_at_step);
   config.data_dir = absl::GetFlag(FLAGS_data_dir);
+  config.corpus_dir = absl::GetFlag(FLAGS_corpus_dir);
   config.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   config.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
   config.report_every = absl::GetFlag(FLAGS_report_every);
@@ -280,6 +307,7 @@ absl::StatusOr<VirtualWorkersConfig> VirtualWorkersConfigFromFlags(const v1::Run
   config.round_deadline_ms = static_cast<uint32_t>(
       std::min<int64_t>(absl::ToInt64Milliseconds(config.collective_timeout), std::numeric_limits<uint32_t>::max()));
   config.data_dir = absl::GetFlag(FLAGS_data_dir);
+  config.corpus_dir = absl::GetFlag(FLAGS_corpus_dir);
   config.eval_every = absl::GetFlag(FLAGS_eval_every);
   config.eval_examples = absl::GetFlag(FLAGS_eval_examples);
   config.report_every = absl::GetFlag(FLAGS_report_every);

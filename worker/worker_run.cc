@@ -118,7 +118,7 @@ std::string ProgressLine(const std::string& worker_id, int64_t total_steps, cons
                                      worker_id, p.epoch, p.step, total_steps, p.train_loss, 1e3 * p.step_seconds,
                                      p.bytes_sent_per_step / 1024.0, p.compression_ratio);
   if (p.end_of_epoch && p.test_accuracy >= 0) {
-    absl::StrAppend(&line, absl::StrFormat(" test accuracy %.2f%%", 100 * p.test_accuracy));
+    absl::StrAppend(&line, absl::StrFormat(" test accuracy %.2f%% test loss %.4f", 100 * p.test_accuracy, p.test_loss));
   }
   return line;
 }
@@ -215,6 +215,7 @@ absl::StatusOr<std::unique_ptr<WorkerRun>> WorkerRun::Join(WorkerRunConfig confi
   trainer.posted_divergence = [notice] { return notice->Check(); };
   trainer.inject_nan_gradient_at_step = c.inject_nan_gradient_at_step;
   trainer.data_dir = c.data_dir;
+  trainer.corpus_dir = c.corpus_dir;
   if (!c.checkpoint_dir.empty()) {
     trainer.checkpoint_path = absl::StrCat(c.checkpoint_dir, "/", c.worker_id, ".ckpt");
     trainer.checkpoint_every = c.checkpoint_every;
@@ -302,6 +303,7 @@ SummaryHeader WorkerRun::header() const {
   header.scheme = config_.run.scheme();
   header.compressor = config_.run.compressor();
   header.fusion = config_.run.fusion();
+  header.optimizer = config_.run.optimizer();
   header.run = RunFingerprint(config_.run);
   return header;
 }

@@ -53,6 +53,7 @@ struct WorkerRunConfig {
   int eval_examples = 2000;
   int64_t inject_nan_gradient_at_step = -1;
   std::string data_dir;
+  std::string corpus_dir;
   std::string checkpoint_dir;  // empty: no checkpoints
   int checkpoint_every = 4;
   int report_every = 50;

@@ -12,11 +12,16 @@ masking, the release cap) and aggregated by the same decentralized scheme
 core calls back into (torch.distributed: Gloo on CPUs, NCCL on GPUs).
 
 The optimizer: with a compressing scheme (everything but dense_allreduce and
-dense_bf16_allreduce) the hook keeps the momentum (``momentum=``, default 0.9,
-the worker's) before compression, as DGC's momentum correction does, so the
-optimizer must be plain SGD without momentum; pass ``optimizer=`` and the hook
-refuses one with momentum. With a dense scheme the optimizer keeps momentum as
-usual. The hook returns the mean update; the optimizer applies lr times it.
+dense_bf16_allreduce) and SGD the hook keeps the momentum (``momentum=``,
+default 0.9, the worker's) before compression, as DGC's momentum correction
+does, so the optimizer must be plain SGD without momentum; pass ``optimizer=``
+and the hook refuses one with momentum. With a dense scheme the optimizer
+keeps momentum as usual. Handed Adam or AdamW (``optimizer=``), the hook keeps
+no momentum of its own (momentum 0 unless stated; a stated momentum above 0
+is kept, with a warning: the optimizer's first moment is a momentum already)
+and its error feedback keeps raw gradients, as the worker's
+``--optimizer=adam|adamw`` does; the ranks must hand it the same optimizer.
+The hook returns the mean update; the optimizer steps on it.
 Global momentum (the C++ worker's ``--momentum_at=update``) is ``momentum=0``
 here with the momentum in the optimizer (``SGD(..., momentum=0.9)``): error
 feedback then keeps the raw gradients, no release cap applies (it is measured
@@ -32,13 +37,14 @@ resumed run continues as an uninterrupted one whatever the bucket layout.
 """
 import ctypes
 import json
+import warnings
 
 import torch
 import torch.distributed as dist
 
 from sketchfuse import _native
 
-__all__ = ["HookState", "hook", "DivergedError", "suggest_bucket_cap_mb", "write_job_config"]
+__all__ = ["HookState", "hook", "DivergedError", "optimizer_spec", "suggest_bucket_cap_mb", "write_job_config"]
 
 _SETTING_OPTIONS = ("seed", "momentum", "error_feedback", "release_cap", "second_round", "check_finite", "device",
                     "job",
@@ -52,6 +58,24 @@ _ZERO_STATS = {"steps": 0, "bytes_sent": 0, "bytes_received": 0, "dense_bytes": 
                "decode_s": 0.0, "check_s": 0.0}
 # Settings that differ by rank by design.
 _PER_RANK = ("rank", "worker_id", "gpu", "join_credential_file")
+
+
+def optimizer_spec(optimizer):
+    """The worker's spec of a torch optimizer (its --optimizer): "sgd" for torch.optim.SGD,
+    "adam:beta1=...,beta2=...,eps=...,weight_decay=..." for Adam and the same with "adamw" for
+    AdamW (from its first param group), None for any other kind."""
+    if isinstance(optimizer, torch.optim.AdamW):
+        name = "adamw"
+    elif isinstance(optimizer, torch.optim.Adam):
+        name = "adam"
+    elif isinstance(optimizer, torch.optim.SGD):
+        return "sgd"
+    else:
+        return None
+    group = optimizer.param_groups[0]
+    beta1, beta2 = group["betas"]
+    return (f"{name}:beta1={float(beta1)!r},beta2={float(beta2)!r},eps={float(group['eps'])!r},"
+            f"weight_decay={float(group['weight_decay'])!r}")
 
 
 def schemes():
@@ -183,8 +207,11 @@ class HookState:
       join_timeout_s (120),
       push_timeout_s (60), push_attempts (5), probe_every (20),
       partition_elements (unset: the job's partitions; a rank that states
-      another bound than the job's is refused at join); and optimizer
-      (checked, not kept).
+      another bound than the job's is refused at join); and optimizer (the
+      torch optimizer the caller steps: SGD with momentum is refused where the
+      hook keeps the momentum; Adam and AdamW set the hook's momentum to 0
+      unless stated, and their spec, optimizer_spec(), must be the same on
+      every rank and the job's).
 
     A centralized hook aggregates the job's groups (the worker's fusion plan
     over the model's parameters, see write_job_config), not DDP's buckets: it
@@ -213,6 +240,15 @@ class HookState:
             compresses, needs_parameters = _native.scheme_traits(scheme)
         except _native.NativeError as e:
             raise ValueError(f"scheme {scheme!r}: {e}") from None
+        spec = optimizer_spec(optimizer) if optimizer is not None else None
+        if spec is not None and spec != "sgd":
+            options["optimizer"] = spec
+            if "momentum" not in options:
+                options["momentum"] = 0.0  # the optimizer's first moment is the momentum
+            elif compresses and float(options["momentum"]) > 0:
+                warnings.warn(f"sketchfuse hook: momentum {options['momentum']} kept in the hook before compression, "
+                              f"and {spec.split(':')[0]} keeps its own first moment of the update: two momenta "
+                              "(leave momentum unset, or 0, with Adam-family optimizers)", stacklevel=2)
         named = {"coordinator": coordinator, "worker_id": worker_id, "token_file": token_file, "tls_ca": tls_ca}
         for key, value in named.items():
             if value is not None and (not isinstance(value, str) or "\n" in value):

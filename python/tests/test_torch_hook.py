@@ -17,6 +17,7 @@ import tempfile
 import time
 import traceback
 import unittest
+import warnings
 
 import numpy as np
 import torch
@@ -289,6 +290,27 @@ def _mismatch(rank, world):
     except ValueError as e:
         return {"error": str(e)}
     return {"error": None}
+
+
+def _optimizers(rank, world):
+    """The hook handed each optimizer: its settings, any warning, and rank 1's AdamW of another beta2."""
+    p = torch.nn.Parameter(torch.zeros(3))
+    out = {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        adamw = torch.optim.AdamW([p], lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
+        out["adamw"] = sft.HookState("sketch_allreduce", optimizer=adamw).settings
+        out["sgd"] = sft.HookState("sketch_allreduce", optimizer=torch.optim.SGD([p], lr=0.1)).settings
+        out["adam_with_momentum"] = sft.HookState("sketch_allreduce", optimizer=torch.optim.Adam([p]),
+                                                  momentum=0.9).settings
+        out["warnings"] = [str(w.message) for w in caught]
+    beta2 = 0.95 if rank == 0 else 0.99
+    try:
+        sft.HookState("sketch_allreduce", optimizer=torch.optim.AdamW([p], betas=(0.9, beta2)))
+        out["differing"] = None
+    except ValueError as e:
+        out["differing"] = str(e)
+    return out
 
 
 def _diverge(rank, world):
@@ -699,6 +721,24 @@ class BadInput(unittest.TestCase):
             self.assertNotIn("exception", result, result.get("exception"))
             self.assertIsNotNone(result["error"], f"rank {r} accepted differing settings")
             self.assertIn("differ in compressor", result["error"])
+
+    def test_the_hook_follows_the_optimizer_it_is_handed(self):
+        self.assertEqual(sft.optimizer_spec(torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)), "sgd")
+        self.assertIsNone(sft.optimizer_spec(torch.optim.RMSprop([torch.nn.Parameter(torch.zeros(1))])))
+        results = _spawn(_optimizers, 2)
+        for r, result in enumerate(results):
+            self.assertNotIn("exception", result, result.get("exception"))
+            adamw = dict(line.split("=", 1) for line in result["adamw"].splitlines())
+            self.assertEqual(float(adamw["momentum"]), 0.0, "AdamW keeps the momentum: the hook keeps none")
+            self.assertEqual(adamw["optimizer"], "adamw:beta1=0.9,beta2=0.95,eps=1e-08,weight_decay=0.1")
+            sgd = dict(line.split("=", 1) for line in result["sgd"].splitlines())
+            self.assertEqual(float(sgd["momentum"]), 0.9, "SGD without momentum: the hook keeps it")
+            self.assertNotIn("optimizer", sgd)
+            self.assertIn("momentum=0.9", result["adam_with_momentum"])
+            self.assertEqual(len(result["warnings"]), 1, result["warnings"])
+            self.assertIn("two momenta", result["warnings"][0])
+            self.assertIsNotNone(result["differing"], f"rank {r} accepted another rank's AdamW")
+            self.assertIn("differ in optimizer", result["differing"])
 
     def test_a_nan_on_one_rank_stops_every_rank_at_that_step(self):
         results = _spawn(_diverge, 2)

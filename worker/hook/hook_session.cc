@@ -19,6 +19,7 @@
 #include "worker/pipeline/trace_writer.h"
 #include "worker/schemes/scheme_factory.h"
 #include "worker/schemes/scheme_registry.h"
+#include "worker/training/optimizer_spec.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/rpc_channel.h"
 
@@ -91,6 +92,10 @@ absl::StatusOr<HookSettings> ParseHookSettings(const std::string& text) {
       if (!absl::SimpleAtod(value, &settings.momentum) || !(settings.momentum >= 0 && settings.momentum < 1)) {
         return BadValue(key, value, "a number in [0, 1)");
       }
+    } else if (key == "optimizer") {
+      absl::StatusOr<OptimizerSpec> spec = ParseOptimizerSpec(value);
+      if (!spec.ok()) return absl::InvalidArgumentError(absl::StrCat("setting ", spec.status().message()));
+      settings.optimizer = spec->Canonical();
     } else if (key == "release_cap") {
       if (!absl::SimpleAtod(value, &settings.release_cap) || !std::isfinite(settings.release_cap) ||
           settings.release_cap < 0) {
@@ -142,7 +147,7 @@ absl::StatusOr<HookSettings> ParseHookSettings(const std::string& text) {
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown setting '", key.substr(0, 80),
-          "' (known: scheme, compressor, rank, world_size, seed, momentum, error_feedback, release_cap, "
+          "' (known: scheme, compressor, rank, world_size, seed, momentum, optimizer, error_feedback, release_cap, "
           "second_round, check_finite, device, gpu, coordinator, job, worker_id, token_file, tls_ca, tls_cert, tls_key, "
           "join_credential_file, "
           "join_timeout_s, push_timeout_s, push_attempts, probe_every, num_shards, partition_elements)"));
@@ -197,6 +202,7 @@ std::string HookSettingsText(const HookSettings& s) {
       s.scheme, s.compressor, s.rank, s.world_size, s.seed, s.momentum, s.error_feedback, s.release_cap,
       s.second_round, s.check_finite);
   absl::StrAppend(&text, "device=", s.device, "\n");
+  if (!s.optimizer.empty()) absl::StrAppend(&text, "optimizer=", s.optimizer, "\n");
   if (s.num_shards != 1) absl::StrAppend(&text, "num_shards=", s.num_shards, "\n");
   if (s.partition_elements.has_value()) absl::StrAppend(&text, "partition_elements=", *s.partition_elements, "\n");
   if (s.on_gpu()) absl::StrAppend(&text, "gpu=", s.gpu, "\n");
@@ -243,6 +249,7 @@ v1::RunConfig HookRun(const HookSettings& settings) {
   run.set_fusion("single");
   run.set_seed(settings.seed);
   run.set_momentum(settings.momentum);
+  run.set_optimizer(settings.optimizer);
   run.set_error_feedback(settings.error_feedback);
   run.set_release_cap(settings.release_cap);
   run.set_second_round(SecondRoundFor(settings.scheme, settings.second_round));

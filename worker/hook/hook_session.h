@@ -44,6 +44,10 @@ struct HookSettings {
   int world_size = 1;
   uint64_t seed = 1;
   double momentum = 0.9;
+  // The optimizer the caller steps with, as the run records it
+  // (worker/training/optimizer_spec.h Canonical; empty: sgd). The hook does
+  // not step it; ranks and the job must agree on it.
+  std::string optimizer;
   bool error_feedback = true;
   double release_cap = 1.0;
   bool second_round = false;

@@ -20,6 +20,7 @@ namespace sketchfuse {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr int kWorld = 4;
 
@@ -196,6 +197,8 @@ TEST(HookSettingsTest, RefusesBadSettingsByName) {
       {"scheme=sketch_allreduce\nworld_size=4\nmomentum=1\n", "'momentum'"},
       {"scheme=sketch_allreduce\nworld_size=4\nmomentum=nan\n", "'momentum'"},
       {"scheme=sketch_allreduce\nworld_size=4\nrelease_cap=inf\n", "'release_cap'"},
+      {"scheme=sketch_allreduce\nworld_size=4\noptimizer=lion\n", "setting optimizer: unknown optimizer 'lion'"},
+      {"scheme=sketch_allreduce\nworld_size=4\noptimizer=adamw:beta2=2\n", "setting optimizer: adamw: parameter beta2"},
       {"scheme=sketch_allreduce\nworld_size=4\nsecond_round=maybe\n", "'second_round'"},
       {"scheme=sketch_allreduce\nworld_size=4\nseed=-3\n", "'seed'"},
       {"scheme=sketch_allreduce\nworld_size=4\nlearning_rate=0.1\n", "unknown setting 'learning_rate'"},
@@ -234,6 +237,13 @@ TEST(HookSettingsTest, ResolvesTheDefaultCompressor) {
       << err;
   EXPECT_THAT(std::string(out), HasSubstr("compressor=count_sketch:"));
   EXPECT_THAT(std::string(out), HasSubstr("momentum=0.9"));
+  EXPECT_THAT(std::string(out), Not(HasSubstr("optimizer="))) << "sgd is the default, unstated";
+  // An optimizer is resolved to its canonical spec, which the ranks compare.
+  ASSERT_EQ(sf_resolved_settings("scheme=sketch_allreduce\nworld_size=2\nmomentum=0\noptimizer=adamw:beta2=0.95\n",
+                                 out, sizeof(out), err, sizeof(err)),
+            0)
+      << err;
+  EXPECT_THAT(std::string(out), HasSubstr("optimizer=adamw:beta1=0.9,beta2=0.95,eps=1e-08,weight_decay=0.01\n"));
   // A buffer too small is refused, not overrun.
   EXPECT_NE(sf_resolved_settings("scheme=sketch_allreduce\nworld_size=2\n", out, 8, err, sizeof(err)), 0);
   EXPECT_THAT(std::string(err), HasSubstr("needed"));

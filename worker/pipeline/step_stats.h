@@ -83,6 +83,10 @@ struct TrainingSummary {
   int64_t resumed_from_step = 0;
   // -1 without a test set; NaN when the run diverged (its model is lost).
   double final_test_accuracy = 0;
+  double final_test_loss = 0;
+  // What the run is judged by: its final test loss (a language model), or
+  // its final test accuracy (a classifier).
+  bool judged_by_loss = false;
   // Set when the run stopped on a divergence: this worker's, or the one
   // another worker announced (worker/rpc/divergence_notice.h).
   std::optional<Divergence> diverged;
@@ -181,14 +185,19 @@ struct SummaryHeader {
   std::string worker;
   uint32_t rank = 0;
   std::string workload, scheme, compressor, fusion;
+  // The run's optimizer spec (v1::RunConfig optimizer; empty: sgd).
+  std::string optimizer;
   std::string run;  // the run's fingerprint
 };
 
 // The worker's JSON summary: one object on one line, valid JSON in every
 // case. Strings are escaped; a number that is not finite (a diverged run's
 // loss, an accuracy never measured) is written as null. Its fields: the
-// header's, the totals (among them "bytes_sent_per_step" and
-// "bytes_received_per_step"), "final_test_accuracy" (null when the run diverged),
+// header's ("optimizer": "sgd" or the Adam-family spec), the totals (among
+// them "bytes_sent_per_step" and "bytes_received_per_step"),
+// "quality_metric" ("test_accuracy" for a classifier, "test_loss" for a
+// language model), "final_test_accuracy" and "final_test_loss" (null when
+// the run diverged, -1 without a test set),
 // "diverged" (null, or {"step", "group" (null for the loss), "worker",
 // "what", "index", "value", "message"}), "eval_s", "peel_recovered_share"
 // (null without peeled sketches), "warnings" (strings), "epochs" and "curve"

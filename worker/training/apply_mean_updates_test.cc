@@ -1,14 +1,21 @@
 // ApplyMeanUpdates against the reference it replaces: the means written as
-// dense gradients and torch's own SGD step. On random models and updates of
-// many sizes the in-place step (no optimizer momentum) must give the same
-// bits, and the momentum path must be the optimizer's.
+// dense gradients and torch's own optimizer step. On random models and
+// updates of many sizes the in-place step (no optimizer momentum) must give
+// the same bits, and the momentum, Adam and AdamW paths the optimizer's
+// (MakeOptimizer's, from the run's spec, against one built by hand); Adam
+// and AdamW also against their formulas in double precision (relative
+// 1e-5).
 #include <random>
 #include <vector>
 
+#include <cmath>
+
 #include "gtest/gtest.h"
+#include "torch/optim/adam.h"
+#include "torch/optim/adamw.h"
 #include "torch/optim/sgd.h"
 #include "worker/pipeline/fusion_layout.h"
-#include "worker/training/classifier_workload.h"
+#include "worker/training/optimizer.h"
 
 namespace sketchfuse {
 namespace {
@@ -54,7 +61,7 @@ std::vector<Update> RandomUpdates(const FusionLayout& layout, double share, bool
 
 // The reference: the means as dense .grad and torch's SGD step.
 void ReferenceStep(const std::vector<Update>& updates, const FusionLayout& layout, uint32_t world, double rate,
-                   double momentum, Model& m, torch::optim::SGD& sgd) {
+                   double momentum, Model& m, torch::optim::Optimizer& optimizer) {
   std::vector<float> flat(static_cast<size_t>(layout.total_size()), 0.0f);
   const float scale = 1.0f / static_cast<float>(world);
   for (int g = 0; g < layout.num_groups(); ++g) {
@@ -72,8 +79,8 @@ void ReferenceStep(const std::vector<Update>& updates, const FusionLayout& layou
     m.params[n - 1 - layer].mutable_grad() =
         torch::from_blob(const_cast<float*>(values.data()), {static_cast<int64_t>(values.size())}).clone();
   }
-  static_cast<torch::optim::SGDOptions&>(sgd.param_groups()[0].options()).lr(rate);
-  sgd.step();
+  optimizer.param_groups()[0].options().set_lr(rate);
+  optimizer.step();
 }
 
 void ExpectSameBits(const Model& a, const Model& b) {
@@ -138,6 +145,132 @@ TEST(ApplyMeanUpdatesTest, WithMomentumTheOptimizerSteps) {
     ReferenceStep(updates, *layout, 2, 0.07, 0.9, reference, sgd_reference);
   }
   ExpectSameBits(mine, reference);
+}
+
+// Adam's and AdamW's update of one coordinate, in double precision: the
+// formulas of torch.optim (bias-corrected moments; Adam's decay added to the
+// gradient, AdamW's applied to the parameter).
+struct AdamReference {
+  double beta1, beta2, eps, decay;
+  bool decoupled;
+  std::vector<double> p, m, v;
+  int64_t t = 0;
+
+  void Step(const std::vector<double>& grad, double rate) {
+    ++t;
+    for (size_t i = 0; i < p.size(); ++i) {
+      double g = grad[i];
+      if (decoupled) {
+        p[i] *= 1 - rate * decay;
+      } else {
+        g += decay * p[i];
+      }
+      m[i] = beta1 * m[i] + (1 - beta1) * g;
+      v[i] = beta2 * v[i] + (1 - beta2) * g * g;
+      const double m_hat = m[i] / (1 - std::pow(beta1, t)), v_hat = v[i] / (1 - std::pow(beta2, t));
+      p[i] -= rate * m_hat / (std::sqrt(v_hat) + eps);
+    }
+  }
+};
+
+std::vector<double> Flat(const Model& m) {
+  std::vector<double> out;
+  for (const torch::Tensor& p : m.params) {
+    for (int64_t i = 0; i < p.numel(); ++i) out.push_back(p[i].item<float>());
+  }
+  return out;
+}
+
+// The means a step's updates give each coordinate (forward order, as Flat).
+std::vector<double> MeanGradient(const std::vector<Update>& updates, const FusionLayout& layout, uint32_t world,
+                                 const Model& m) {
+  std::vector<float> flat(static_cast<size_t>(layout.total_size()), 0.0f);
+  const float scale = 1.0f / static_cast<float>(world);
+  for (int g = 0; g < layout.num_groups(); ++g) {
+    float* group = flat.data() + layout.group(g).begin;
+    const Update& u = updates[g];
+    if (u.dense) {
+      for (size_t i = 0; i < u.values.size(); ++i) group[i] = u.values[i] * scale;
+    } else {
+      for (size_t j = 0; j < u.indices.size(); ++j) group[u.indices[j]] = u.values[j] * scale;
+    }
+  }
+  std::vector<double> out;
+  const int n = static_cast<int>(m.params.size());
+  for (int i = 0; i < n; ++i) {
+    absl::Span<const float> values = layout.LayerOf(n - 1 - i, flat);
+    out.insert(out.end(), values.begin(), values.end());
+  }
+  return out;
+}
+
+TEST(ApplyMeanUpdatesTest, AdamAndAdamWStepAsTorchsOwnAndAsTheirFormulas) {
+  torch::NoGradGuard no_grad;
+  std::mt19937 rng(17);
+  const std::vector<int64_t> layers = {300, 41, 7};
+  absl::StatusOr<FusionLayout> layout = FusionLayout::Create(layers, {{0, 200}, {200, 148}});
+  ASSERT_TRUE(layout.ok());
+  for (const char* spec : {"adam:beta1=0.8,beta2=0.99,eps=1e-6,weight_decay=0.05",
+                           "adamw:beta1=0.9,beta2=0.95,eps=1e-8,weight_decay=0.1"}) {
+    SCOPED_TRACE(spec);
+    const bool decoupled = std::string(spec).rfind("adamw", 0) == 0;
+    v1::RunConfig run;
+    run.set_scheme("sketch_allreduce");
+    run.set_learning_rate(0.01);
+    run.set_optimizer(spec);
+    Model mine = RandomModel(layers, 23);
+    Model reference = Clone(mine);
+    absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> optimizer = MakeOptimizer(run, mine.params);
+    ASSERT_TRUE(optimizer.ok()) << optimizer.status();
+    EXPECT_FALSE(StepsOnlyTheUpdatedCoordinates(**optimizer));
+    std::unique_ptr<torch::optim::Optimizer> by_hand;
+    const double beta1 = decoupled ? 0.9 : 0.8, beta2 = decoupled ? 0.95 : 0.99, eps = decoupled ? 1e-8 : 1e-6,
+                 decay = decoupled ? 0.1 : 0.05;
+    if (decoupled) {
+      by_hand = std::make_unique<torch::optim::AdamW>(
+          reference.params,
+          torch::optim::AdamWOptions(0.01).betas(std::make_tuple(beta1, beta2)).eps(eps).weight_decay(decay));
+    } else {
+      by_hand = std::make_unique<torch::optim::Adam>(
+          reference.params,
+          torch::optim::AdamOptions(0.01).betas(std::make_tuple(beta1, beta2)).eps(eps).weight_decay(decay));
+    }
+    AdamReference formula{beta1, beta2, eps, decay, decoupled, Flat(mine), {}, {}};
+    formula.m.assign(formula.p.size(), 0.0);
+    formula.v.assign(formula.p.size(), 0.0);
+    std::vector<float> buffer;
+    for (int step = 0; step < 5; ++step) {
+      const double rate = 0.01 * (step + 1);
+      // Sparse steps leave most coordinates without a gradient: Adam still
+      // moves them by their moments, as torch's does.
+      const std::vector<Update> updates = RandomUpdates(*layout, 0.1, step == 2, rng);
+      formula.Step(MeanGradient(updates, *layout, 3, mine), rate);
+      ASSERT_TRUE(ApplyMeanUpdates(updates, *layout, 3, rate, mine.params, **optimizer, &buffer).ok());
+      ReferenceStep(updates, *layout, 3, rate, 0, reference, *by_hand);
+    }
+    ExpectSameBits(mine, reference);
+    const std::vector<double> got = Flat(mine);
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_NEAR(got[i], formula.p[i], 1e-5 * std::max(1.0, std::abs(formula.p[i]))) << "coordinate " << i;
+    }
+  }
+}
+
+TEST(ApplyMeanUpdatesTest, TheRunsSgdKeepsMomentumOnlyWhereTheOptimizerHoldsIt) {
+  v1::RunConfig run;
+  run.set_learning_rate(0.05);
+  run.set_momentum(0.9);
+  std::vector<torch::Tensor> params = {torch::zeros({3})};
+  run.set_scheme("dense_allreduce");
+  absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> dense = MakeOptimizer(run, params);
+  ASSERT_TRUE(dense.ok());
+  EXPECT_FALSE(StepsOnlyTheUpdatedCoordinates(**dense)) << "dense: momentum in the optimizer";
+  run.set_scheme("sketch_allreduce");
+  absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> compressed = MakeOptimizer(run, params);
+  ASSERT_TRUE(compressed.ok());
+  EXPECT_TRUE(StepsOnlyTheUpdatedCoordinates(**compressed)) << "compressed: momentum on the worker";
+  run.set_optimizer("adamw:beta1=2");
+  EXPECT_EQ(MakeOptimizer(run, params).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ApplyMeanUpdatesTest, AMisfitAppliesNothing) {

@@ -48,6 +48,9 @@ inline constexpr uint32_t kMaxIdxItems = 200000;
 // Image side; every image must be kImageSide x kImageSide.
 inline constexpr int64_t kImageSide = 28;
 
+// Training examples of the kTrain split.
+inline constexpr int64_t kFashionMnistTrainExamples = 60000;
+
 // Number of classes; labels are in [0, kNumClasses).
 inline constexpr int64_t kNumClasses = 10;
 

@@ -12,10 +12,18 @@
 
 namespace sketchfuse {
 
+inline constexpr char kConstantSchedule[] = "constant";
+inline constexpr char kCosineSchedule[] = "cosine";
+
 // The learning rate of step `step` of `run` with `world` workers
-// (v1::RunConfig's lr_base_workers and lr_warmup_steps): learning_rate
-// without a base; else learning_rate * world / base, reached linearly from
-// learning_rate over the warm-up steps.
+// (v1::RunConfig's lr_schedule, lr_base_workers, lr_warmup_steps and
+// lr_final_fraction). The peak is learning_rate, times world / base with a
+// base.
+//   constant (or empty): learning_rate without a base; else the peak,
+//     reached linearly from learning_rate over the warm-up steps.
+//   cosine: peak * (step + 1) / warmup during the warm-up, then a half
+//     cosine from the peak down to lr_final_fraction * peak at the run's
+//     last step (steps_per_epoch * epochs - 1).
 double LearningRateAt(const v1::RunConfig& run, uint32_t world, int64_t step);
 
 // What a run that keeps its residuals in units of the learning rate

@@ -4,7 +4,8 @@
 
 #include "gtest/gtest.h"
 #include "worker/training/learning_rate.h"
-#include "worker/training/classifier_workload.h"
+#include "torch/optim/sgd.h"
+#include "worker/training/optimizer.h"
 
 namespace sketchfuse {
 namespace {
@@ -54,6 +55,41 @@ TEST(LearningRateTest, TheResidualFollowsTheRateOnlyWhenTheRunSaysSo) {
   run.set_lr_base_workers(0);
   run.set_lr_warmup_steps(0);
   EXPECT_EQ(ResidualRescaleAfter(run, 64, 3), 1.0f) << "no schedule";
+}
+
+// The cosine schedule: a warm-up from peak / warmup to the peak, then a half
+// cosine to the final fraction at the last step; the peak scaled with W.
+TEST(LearningRateTest, TheCosineScheduleWarmsUpThenFollowsAHalfCosineToTheLastStep) {
+  v1::RunConfig run;
+  run.set_learning_rate(2e-3);
+  run.set_lr_schedule(kCosineSchedule);
+  run.set_lr_warmup_steps(30);
+  run.set_lr_final_fraction(0.1);
+  run.set_steps_per_epoch(100);
+  run.set_epochs(3);  // steps 0..299
+  EXPECT_DOUBLE_EQ(LearningRateAt(run, 4, 0), 2e-3 / 30);
+  EXPECT_DOUBLE_EQ(LearningRateAt(run, 4, 14), 2e-3 * 15 / 30);
+  EXPECT_DOUBLE_EQ(LearningRateAt(run, 4, 29), 2e-3);
+  EXPECT_DOUBLE_EQ(LearningRateAt(run, 4, 30), 2e-3) << "the cosine starts at the peak";
+  // Halfway through the decay (step 30 + 269 / 2): the mean of peak and floor.
+  const double mid = LearningRateAt(run, 4, 30) * 0.5 * (1 + 0.1);
+  EXPECT_NEAR(LearningRateAt(run, 4, 30 + 269 / 2), mid, 2e-3 * 0.01);
+  EXPECT_DOUBLE_EQ(LearningRateAt(run, 4, 299), 2e-4) << "the last step: the final fraction";
+  EXPECT_DOUBLE_EQ(LearningRateAt(run, 4, 5000), 2e-4) << "past the end it stays there";
+  for (int64_t step = 31; step < 300; ++step) {
+    EXPECT_LT(LearningRateAt(run, 4, step), LearningRateAt(run, 4, step - 1)) << step;
+  }
+  // With a base, the peak scales with the workers.
+  run.set_lr_base_workers(4);
+  EXPECT_DOUBLE_EQ(LearningRateAt(run, 16, 29), 8e-3);
+  EXPECT_DOUBLE_EQ(LearningRateAt(run, 16, 299), 8e-4);
+  // No warm-up: the peak at step 0; a run no longer than its warm-up stays
+  // at the peak after it.
+  run.set_lr_warmup_steps(0);
+  EXPECT_DOUBLE_EQ(LearningRateAt(run, 4, 0), 2e-3);
+  run.set_lr_warmup_steps(400);
+  EXPECT_DOUBLE_EQ(LearningRateAt(run, 4, 399), 2e-3);
+  EXPECT_DOUBLE_EQ(LearningRateAt(run, 4, 450), 2e-3);
 }
 
 TEST(LearningRateTest, TheOptimizerTakesTheRate) {

@@ -5,13 +5,19 @@
 #include "absl/strings/str_cat.h"
 #include "worker/gpu/device_memory.h"
 #include "worker/schemes/scheme_registry.h"
+#include "common/error_text.h"
+#include "worker/training/learning_rate.h"
+#include "worker/training/optimizer_spec.h"
 #include "worker/training/workloads.h"
 
 namespace sketchfuse {
 
 absl::StatusOr<v1::RunConfig> BuildRunConfig(const RunRequest& request, const GpuCheck& gpu) {
   const GpuCheck check_gpu = gpu ? gpu : GpuCheck(CheckGpuWorker);
-  const double lr = request.learning_rate, momentum = request.momentum;
+  const double lr = request.learning_rate;
+  absl::StatusOr<OptimizerSpec> optimizer = ParseOptimizerSpec(request.optimizer);
+  if (!optimizer.ok()) return absl::InvalidArgumentError(absl::StrCat("--", optimizer.status().message()));
+  const double momentum = request.momentum.value_or(optimizer->adam_family() ? 0.0 : 0.9);
   if (request.world_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat("--world_size must be >= 1; got ", request.world_size));
   }
@@ -26,12 +32,27 @@ absl::StatusOr<v1::RunConfig> BuildRunConfig(const RunRequest& request, const Gp
     return absl::InvalidArgumentError(absl::StrCat("--lr_base_workers and --lr_warmup_steps must be >= 0; got ",
                                                    request.lr_base_workers, " and ", request.lr_warmup_steps));
   }
-  if (request.lr_warmup_steps > 0 && request.lr_base_workers == 0) {
+  const bool cosine = request.lr_schedule == kCosineSchedule;
+  if (!cosine && !request.lr_schedule.empty() && request.lr_schedule != kConstantSchedule) {
+    return absl::InvalidArgumentError(absl::StrCat("--lr_schedule must be ", kConstantSchedule, " or ",
+                                                   kCosineSchedule, "; got ", QuoteField(request.lr_schedule)));
+  }
+  if (!(request.lr_final_fraction >= 0 && request.lr_final_fraction <= 1)) {
     return absl::InvalidArgumentError(
-        "--lr_warmup_steps warms the rate up to its scaled value: it needs --lr_base_workers");
+        absl::StrCat("--lr_final_fraction must be in [0, 1]; got ", request.lr_final_fraction));
+  }
+  if (request.lr_warmup_steps > 0 && request.lr_base_workers == 0 && !cosine) {
+    return absl::InvalidArgumentError(
+        "--lr_warmup_steps warms the rate up to its scaled value: it needs --lr_base_workers (or "
+        "--lr_schedule=cosine, which warms up from near 0)");
   }
   if (!(momentum >= 0 && momentum < 1)) {
     return absl::InvalidArgumentError(absl::StrCat("--momentum must be in [0, 1); got ", momentum));
+  }
+  if (optimizer->adam_family() && momentum > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--momentum is SGD's: --optimizer=", optimizer->name(), " keeps its own first moment (beta1=",
+        optimizer->beta1, "); leave --momentum unset or 0"));
   }
   if (request.train_examples < 0 || request.test_examples < 0) {
     return absl::InvalidArgumentError("--train_examples and --test_examples must be >= 0");
@@ -54,7 +75,15 @@ absl::StatusOr<v1::RunConfig> BuildRunConfig(const RunRequest& request, const Gp
   run.set_learning_rate(lr);
   run.set_lr_base_workers(static_cast<uint32_t>(request.lr_base_workers));
   run.set_lr_warmup_steps(static_cast<uint32_t>(request.lr_warmup_steps));
-  run.set_residual_in_rate_units(request.residual_in_rate_units && request.error_feedback);
+  // An Adam-family step is not proportional to the rate, so a residual in
+  // units of the rate means nothing there: its residual holds raw gradients.
+  run.set_residual_in_rate_units(request.residual_in_rate_units && request.error_feedback &&
+                                 !optimizer->adam_family());
+  run.set_optimizer(optimizer->Canonical());
+  if (cosine) {
+    run.set_lr_schedule(kCosineSchedule);
+    run.set_lr_final_fraction(request.lr_final_fraction);
+  }
   run.set_momentum(momentum);
   run.set_momentum_at(request.momentum_at);
   run.set_error_feedback(request.error_feedback);
@@ -90,7 +119,7 @@ absl::StatusOr<v1::RunConfig> BuildRunConfig(const RunRequest& request, const Gp
     return absl::InvalidArgumentError(absl::StrCat("--device=gpu is for the synthetic workloads; ", run.workload(),
                                                    " trains with LibTorch on the CPU"));
   }
-  if (absl::Status s = DescribeRun(static_cast<uint32_t>(request.world_size), &run); !s.ok()) return s;
+  if (absl::Status s = DescribeRun(static_cast<uint32_t>(request.world_size), &run, request.corpus_dir); !s.ok()) return s;
   return run;
 }
 

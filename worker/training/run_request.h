@@ -37,7 +37,16 @@ struct RunRequest {
   // v1::RunConfig residual_in_rate_units; a run without error feedback
   // records false (it keeps no residual).
   bool residual_in_rate_units = true;
-  double momentum = 0.9;
+  // SGD's momentum; unset: 0.9 for sgd, 0 for an Adam-family optimizer
+  // (which keeps its own first moment; a momentum above 0 is refused).
+  std::optional<double> momentum;
+  // The optimizer spec (worker/training/optimizer_spec.h): "sgd" (or
+  // empty), "adam[:...]", "adamw[:...]".
+  std::string optimizer;
+  // The rate's shape (v1::RunConfig lr_schedule): "constant" (or empty) or
+  // "cosine", which decays to lr_final_fraction of the peak.
+  std::string lr_schedule;
+  double lr_final_fraction = 0.1;
   // "" or "worker" (momentum correction), "update" (global momentum):
   // v1::RunConfig.momentum_at.
   std::string momentum_at;
@@ -49,6 +58,9 @@ struct RunRequest {
   // Synthetic workloads only.
   int synthetic_steps = 20;
   double backward_ns_per_element = 2.0;
+  // The char_lm workload's corpus (worker/training/text_corpus.h); empty:
+  // Debian's fortunes.
+  std::string corpus_dir;
   // "cpu", "gpu" or "auto" (gpu for a synthetic workload whose scheme runs
   // there, when this machine has a usable GPU; cpu otherwise).
   std::string device = "auto";

@@ -237,6 +237,8 @@ absl::StatusOr<TrainingSummary> Loop::Run(const std::function<void(const Progres
       // (the last checkpoint holds a model from before the divergence).
       summary.diverged = std::move(diverged);
       summary.final_test_accuracy = std::numeric_limits<double>::quiet_NaN();
+      summary.final_test_loss = std::numeric_limits<double>::quiet_NaN();
+      summary.judged_by_loss = workload_.judged_by_loss();
       summary.eval_seconds = eval_seconds_;
       stats.Summarize(step, &summary);
       if (config_.at_divergence) config_.at_divergence();
@@ -285,6 +287,8 @@ absl::StatusOr<TrainingSummary> Loop::Run(const std::function<void(const Progres
   summary.eval_seconds = eval_seconds_;
   const std::optional<Evaluation> final_eval = workload_.Evaluate(/*whole_test_set=*/true);
   summary.final_test_accuracy = final_eval.has_value() ? final_eval->accuracy : -1;  // -1: no test set
+  summary.final_test_loss = final_eval.has_value() ? final_eval->loss : -1;
+  summary.judged_by_loss = workload_.judged_by_loss();
   AddEndOfRunWarnings(workload_.loss_classes(), &summary);
   return summary;
 }

@@ -82,6 +82,11 @@ class Workload {
   // Test accuracy and loss on the curve's fixed subset of the test set, or
   // on the whole test set; nullopt for a workload without one.
   virtual std::optional<Evaluation> Evaluate(bool whole_test_set) = 0;
+
+  // True when the run is judged by its test loss (a language model's
+  // validation loss), false by its test accuracy (a classifier's): the
+  // summary's quality_metric.
+  virtual bool judged_by_loss() const { return false; }
 };
 
 // Who trains: each participant's pipeline and scheme (not owned), and its

@@ -127,7 +127,7 @@ TEST(WorkloadsTest, DescribesBothKindsAndRefusesUnknownOnes) {
   run.set_workload("alexnet");
   const absl::Status unknown = DescribeRun(4, &run);
   EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(unknown.message().find("mlp, cnn, mlp_large, cnn_wide, resnet50, vgg16, bert_base, gpt2_small"),
+  EXPECT_NE(unknown.message().find("mlp, cnn, mlp_large, cnn_wide, char_lm, resnet50, vgg16, bert_base, gpt2_small"),
             std::string::npos)
       << unknown;
   EXPECT_TRUE(IsSyntheticWorkload("vgg16"));

@@ -16,6 +16,7 @@
 #include "torch/serialize.h"
 #include "worker/pipeline/job_plan.h"
 #include "worker/pipeline/step_apply.h"
+#include "worker/training/make_workload.h"
 #include "worker/training/step_loop.h"
 #include "worker/training/workloads.h"
 #include "worker/compression/group_compressors.h"
@@ -29,7 +30,7 @@ struct Trainer::State {
   v1::RunConfig run;
   uint32_t rank = 0, world = 1;
   AggregationScheme* scheme = nullptr;
-  std::unique_ptr<ClassifierWorkload> workload;
+  std::unique_ptr<TorchWorkload> workload;
   int64_t first_step = 0;  // from the checkpoint
   std::unique_ptr<TraceWriter> trace;  // when config.trace_path is set
 };
@@ -53,7 +54,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerConfig config, A
   }
   // The run the job describes must be the one this build derives.
   v1::RunConfig derived = run;
-  if (absl::Status s = DescribeRun(state->world, &derived); !s.ok()) return s;
+  if (absl::Status s = DescribeRun(state->world, &derived, state->config.corpus_dir); !s.ok()) return s;
   if (RunFingerprint(derived) != RunFingerprint(run)) {
     return absl::InvalidArgumentError(absl::StrCat("the job's run does not match the model this worker builds: ",
                                                    DiffRunConfigs(run, derived)));
@@ -68,15 +69,16 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerConfig config, A
       StepPipeline::Create(layer_sizes, GroupLayouts(s.config.joined.job()), scheme);
   if (!pipeline.ok()) return pipeline.status();
   trainer->pipeline_ = *std::move(pipeline);
-  ClassifierWorkloadConfig workload;
+  TorchWorkloadConfig workload;
   workload.run = s.run;
   workload.world = s.world;
   workload.ranks = {s.rank};
   workload.pipelines = {trainer->pipeline_.get()};
   workload.data_dir = s.config.data_dir;
+  workload.corpus_dir = s.config.corpus_dir;
   workload.eval_examples = s.config.eval_examples;
   workload.inject_nan_gradient_at_step = s.config.inject_nan_gradient_at_step;
-  absl::StatusOr<std::unique_ptr<ClassifierWorkload>> made = ClassifierWorkload::Create(std::move(workload));
+  absl::StatusOr<std::unique_ptr<TorchWorkload>> made = MakeTorchWorkload(std::move(workload));
   if (!made.ok()) return made.status();
   s.workload = *std::move(made);
   if (!s.config.trace_path.empty()) {

@@ -37,7 +37,7 @@
 #include "proto/coordinator.pb.h"
 #include "worker/schemes/aggregation_scheme.h"
 #include "worker/core/divergence.h"
-#include "worker/training/classifier_workload.h"
+#include "worker/training/torch_workload.h"
 #include "worker/training/fashion_mnist.h"
 #include "worker/training/learning_rate.h"
 #include "worker/training/models.h"
@@ -51,6 +51,8 @@ struct TrainerConfig {
   // What the coordinator handed out: rank, world size, the job and its run.
   v1::JoinReply joined;
   std::string data_dir = kFashionMnistDir;
+  // The language model's text corpus (worker/training/text_corpus.h).
+  std::string corpus_dir;
   // Where this worker's checkpoint lives; empty: no checkpoints.
   std::string checkpoint_path;
   int checkpoint_every = 0;

@@ -23,7 +23,7 @@
 #include "worker/training/epoch_order.h"
 #include "worker/training/fashion_mnist.h"
 #include "worker/training/models.h"
-#include "worker/training/classifier_workload.h"
+#include "worker/training/make_workload.h"
 #include "worker/training/step_loop.h"
 #include "worker/training/workloads.h"
 #include "worker/virtual/loopback_shards.h"
@@ -55,7 +55,7 @@ struct VirtualWorkers::State {
   std::vector<std::unique_ptr<AggregationScheme>> schemes;
   std::vector<std::unique_ptr<StepPipeline>> pipelines;
 
-  std::unique_ptr<ClassifierWorkload> workload;
+  std::unique_ptr<TorchWorkload> workload;
 };
 
 VirtualWorkers::VirtualWorkers(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -88,7 +88,7 @@ absl::StatusOr<std::unique_ptr<VirtualWorkers>> VirtualWorkers::Create(VirtualWo
     return absl::InvalidArgumentError(absl::StrCat("--virtual_shards must be >= 1; got ", s.config.shards));
   }
   if (IsSyntheticWorkload(run.workload())) {
-    return absl::InvalidArgumentError(absl::StrCat("--virtual_workers trains mlp or cnn; workload '", run.workload(),
+    return absl::InvalidArgumentError(absl::StrCat("--virtual_workers trains the LibTorch models; workload '", run.workload(),
                                                    "' is a synthetic profile (run it with worker processes)"));
   }
   if (run.device() == "gpu") {
@@ -103,7 +103,7 @@ absl::StatusOr<std::unique_ptr<VirtualWorkers>> VirtualWorkers::Create(VirtualWo
   const uint32_t world = s.config.workers;
   // The run must be the one this build derives for W workers.
   v1::RunConfig derived = run;
-  if (absl::Status s = DescribeRun(world, &derived); !s.ok()) return s;
+  if (absl::Status st = DescribeRun(world, &derived, s.config.corpus_dir); !st.ok()) return st;
   if (RunFingerprint(derived) != RunFingerprint(run)) {
     return absl::InvalidArgumentError(absl::StrCat("the run does not match the model for ", world,
                                                    " workers: ", DiffRunConfigs(run, derived)));
@@ -154,7 +154,7 @@ absl::StatusOr<std::unique_ptr<VirtualWorkers>> VirtualWorkers::Create(VirtualWo
     s.pipelines.push_back(*std::move(pipeline));
   }
 
-  ClassifierWorkloadConfig workload;
+  TorchWorkloadConfig workload;
   workload.run = run;
   workload.world = world;
   for (uint32_t rank = 0; rank < world; ++rank) {
@@ -162,10 +162,11 @@ absl::StatusOr<std::unique_ptr<VirtualWorkers>> VirtualWorkers::Create(VirtualWo
     workload.pipelines.push_back(s.pipelines[rank].get());
   }
   workload.data_dir = s.config.data_dir;
+  workload.corpus_dir = s.config.corpus_dir;
   workload.eval_examples = s.config.eval_examples;
   workload.inject_nan_gradient_at_step = s.config.inject_nan_gradient_at_step;
   workload.inject_nan_participant = s.config.inject_nan_gradient_worker;
-  absl::StatusOr<std::unique_ptr<ClassifierWorkload>> made = ClassifierWorkload::Create(std::move(workload));
+  absl::StatusOr<std::unique_ptr<TorchWorkload>> made = MakeTorchWorkload(std::move(workload));
   if (!made.ok()) return made.status();
   s.workload = *std::move(made);
   return std::unique_ptr<VirtualWorkers>(new VirtualWorkers(std::move(state)));
@@ -207,6 +208,7 @@ SummaryHeader VirtualWorkers::header() const {
   header.scheme = run.scheme();
   header.compressor = run.compressor();
   header.fusion = run.fusion();
+  header.optimizer = run.optimizer();
   header.run = RunFingerprint(run);
   return header;
 }

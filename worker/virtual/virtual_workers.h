@@ -57,6 +57,7 @@ struct VirtualWorkersConfig {
   absl::Duration collective_timeout = absl::Minutes(10);
   // As the worker's (worker/training/trainer.h TrainerConfig).
   std::string data_dir;
+  std::string corpus_dir;
   int eval_every = 0;
   int64_t eval_examples = 2000;
   int report_every = 0;
