@@ -132,8 +132,25 @@ class TargetsTest(unittest.TestCase):
         curves = {"dense_allreduce": self.curve(0.5, float("nan")), "a": self.curve(0.7), "b": self.curve(0.9)}
         target, basis = targets.target_of(curves, {"dense_allreduce"})
         self.assertAlmostEqual(target, 0.89)
-        self.assertIn("dense_allreduce diverged: the best final accuracy on the curves (b, 90.00%)", basis)
+        self.assertIn("dense_allreduce diverged: the best final accuracy on the curve (90.00%) minus one point (b)",
+                      basis)
         self.assertEqual(targets.target_of({}, set()), (None, ""))
+
+    def test_a_loss_target_is_dense_plus_two_percent_and_reached_from_above(self):
+        curves = {name: [{"step": i, "elapsed_s": float(i), "test_accuracy": 0.3, "test_loss": v}
+                         for i, v in enumerate(losses)]
+                  for name, losses in (("dense_allreduce", (3.0, 2.2, 2.0)), ("sketch_ps", (3.1, 2.03, 1.9)),
+                                       ("spardl", (3.5, 2.5, 2.3)))}
+        target, basis = targets.target_of(curves, set(), metric=targets.LOSS)
+        self.assertAlmostEqual(target, 2.04)
+        self.assertIn("final validation loss on the curve (2.0000) plus 2%", basis)
+        self.assertEqual(targets.time_to(curves["sketch_ps"], target, targets.LOSS), 1.0)
+        self.assertEqual(targets.time_to(curves["dense_allreduce"], target, targets.LOSS), 2.0)
+        self.assertIsNone(targets.time_to(curves["spardl"], target, targets.LOSS))
+        # Without dense the lowest loss sets it.
+        target, basis = targets.target_of(curves, {"dense_allreduce"}, metric=targets.LOSS)
+        self.assertAlmostEqual(target, 1.9 * 1.02)
+        self.assertIn("(sketch_ps)", basis)
 
 
 class ClusterReportTest(unittest.TestCase):
@@ -166,6 +183,31 @@ class ClusterReportTest(unittest.TestCase):
         self.assertEqual(len(curves), 5)
         with self.assertRaises(FileNotFoundError):
             cluster_report.collect(out, 2, False, ["gtopk"])
+
+    def test_a_language_models_launch_is_judged_by_its_validation_loss(self):
+        out = tempfile.mkdtemp()
+        for scheme, losses in (("dense_allreduce", [3.0, 2.0]), ("sketch_allreduce", [3.2, 2.1])):
+            os.makedirs(os.path.join(out, scheme))
+            summary = {"compressor": "dense", "optimizer": "adamw:beta1=0.9,beta2=0.95,eps=1e-08,weight_decay=0.1",
+                       "quality_metric": "test_loss", "final_test_accuracy": 0.4, "final_test_loss": losses[-1],
+                       "mean_step_s": 0.01, "bytes_sent_per_step": 1000.0, "bytes_received_per_step": 900.0,
+                       "compression_ratio": 1.0, "wall_s": 3.0, "steps": 10, "diverged": None,
+                       "curve": [{"step": 5 * i, "elapsed_s": 1.5 * i, "test_accuracy": 0.4, "test_loss": v,
+                                  "bytes_sent": i} for i, v in enumerate(losses)]}
+            with open(os.path.join(out, scheme, "summary0.json"), "w") as f:
+                json.dump(summary, f)
+        runs, curves, target, basis = cluster_report.collect(out, 1, True, ["dense_allreduce", "sketch_allreduce"])
+        self.assertAlmostEqual(target, 2.04)
+        by = {r["scheme"]: r for r in runs}
+        self.assertEqual(by["dense_allreduce"]["time_to_target_s"], 1.5)
+        self.assertIsNone(by["sketch_allreduce"]["time_to_target_s"])
+        self.assertEqual(by["sketch_allreduce"]["final_test_loss"], 2.1)
+        self.assertEqual(by["sketch_allreduce"]["quality_metric"], "test_loss")
+        self.assertTrue(by["dense_allreduce"]["optimizer"].startswith("adamw:"))
+        cluster_report.write(out, 1, True, "none", ["dense_allreduce", "sketch_allreduce"], runs, curves, target,
+                             basis)
+        with open(os.path.join(out, "comparison.json")) as f:
+            self.assertAlmostEqual(json.load(f)["target"]["test_loss"], 2.04)
 
 
 class ReusingRunnerTest(unittest.TestCase):

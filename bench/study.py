@@ -203,7 +203,10 @@ def run_rows(runs, cell, ratio, compressor_rows):
     for r in runs:
         d = r["diverged"]
         rows.append({**cell, "scheme": r["scheme"], "ratio_target": ratio, "compressor": r["compressor"],
-                     "steps": r["steps"], "test_accuracy_pct": results.pct(r["final_test_accuracy"]),
+                     "optimizer": r["optimizer"], "steps": r["steps"],
+                     "test_accuracy_pct": results.pct(r["final_test_accuracy"]),
+                     "test_loss": None if r["final_test_loss"] is None else round(r["final_test_loss"], 6),
+                     "quality_metric": r["quality_metric"],
                      "diverged_step": None if d is None else d["step"], "step_ms": r["mean_step_ms"],
                      "sent_bytes_per_step": r["bytes_sent_per_worker_per_step"],
                      "received_bytes_per_step": r["bytes_received_per_worker_per_step"],
@@ -257,36 +260,47 @@ def run_cell(study, model, workers, link, seed, schemes, baselines):
     named = {f"{k[0]}" if k[1] is None else f"{k[0]}@{k[1]:g}x": v for k, v in curves.items()}
     diverged = {f"{r['_key'][0]}" if r["_key"][1] is None else f"{r['_key'][0]}@{r['_key'][1]:g}x"
                 for r in rows if r.get("_diverged")}
-    target, _ = targets.target_of(named, diverged)
+    metric = next((r["quality_metric"] for r in rows if r.get("quality_metric")), targets.ACCURACY)
+    target, _ = targets.target_of(named, diverged, metric=metric)
     for row in rows:
         key = row.pop("_key", None)
         row.pop("_diverged", None)
         if target is not None and key is not None:
-            row["target_pct"] = results.pct(target)
-            row["time_to_target_s"] = targets.time_to(curves[key], target)
-    curve_rows = [{**cell, "scheme": k[0], "ratio_target": k[1], **{x: c[x] for x in
-                   ("step", "elapsed_s", "test_accuracy", "bytes_sent_per_worker")}}
+            if metric == targets.LOSS:
+                row["target_loss"] = round(target, 6)
+            else:
+                row["target_pct"] = results.pct(target)
+            row["time_to_target_s"] = targets.time_to(curves[key], target, metric)
+    curve_rows = [{**cell, "scheme": k[0], "ratio_target": k[1], **{x: c.get(x) for x in
+                   ("step", "elapsed_s", "test_accuracy", "test_loss", "bytes_sent_per_worker")}}
                   for k, points in curves.items() for c in points]
     return rows, curve_rows, failed
 
 
 def print_table(rows):
-    print(f"\n{'model':<10} {'W':>4} {'link':<8} {'seed':>4} {'scheme':<22} {'ratio':>6} {'accuracy':>9} "
-          f"{'vs dense':>8} {'to target':>9} {'sent KiB':>9} {'measured':>8}")
-    dense = {(r["model"], r["workers"], r["link"], r["seed"]): r.get("test_accuracy_pct") for r in rows
+    by_loss = any(r.get("quality_metric") == targets.LOSS for r in rows)
+    quality = "test_loss" if by_loss else "test_accuracy_pct"
+    print(f"\n{'model':<10} {'W':>4} {'link':<8} {'seed':>4} {'scheme':<22} {'ratio':>6} "
+          f"{'val. loss' if by_loss else 'accuracy':>9} {'vs dense':>8} {'to target':>9} {'sent KiB':>9} "
+          f"{'measured':>8}")
+    dense = {(r["model"], r["workers"], r["link"], r["seed"]): r.get(quality) for r in rows
              if r["scheme"] == "dense_allreduce" and r.get("ratio_target") is None}
     for r in rows:
-        acc = r.get("test_accuracy_pct")
+        acc = r.get(quality)
         ref = dense.get((r["model"], r["workers"], r["link"], r["seed"]))
         if r.get("steps") is None:
             shown, vs = "no run", ""
         elif r.get("diverged_step") is not None:
             shown, vs = f"div@{r['diverged_step']}", ""
+        elif by_loss:
+            shown = "-" if acc is None else f"{acc:.4f}"
+            vs = "" if acc is None or not ref else f"{100 * (acc / ref - 1):+.1f}%"
         else:
             shown = "-" if acc is None else f"{acc:.2f}%"
             vs = "" if acc is None or ref is None else f"{acc - ref:+.2f}"
         ttt = r.get("time_to_target_s")
-        ttt = "" if r.get("target_pct") is None else "never" if ttt is None else f"{ttt:.1f}s"
+        has_target = r.get("target_pct") is not None or r.get("target_loss") is not None
+        ttt = "" if not has_target else "never" if ttt is None else f"{ttt:.1f}s"
         ratio = "" if r.get("ratio_target") is None else f"{r['ratio_target']:g}x"
         sent = r.get("sent_bytes_per_step")
         measured = r.get("compression_ratio")

@@ -82,5 +82,29 @@ if ! python3 "$study" --out="$dir/d" --worker="$worker" --models=mlp --workers=2
 else
   echo "ok: --ratios=default ran dense_allreduce and sketch_allreduce in one launch"
 fi
+# The language model on virtual workers with AdamW: judged by validation loss.
+if ! python3 "$study" --out="$dir/lm" --worker="$worker" --models=char_lm --workers=2 --virtual --epochs=1 \
+       --train_examples=160 --batch_size=8 --schemes=sketch_allreduce --baselines=dense_allreduce \
+       --worker_flags='--optimizer=adamw --learning_rate=3e-3 --test_examples=64' >"$dir/lm.log" 2>&1; then
+  fail "the language model's study failed:"; cat "$dir/lm.log"
+else
+  python3 - "$dir/lm/results.csv" <<'PY' || failures=$((failures + 1))
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+problems = []
+if sorted(r["scheme"] for r in rows) != ["dense_allreduce", "sketch_allreduce"]:
+    problems.append(f"rows {[r['scheme'] for r in rows]}")
+for r in rows:
+    if r["quality_metric"] != "test_loss" or not 0 < float(r["test_loss"]) < 5.6:
+        problems.append(f"{r['scheme']}: {r['quality_metric']} {r['test_loss']}")
+    if not r["target_loss"] or r["target_pct"] or not r["optimizer"].startswith("adamw:"):
+        problems.append(f"{r['scheme']}: target_loss '{r['target_loss']}', target_pct '{r['target_pct']}', "
+                        f"optimizer '{r['optimizer']}'")
+for p in problems:
+    print("FAIL:", p)
+sys.exit(1 if problems else 0)
+PY
+  echo "ok: the language model's runs are judged by their validation loss"
+fi
 [ "$failures" -eq 0 ] && echo PASS || echo "$failures failure(s)"
 exit $((failures > 0))

@@ -97,6 +97,10 @@ fi
 # apart (the workers' flags after -- override it).
 eval_every=$(( epochs * (train_examples / workers / batch_size) / 15 ))
 [ "$eval_every" -ge 5 ] || eval_every=5
+# The curve's subset: 2000 test images, or 256 validation windows (16,384
+# bytes) of the language model.
+eval_examples=2000
+[ "$workload" = char_lm ] && eval_examples=256
 for binary in "$server" "$worker"; do
   [ -x "$binary" ] || { echo "local_cluster: $binary is not built (run scripts/main_job.sh)" >&2; exit 2; }
 done
@@ -281,7 +285,7 @@ for scheme in "${scheme_list[@]}"; do
     diverged="" diverged_since=""
     worker_pids=()
     start "virtual-x$workers" "$dir/worker0.log" "$worker" --virtual_workers="$workers" --virtual_shards="$run_shards" \
-      --summary_json="$dir/summary0.json" --report_every=25 --eval_every="$eval_every" --eval_examples=2000 \
+      --summary_json="$dir/summary0.json" --report_every=25 --eval_every="$eval_every" --eval_examples="$eval_examples" \
       "${run_flags[@]}"
     worker_pids+=("${pids[-1]}")
   else
@@ -311,7 +315,7 @@ for scheme in "${scheme_list[@]}"; do
       start "worker-$w" "$dir/worker$w.log" $(host_prefix $((shards + w))) "$worker" --coordinator="$coordinator" \
         --worker_id="worker-$w" --collective_host="$(host_address $((shards + w)))" \
         --token_file="$dir/token" --join_credential_file="$dir/credential$w" --summary_json="$dir/summary$w.json" --report_every=25 \
-        --trace_file="$dir/trace$w.json" --eval_every="$eval_every" --eval_examples=2000 "${run_flags[@]}"
+        --trace_file="$dir/trace$w.json" --eval_every="$eval_every" --eval_examples="$eval_examples" "${run_flags[@]}"
       worker_pids+=("${pids[-1]}")
     done
   fi
@@ -352,15 +356,20 @@ elif [ "$(wc -l <"$out/curves.csv")" -le 1 ]; then
   echo "(no accuracy plot: no run has a point on its accuracy curve)"
 elif command -v gnuplot >/dev/null 2>&1; then
   time_cmds="" bytes_cmds=""
+  # curves.csv: scheme, step, elapsed_s, test_accuracy, bytes_sent_per_worker, test_loss.
+  y='(100*$4)' ylabel='test accuracy (%, fixed test subset)' key='bottom right' data="Fashion-MNIST $workload"
+  if [ "$workload" = char_lm ]; then
+    y='6' ylabel='validation loss (nats per byte, fixed subset)' key='top right' data='char_lm on the Debian fortunes'
+  fi
   for scheme in "${scheme_list[@]}"; do
     grep "^$scheme," "$out/curves.csv" | tr ',' ' ' >"$out/$scheme/curve.dat" || true
     [ -s "$out/$scheme/curve.dat" ] || continue
-    time_cmds+="'$out/$scheme/curve.dat' using 3:(100*\$4) with linespoints pointsize 0.6 title '$scheme',"
-    bytes_cmds+="'$out/$scheme/curve.dat' using (\$5/1048576):(100*\$4) with linespoints pointsize 0.6 title '$scheme',"
+    time_cmds+="'$out/$scheme/curve.dat' using 3:$y with linespoints pointsize 0.6 title '$scheme',"
+    bytes_cmds+="'$out/$scheme/curve.dat' using (\$5/1048576):$y with linespoints pointsize 0.6 title '$scheme',"
   done
   gnuplot -e "set terminal png size 1200,500; set output '$out/accuracy_vs_time.png'; \
-    set termoption noenhanced; set multiplot layout 1,2 title 'Fashion-MNIST $workload, $workers $([ "$virtual" -eq 1 ] && echo virtual) workers'; \
-    set ylabel 'test accuracy (%, fixed test subset)'; set key bottom right; \
+    set termoption noenhanced; set multiplot layout 1,2 title '$data, $workers $([ "$virtual" -eq 1 ] && echo virtual) workers'; \
+    set ylabel '$ylabel'; set key $key; \
     set xlabel 'wall time (s)'; plot ${time_cmds%,}; \
     set xlabel 'MiB sent per worker'; set logscale x; plot ${bytes_cmds%,}; unset multiplot"
   echo "plot: $out/accuracy_vs_time.png (each run's accuracy curve against time and against bytes sent per worker)"

@@ -10,6 +10,7 @@ timeline per run, then prints the table.
 collect() is what bench/study.py reads a launch with."""
 import csv
 import json
+import math
 import os
 import re
 import sys
@@ -17,7 +18,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from harness import targets  # noqa: E402
 
-FIELDS = ["scheme", "compressor", "final_test_accuracy", "time_to_target_s", "mean_step_ms",
+FIELDS = ["scheme", "compressor", "final_test_accuracy", "final_test_loss", "time_to_target_s", "mean_step_ms",
           "bytes_sent_per_worker_per_step", "bytes_received_per_worker_per_step", "compression_ratio", "wall_s",
           "steps", "peel_recovered_share", "diverged_step", "diverged_group", "diverged_worker", "diverged_what"]
 
@@ -55,10 +56,23 @@ def shard_loads(out, scheme, steps):
     return loads
 
 
+CURVE_FIELDS = ["scheme", "step", "elapsed_s", "test_accuracy", "bytes_sent_per_worker", "test_loss"]
+
+
+def metric_of(out, schemes, workers):
+    """What the launch's runs are judged by (their summaries' quality_metric): test accuracy
+    (classifiers, and summaries written before the field) or test loss (a language model)."""
+    for scheme in schemes:
+        for s in summaries(out, scheme, workers)[:1]:
+            return s.get("quality_metric", targets.ACCURACY)
+    return targets.ACCURACY
+
+
 def collect(out, workers, virtual, schemes):
     """(runs, curves, target, basis) of the launch in `out`: one run record
-    per scheme (comparison.json's), every curve point, the target accuracy
-    (None without one) and the sentence that says how it was set."""
+    per scheme (comparison.json's), every curve point, the target (an
+    accuracy or a loss, as the runs are judged: metric_of; None without one)
+    and the sentence that says how it was set."""
     runs, curves = [], []
     for scheme in schemes:
         found = summaries(out, scheme, workers)
@@ -67,11 +81,12 @@ def collect(out, workers, virtual, schemes):
         s = found[0]
         # The divergence that stopped the run, as the first worker that wrote one saw it.
         diverged = next((x["diverged"] for x in found if x.get("diverged")), None)
-        accuracy = s["final_test_accuracy"]
+        accuracy, loss = s["final_test_accuracy"], s.get("final_test_loss")
         synthetic = accuracy is not None and accuracy < 0
         if diverged is not None or synthetic:
-            accuracy = None  # diverged (its model is lost), or a synthetic profile (no accuracy)
+            accuracy = loss = None  # diverged (its model is lost), or a synthetic profile (no accuracy)
         runs.append({"scheme": scheme, "compressor": s["compressor"], "final_test_accuracy": accuracy,
+                     "final_test_loss": loss, "optimizer": s.get("optimizer", "sgd"),
                      "time_to_target_s": None,
                      "mean_step_ms": None if s["mean_step_s"] is None else round(1e3 * s["mean_step_s"], 3),
                      "bytes_sent_per_worker_per_step": s["bytes_sent_per_step"],
@@ -85,12 +100,16 @@ def collect(out, workers, virtual, schemes):
                      "synthetic": synthetic})
         for c in s.get("curve", []):
             curves.append({"scheme": scheme, "step": c["step"], "elapsed_s": c["elapsed_s"],
-                           "test_accuracy": c["test_accuracy"], "bytes_sent_per_worker": c["bytes_sent"]})
+                           "test_accuracy": c["test_accuracy"], "bytes_sent_per_worker": c["bytes_sent"],
+                           "test_loss": c.get("test_loss")})
+    metric = metric_of(out, schemes, workers)
     by_scheme = {r["scheme"]: [c for c in curves if c["scheme"] == r["scheme"]] for r in runs}
-    target, basis = targets.target_of(by_scheme, {r["scheme"] for r in runs if r["diverged"] is not None})
+    target, basis = targets.target_of(by_scheme, {r["scheme"] for r in runs if r["diverged"] is not None},
+                                      metric=metric)
     for r in runs:
+        r["quality_metric"] = metric
         if target is not None:
-            r["time_to_target_s"] = targets.time_to(by_scheme[r["scheme"]], target)
+            r["time_to_target_s"] = targets.time_to(by_scheme[r["scheme"]], target, metric)
     return runs, curves, target, basis
 
 
@@ -104,12 +123,12 @@ def write(out, workers, virtual, link, schemes, runs, curves, target, basis):
             w.writerow({**{k: r[k] for k in FIELDS if k in r},
                         **{f"diverged_{k}": d.get(k) for k in ("step", "group", "worker", "what")}})
     with open(f"{out}/curves.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["scheme", "step", "elapsed_s", "test_accuracy", "bytes_sent_per_worker"])
+        w = csv.DictWriter(f, fieldnames=CURVE_FIELDS)
         w.writeheader()
         w.writerows(curves)
     with open(f"{out}/comparison.json", "w") as f:
         json.dump({"link": None if link == "none" else link, "workers": workers,
-                   "target": None if target is None else {"test_accuracy": target, "basis": basis},
+                   "target": None if target is None else {metric_name(runs): target, "basis": basis},
                    "runs": [{k: v for k, v in r.items() if k != "synthetic"} for r in runs],
                    "curves": curves}, f, indent=2)
     # One timeline per run: every worker's trace events in one Chrome trace
@@ -126,18 +145,26 @@ def write(out, workers, virtual, link, schemes, runs, curves, target, basis):
             json.dump({"displayTimeUnit": "ms", "traceEvents": events}, f)
 
 
+def metric_name(runs):
+    """The launch's quality metric (its runs'), test_accuracy without runs."""
+    return runs[0]["quality_metric"] if runs else targets.ACCURACY
+
+
 def number(value, fmt, width):
     return f"{'-':>{width}}" if value is None else f"{value:>{width}{fmt}}"
 
 
 def print_table(out, workers, virtual, link, schemes, runs, curves, target, basis):
     print(f"\non {'loopback' if link == 'none' else 'a ' + link + ' link per host'}:")
-    print(f"{'scheme':<22} {'accuracy':>9} {'to target':>10} {'step ms':>8} {'sent KiB/step':>14} "
-          f"{'recv KiB/step':>14} {'ratio':>7} {'wall s':>7}")
+    by_loss = metric_name(runs) == targets.LOSS
+    print(f"{'scheme':<22} {'val. loss' if by_loss else 'accuracy':>9} {'to target':>10} {'step ms':>8} "
+          f"{'sent KiB/step':>14} {'recv KiB/step':>14} {'ratio':>7} {'wall s':>7}")
     for r in runs:
         if r["diverged"] is not None:
             accuracy = f"{'diverged':>9}"
-        elif r["final_test_accuracy"] is None:
+        elif by_loss and r["final_test_loss"] is not None:
+            accuracy = f"{r['final_test_loss']:>9.4f}"
+        elif r["final_test_accuracy"] is None or by_loss:
             accuracy = f"{'-':>9}"
         else:
             accuracy = f"{100 * r['final_test_accuracy']:>8.2f}%"
@@ -179,7 +206,11 @@ def print_table(out, workers, virtual, link, schemes, runs, curves, target, basi
             print(f"({r['scheme']}: the peel decodes gave back {100 * share:.1f}% of the energy worker 0 inserted)")
         for warning in r["warnings"]:
             print(f"warning: {r['scheme']}: {warning}")
-    if target is not None:
+    if target is not None and by_loss:
+        print(f"(to target: wall seconds until the run's curve first reaches a validation loss of {target:.4f} "
+              f"nats per byte ({target / math.log(2):.3f} bits): {basis}; curves are the loss on a fixed validation "
+              "subset, evaluated every few steps; val. loss: on the whole validation split)")
+    elif target is not None:
         print(f"(to target: wall seconds until the run's curve first reaches {100 * target:.2f}%: {basis}; "
               "curves are test accuracy on a fixed test subset, evaluated every few steps)")
     elif curves or any(not r["synthetic"] for r in runs):

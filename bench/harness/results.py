@@ -7,10 +7,12 @@ import csv
 RUN_FIELDS = [
     # configuration
     "model", "workers", "link", "virtual", "seed", "epochs", "train_examples", "scheme", "ratio_target",
-    "compressor",
-    # figures
-    "steps", "test_accuracy_pct", "diverged_step", "target_pct", "time_to_target_s", "step_ms",
-    "sent_bytes_per_step", "received_bytes_per_step", "compression_ratio", "peel_recovered_pct", "wall_s",
+    "compressor", "optimizer",
+    # figures (a classifier is judged by test_accuracy_pct against target_pct, a language model by
+    # test_loss, nats per byte on its validation split, against target_loss)
+    "quality_metric", "steps", "test_accuracy_pct", "test_loss", "diverged_step", "target_pct", "target_loss", "time_to_target_s",
+    "step_ms", "sent_bytes_per_step", "received_bytes_per_step", "compression_ratio", "peel_recovered_pct",
+    "wall_s",
 ]
 
 
