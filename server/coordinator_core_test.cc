@@ -124,6 +124,17 @@ TEST(CoordinatorCoreTest, RefusesADifferentConfigurationListingTheFields) {
   const std::string message(reply.status().message());
   EXPECT_NE(message.find("scheme: job has \"sketch_ps\", worker has \"topk_ps\""), std::string::npos) << message;
   EXPECT_NE(message.find("first difference at [1]: 10 vs 11"), std::string::npos) << message;
+  // A worker stepping another optimizer (or another schedule) is another run.
+  v1::JobConfig adam = TestJob(2);
+  adam.mutable_run()->set_optimizer("adamw:beta1=0.9,beta2=0.99,eps=1e-08,weight_decay=0.1");
+  adam.mutable_run()->set_lr_schedule("cosine");
+  reply = core->Join(JoinOf(adam, "w-0"), Soon(), nullptr);
+  ASSERT_EQ(reply.status().code(), absl::StatusCode::kFailedPrecondition);
+  const std::string why(reply.status().message());
+  EXPECT_NE(why.find("optimizer: job has \"\", worker has \"adamw:beta1=0.9,beta2=0.99,eps=1e-08,weight_decay=0.1\""),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("lr_schedule: job has \"\", worker has \"cosine\""), std::string::npos) << why;
 }
 
 // A job cut into partitions: a worker that leaves the bound to the job

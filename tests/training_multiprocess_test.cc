@@ -8,7 +8,9 @@
 //  - Injected transport faults (failed attempts, lost replies, delays) are
 //    retried and change nothing: the run ends with exactly the same model.
 //  - A worker killed with SIGKILL mid-training and restarted resumes from its
-//    checkpoint, and the run ends exactly where an uninterrupted run ends.
+//    checkpoint, and the run ends exactly where an uninterrupted run ends:
+//    the MLP with SGD, and the transformer with AdamW (its moments in the
+//    checkpoint).
 // Usage (from Bazel): training_multiprocess_test <sketchfuse_server> <sketchfuse_worker>
 #include <signal.h>
 
@@ -75,16 +77,21 @@ TEST(TrainingTest, SketchPsReachesDenseAccuracyWithinOnePointFive) {
   }
 }
 
-TEST(TrainingTest, AKilledWorkerResumesFromItsCheckpointAndTheRunEndsAsIfUninterrupted) {
-  const std::vector<std::string> reference_flags = {"--checkpoint_dir=" + TestTempDir() + "/reference/ckpt",
+// Kills worker-1 of `name`'s run once it has checkpointed, restarts it, and
+// expects the run to end exactly as the same run uninterrupted.
+void ExpectAKilledWorkerToResumeExactly(const std::string& name, const std::vector<std::string>& run_flags) {
+  const std::vector<std::string> reference_flags = {"--checkpoint_dir=" + TestTempDir() + "/" + name +
+                                                        "_reference/ckpt",
                                                     "--checkpoint_every=4"};
-  TrainingCluster uninterrupted = Cluster("reference", "sketch_ps", 2);
+  TrainingCluster uninterrupted(daemon_binaries.server, daemon_binaries.worker,
+                                absl::StrCat(TestTempDir(), "/", name, "_reference"), run_flags);
   std::filesystem::create_directories(uninterrupted.dir() + "/ckpt");
   const std::vector<WorkerResult> reference_run = uninterrupted.Train(2, 1, reference_flags);
   ASSERT_EQ(reference_run.size(), 2u);
   const WorkerResult reference = reference_run[0];
 
-  TrainingCluster cluster = Cluster("interrupted", "sketch_ps", 2);
+  TrainingCluster cluster(daemon_binaries.server, daemon_binaries.worker,
+                          absl::StrCat(TestTempDir(), "/", name, "_interrupted"), run_flags);
   std::filesystem::create_directories(cluster.dir() + "/ckpt");
   ASSERT_FALSE(cluster.StartServers(1).empty());
   const std::vector<std::string> flags = {"--checkpoint_dir=" + cluster.dir() + "/ckpt", "--checkpoint_every=4"};
@@ -110,6 +117,21 @@ TEST(TrainingTest, AKilledWorkerResumesFromItsCheckpointAndTheRunEndsAsIfUninter
   // Exactly the uninterrupted run's final model: same test loss and accuracy.
   EXPECT_EQ(survivor.last_epoch, reference.last_epoch);
   EXPECT_EQ(resumed.last_epoch, reference.last_epoch);
+}
+
+TEST(TrainingTest, AKilledWorkerResumesFromItsCheckpointAndTheRunEndsAsIfUninterrupted) {
+  ExpectAKilledWorkerToResumeExactly("mlp_sgd", RunFlags("sketch_ps", 2));
+}
+
+// The same with AdamW's moments and step count in the checkpoint, under a
+// cosine schedule, on the transformer.
+TEST(TrainingTest, AKilledAdamWWorkerResumesItsOptimizersStateExactly) {
+  ExpectAKilledWorkerToResumeExactly(
+      "char_lm_adamw",
+      {"--job=train", "--world_size=2", "--workload=char_lm", "--scheme=sketch_ps", "--train_examples=1600",
+       "--test_examples=200", "--epochs=1", "--batch_size=8", "--seed=5", "--report_every=0",
+       "--optimizer=adamw:beta2=0.95,weight_decay=0.1", "--learning_rate=3e-3", "--lr_schedule=cosine",
+       "--lr_warmup_steps=10"});
 }
 
 }  // namespace
