@@ -15,9 +15,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "common/aggregation_state.h"
 #include "common/payload.h"
@@ -32,6 +35,45 @@ struct EncodeContext {
   // The group's parameter values, same length as the gradient; needed by
   // importance-weighted selection, ignored by the others.
   absl::Span<const float> params;
+};
+
+// A method whose two rounds per step sum low-rank factors (PowerSGD,
+// common/compressors/power_sgd.h), on a worker: round 0 sums the workers'
+// Encode (their P = M Q, one factor per matrix of the group, and the
+// group's vectors whole), which the group's Decode finishes where the sum
+// is (it orthonormalizes each P: P^); round 1 sums what SecondRound makes
+// of that answer (each worker's Q = M^T P^), a later round's factor values
+// (CheckFactorRound), answered as their dense sum; Finish turns the two
+// answers into the group's update.
+class LowRankRounds {
+ public:
+  virtual ~LowRankRounds() = default;
+
+  // Round 1's payload (PayloadKind::kCandidateValues: the factor values,
+  // no indices) for round 0's answer: M^T P^ for the M this worker encoded
+  // last. INVALID_ARGUMENT for an answer of another length or before any
+  // Encode.
+  virtual absl::StatusOr<Payload> SecondRound(const Update& first_answer) = 0;
+
+  struct Outcome {
+    // The update: the SUM over the workers (P^ Q^T for each matrix, the
+    // summed vectors), dense, of the group's dim.
+    Update update;
+    // What this worker keeps of the vector it encoded: M - P^ Q_w^T at each
+    // matrix (its own factor's reconstruction), 0 at the vectors (sent
+    // whole); the group's dim.
+    std::vector<float> kept;
+  };
+  // The outcome for both rounds' answers; advances the warm start (the next
+  // step's Q is the summed Q, the same on every worker). INVALID_ARGUMENT,
+  // nothing advanced, for answers that do not fit.
+  virtual absl::StatusOr<Outcome> Finish(const Update& first_answer, const Update& second_answer) = 0;
+
+  // The warm start, as floats (checkpoints), and its restoration:
+  // INVALID_ARGUMENT, nothing restored, for another size or a non-finite
+  // value.
+  virtual std::vector<float> SaveState() const = 0;
+  virtual absl::Status RestoreState(absl::Span<const float> saved) = 0;
 };
 
 class Compressor {
@@ -128,6 +170,12 @@ class Compressor {
     uint32_t world_size = 1;  // workers whose payloads are summed
     uint64_t seed = 0;        // the job's hash seed
     double momentum = 0;      // the run's momentum (where the sum keeps it)
+    // The group's blocks in order, as its layers lie in it: {rows, cols} of
+    // a whole matrix-shaped layer (rows > 1 and cols > 1: its first
+    // dimension, and the product of the rest), {1, n} for a vector (a 1-D
+    // layer, or the piece of a layer that a partition cut). Empty when the
+    // run gives no shapes (v1::RunConfig layer_rows).
+    std::vector<std::pair<uint64_t, uint64_t>> blocks;
   };
   // The spec to run in a job (world size, seed, momentum): parameters the
   // spec leaves to the job are filled in from `job`, so that every worker
@@ -156,6 +204,21 @@ class Compressor {
   // applied, so stateful decorators can clear them. Stateless compressors
   // accept and ignore it.
   virtual absl::Status OnApplied(const Update& update) { return absl::OkStatus(); }
+
+  // A method whose rounds sum low-rank factors (LowRankRounds) answers its
+  // worker-side rounds here; null for every other method. Decorators
+  // forward it.
+  virtual LowRankRounds* low_rank() { return nullptr; }
+  // True for such a method (on a worker or a shard).
+  virtual bool sums_factor_rounds() const { return false; }
+
+  // OK if `payload` can be round `round`'s (>= 1) push of a method whose
+  // earlier round answered densely (a low-rank method's factor values: their
+  // kind and count); INVALID_ARGUMENT otherwise, and for every method that
+  // takes no such rounds (by default).
+  virtual absl::Status CheckFactorRound(uint32_t round, const Payload& payload) const {
+    return absl::InvalidArgumentError(absl::StrCat(spec(), " takes no rounds of factor values"));
+  }
 
  protected:
   // "<spec> takes <kind> payloads, not <got>".

@@ -47,6 +47,11 @@ bool ParamReader::Has(absl::string_view key) {
   return spec_.params.count(std::string(key)) > 0;
 }
 
+absl::StatusOr<std::string> ParamReader::Text(absl::string_view key) {
+  if (!Has(key)) return absl::InvalidArgumentError(absl::StrCat(spec_.name, ": parameter ", key, " is missing"));
+  return spec_.params.at(std::string(key));
+}
+
 absl::StatusOr<double> ParamReader::Double(absl::string_view key, double fallback, double min,
                                            double max) {
   if (!Has(key)) return fallback;

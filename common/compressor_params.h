@@ -46,6 +46,9 @@ class ParamReader {
                                      const std::vector<std::string>& choices);
   // True when the spec sets `key` (and records it as known).
   bool Has(absl::string_view key);
+  // The raw value of `key` (recorded as known); INVALID_ARGUMENT when the
+  // spec does not set it.
+  absl::StatusOr<std::string> Text(absl::string_view key);
 
   // INVALID_ARGUMENT naming the first unknown parameter and the accepted ones.
   absl::Status Finish() const;

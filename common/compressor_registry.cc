@@ -34,6 +34,10 @@ void RegisterBuiltins(CompressorRegistry* registry) {
                            "Count-Sketch, decode = heavy hitters (linear); density|k, rows, "
                            "width|cols, seed",
                            MakeCountSketchCompressor);
+  (void)registry->Register("powersgd",
+                           "PowerSGD: rank-r factors of each matrix by one power iteration with a warm start, two "
+                           "rounds of sums (linear); rank, seed, shapes (the job's)",
+                           MakePowerSgdCompressor);
 }
 
 }  // namespace

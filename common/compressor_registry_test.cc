@@ -36,8 +36,8 @@ TEST(CompressorSpecTest, RejectsMalformedSpecs) {
 
 TEST(CompressorRegistryTest, CreatesEveryBuiltin) {
   const std::vector<std::string> names = CompressorRegistry::Default().Names();
-  EXPECT_EQ(names, (std::vector<std::string>{"count_sketch", "dense", "importance", "randomk",
-                                             "threshold", "topk"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"count_sketch", "dense", "importance", "powersgd",
+                                             "randomk", "threshold", "topk"}));
   for (const std::string& name : names) {
     absl::StatusOr<std::unique_ptr<Compressor>> c = CompressorRegistry::Default().Create(name);
     ASSERT_TRUE(c.ok()) << name << ": " << c.status();

@@ -69,6 +69,11 @@ class CompressorDecorator : public Compressor {
     return inner_->SketchLayoutFor(dim);
   }
   bool keeps_aggregation_state() const override { return inner_->keeps_aggregation_state(); }
+  LowRankRounds* low_rank() override { return inner_->low_rank(); }
+  bool sums_factor_rounds() const override { return inner_->sums_factor_rounds(); }
+  absl::Status CheckFactorRound(uint32_t round, const Payload& payload) const override {
+    return inner_->CheckFactorRound(round, payload);
+  }
   absl::StatusOr<std::unique_ptr<AggregationState>> NewAggregationState(uint64_t dim) const override {
     return inner_->NewAggregationState(dim);
   }

@@ -37,12 +37,26 @@ absl::Status PlaceAtCandidates(const Update& candidates, Payload* payload) {
   return absl::OkStatus();
 }
 
+absl::Status PrepareLaterRound(const Update& previous, uint32_t round, const FactorRoundCheck& check,
+                               Payload* payload) {
+  if (!previous.dense) return PlaceAtCandidates(previous, payload);
+  if (!check) return absl::InvalidArgumentError("a round after a dense answer needs the method's factor check");
+  return check(round, *payload);
+}
+
 absl::StatusOr<Update> FinishRound(const RoundRule& rule, uint32_t round, Payload sum, const RoundDecoder& decode) {
   if (round >= rule.rounds) {
     return absl::InvalidArgumentError(absl::StrCat("round ", round, " of a group of ", rule.rounds, " round(s)"));
   }
   absl::StatusOr<Update> update;
-  if (round > 0) {
+  if (round > 0 && sum.kind == PayloadKind::kCandidateValues) {
+    // Factor values (after a dense answer): their sum, dense.
+    Update factors;
+    factors.dense = true;
+    factors.dim = sum.values.size();
+    factors.values = std::move(sum.values);
+    update = std::move(factors);
+  } else if (round > 0) {
     // Every worker's values sat at the same candidates: their sum is the
     // exact update there.
     if (sum.kind != PayloadKind::kSparse) {

@@ -11,6 +11,11 @@
 //                where the sum is: common/aggregation_state.h);
 //   round r > 0  every worker's exact values at round r - 1's candidates,
 //                placed there (PlaceAtCandidates); their sum is the update.
+//                After a dense answer (a low-rank method's factor:
+//                LowRankRounds in common/compressor.h), every worker's factor
+//                values instead, summed as they are (PrepareLaterRound
+//                checks their count); the answer is their dense sum, which
+//                each worker turns into its update.
 // The final round's answer keeps only its `reselect_top_k` largest-magnitude
 // entries where that is set (Top-k PS's re-selection of the union, the
 // two-round fixed-size sketch's top k of the exact sums); a round before the
@@ -57,6 +62,17 @@ void ReselectTopK(uint64_t k, Update* update);
 // sparse list of candidates, the payload is not candidate values, or the
 // counts differ (the message says which).
 absl::Status PlaceAtCandidates(const Update& candidates, Payload* payload);
+
+// Checks a later round's push against the method (the group's
+// Compressor::CheckFactorRound).
+using FactorRoundCheck = std::function<absl::Status(uint32_t round, const Payload& payload)>;
+
+// Makes round `round`'s (>= 1) push ready to sum given the previous round's
+// answer: placed at its candidates (a sparse answer: PlaceAtCandidates), or,
+// after a dense answer, left as factor values that `check` accepts.
+// INVALID_ARGUMENT naming the misfit.
+absl::Status PrepareLaterRound(const Update& previous, uint32_t round, const FactorRoundCheck& check,
+                               Payload* payload);
 
 }  // namespace sketchfuse
 

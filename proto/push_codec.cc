@@ -266,7 +266,7 @@ grpc::ByteBuffer EncodePushReply(std::shared_ptr<const Update> update, uint32_t 
   return wire::HeaderThenValues(std::move(header), values, std::move(update));
 }
 
-absl::StatusOr<PushReplyParts> DecodePushReply(const grpc::ByteBuffer& buffer, uint64_t group_dim) {
+absl::StatusOr<PushReplyParts> DecodePushReply(const grpc::ByteBuffer& buffer, uint64_t group_dim, ReplyDim dims) {
   SliceReader r(buffer);
   PushReplyParts parts;
   std::vector<uint32_t> index_gaps;
@@ -288,8 +288,13 @@ absl::StatusOr<PushReplyParts> DecodePushReply(const grpc::ByteBuffer& buffer, u
   }));
   RETURN_IF_ERROR(MoveGapsToIndices(&index_gaps, "update", &parts.update.indices));
   if (parts.update.dim != group_dim) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("update: dim ", parts.update.dim, " is not the group's ", group_dim));
+    const bool factors =
+        dims == ReplyDim::kFactorsAtMostGroup && parts.update.dense && parts.update.dim < group_dim;
+    if (!factors) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("update: dim ", parts.update.dim, " is not the group's ", group_dim,
+                       dims == ReplyDim::kFactorsAtMostGroup ? " (nor a dense answer of factors below it)" : ""));
+    }
   }
   absl::Status valid = ValidateAnswer(parts.update, parts.update.dim);
   if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat("update: ", valid.message()));

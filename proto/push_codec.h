@@ -76,14 +76,26 @@ absl::StatusOr<PushRequestParts> DecodePushRequest(const grpc::ByteBuffer& buffe
 // is referenced, not copied, as above.
 grpc::ByteBuffer EncodePushReply(std::shared_ptr<const Update> update, uint32_t contributors);
 
+// Which dims a reply's update may have.
+enum class ReplyDim {
+  // Exactly the group's: every update and candidate list.
+  kGroup,
+  // The group's, or a dense vector of fewer values: a low-rank method's
+  // factor rounds answer with their factors' length, which the compressor
+  // then checks exactly (LowRankRounds). For a push of candidate values.
+  kFactorsAtMostGroup,
+};
+
 // The reply in `buffer` to a push of a group of `group_dim` elements, with
 // its update checked by ValidateAnswer (an update, or the candidate list of
 // a first round). INVALID_ARGUMENT naming the field for a malformed one,
-// for another dim, and, while decoding, for more indices than the group
-// has elements (a reply cannot make the worker allocate past its group);
-// FAILED_PRECONDITION (CheckSketchHashFamily) for a reply from a shard of
-// another sketch hash family, whose sums of sketches cannot be ours.
-absl::StatusOr<PushReplyParts> DecodePushReply(const grpc::ByteBuffer& buffer, uint64_t group_dim);
+// for a dim that `dims` does not allow, and, while decoding, for more
+// indices than the group has elements (a reply cannot make the worker
+// allocate past its group); FAILED_PRECONDITION (CheckSketchHashFamily) for
+// a reply from a shard of another sketch hash family, whose sums of
+// sketches cannot be ours.
+absl::StatusOr<PushReplyParts> DecodePushReply(const grpc::ByteBuffer& buffer, uint64_t group_dim,
+                                               ReplyDim dims = ReplyDim::kGroup);
 
 }  // namespace sketchfuse
 

@@ -429,6 +429,36 @@ TEST(PushCodecTest, MalformedRepliesAreRefused) {
   EXPECT_NE(s.message().find("sparse update has 2 indices but 1 values"), std::string::npos) << s;
 }
 
+// A push of candidate values may be a low-rank method's factor round, whose
+// answer is a dense vector of the factors' length, below the group's dim;
+// every other reply holds the group's dim, and a factor answer is dense.
+TEST(PushCodecTest, AFactorRoundsAnswerMayBeShorterThanTheGroupAndDenseOnly) {
+  std::mt19937_64 rng(8);
+  v1::PushReply factors;
+  factors.set_sketch_hash_family(kSketchHashFamily);
+  factors.mutable_update()->set_dense(true);
+  factors.mutable_update()->set_dim(3);
+  for (float v : {1.0f, 2.0f, 3.0f}) factors.mutable_update()->add_values(v);
+  absl::StatusOr<PushReplyParts> back =
+      DecodePushReply(Sliced(factors.SerializeAsString(), rng), 10, ReplyDim::kFactorsAtMostGroup);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->update.values, (std::vector<float>{1, 2, 3}));
+  absl::Status s = DecodePushReply(Sliced(factors.SerializeAsString(), rng), 10).status();
+  EXPECT_NE(s.message().find("update: dim 3 is not the group's 10"), std::string::npos) << s;
+  s = DecodePushReply(Sliced(factors.SerializeAsString(), rng), 2, ReplyDim::kFactorsAtMostGroup).status();
+  EXPECT_NE(s.message().find("dim 3 is not the group's 2 (nor a dense answer of factors below it)"),
+            std::string::npos)
+      << s;
+  v1::PushReply sparse;
+  sparse.set_sketch_hash_family(kSketchHashFamily);
+  sparse.mutable_update()->set_dim(3);
+  sparse.mutable_update()->add_indices(1);
+  sparse.mutable_update()->add_values(1);
+  s = DecodePushReply(Sliced(sparse.SerializeAsString(), rng), 10, ReplyDim::kFactorsAtMostGroup).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("nor a dense answer"), std::string::npos) << s;
+}
+
 // The codec writes ascending indices as gaps, as protobuf's side does
 // (payload_convert.h): a candidate list of 1000 indices ~10^7 at gaps of 15
 // costs a byte an index, not four.

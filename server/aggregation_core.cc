@@ -123,6 +123,13 @@ absl::Status AggregationCore::ValidatePush(const RoundKey& key, uint32_t worker,
       return absl::InvalidArgumentError(absl::StrCat("payload: a second round takes candidate values, not a ",
                                                      PayloadKindName(payload.kind), " payload"));
     }
+    // A low-rank method's later round sums factor values of its own count
+    // (PlaceAtCandidatesLocked leaves them as they are).
+    std::lock_guard<std::mutex> lock(it->second->decode_mu);
+    if (it->second->decoder->sums_factor_rounds()) {
+      absl::Status fits = it->second->decoder->CheckFactorRound(key.round, payload);
+      if (!fits.ok()) return absl::InvalidArgumentError(absl::StrCat("payload: ", fits.message()));
+    }
     *group = it->second.get();
     return absl::OkStatus();
   }
@@ -149,6 +156,9 @@ absl::Status AggregationCore::PlaceAtCandidatesLocked(const RoundKey& key, Paylo
                                                       " has no answer here (not finished, or no longer kept): "
                                                       "its second round cannot start"));
   }
+  // After a dense answer (a low-rank method's factor) the push's factor
+  // values are summed as they are: ValidatePush checked their count.
+  if ((*candidates)->dense) return absl::OkStatus();
   if (absl::Status s = PlaceAtCandidates(**candidates, payload); !s.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("payload: ", s.message(), " (", RoundName(key.job, key.group, key.step, key.round), ")"));

@@ -322,8 +322,10 @@ class AggregationCore {
   // A second-round push carries one value per candidate of its first
   // round's answer, which this shard must still keep, and no indices: on OK
   // the payload becomes the sparse payload of those values at the
-  // candidates. FAILED_PRECONDITION when the answer is not kept,
-  // INVALID_ARGUMENT when the count differs.
+  // candidates. After a dense first answer (a low-rank method's factor,
+  // common/round_finish.h) the push's factor values stay as they are
+  // (ValidatePush checked their count with the method). FAILED_PRECONDITION
+  // when the answer is not kept, INVALID_ARGUMENT when the count differs.
   absl::Status PlaceAtCandidatesLocked(const RoundKey& key, Payload* payload) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Decodes a complete round and answers its waiting pushes.

@@ -233,6 +233,58 @@ TEST(AggregationCoreTest, SecondRoundSumsTheExactValuesAtTheCandidates) {
       << refused.result.status();
 }
 
+// PowerSGD: round 0 sums the factors P (and the vectors) and answers them
+// orthonormalized; round 1 must carry exactly the layout's Q values, and
+// answers their sum. A push of another size or kind is refused by name and
+// changes nothing.
+TEST(AggregationCoreTest, ALowRankGroupSumsItsFactorsAndRefusesAFactorOfAnotherSize) {
+  const std::string spec = "powersgd:rank=2,seed=4,shapes=20x30.30";  // P: 20x2 + 30; Q: 30x2
+  const uint64_t n = 20 * 30 + 30;
+  GroupSpec group{2, n, spec};
+  group.rounds = 2;
+  auto core = MakeCore(2, {group});
+  std::vector<std::unique_ptr<Compressor>> workers;
+  Answer first[2];
+  for (uint32_t w = 0; w < 2; ++w) {
+    workers.push_back(*CompressorRegistry::Default().Create(spec));
+    absl::StatusOr<Payload> p = workers[w]->Encode(GaussianVector(n, 60 + w), EncodeContext{});
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ(p->values.size(), 20u * 2 + 30);
+    core->Push({"job", 3, 2}, w, *p, kT0, first[w].Callback());
+  }
+  ASSERT_TRUE(first[0].result.ok()) << first[0].result.status();
+  const Update p_hat = *first[0].result->update;
+  EXPECT_TRUE(p_hat.dense);
+  ASSERT_EQ(p_hat.values.size(), 20u * 2 + 30);
+
+  std::vector<Payload> q;
+  for (uint32_t w = 0; w < 2; ++w) q.push_back(*workers[w]->low_rank()->SecondRound(p_hat));
+  ASSERT_EQ(q[0].values.size(), 30u * 2);
+  Answer shorter, sparse;
+  Payload cut = q[0];
+  cut.values.pop_back();
+  core->Push({"job", 3, 2, 1}, 0, cut, kT0, shorter.Callback());
+  EXPECT_EQ(shorter.result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(shorter.result.status().message().find("60"), std::string::npos) << shorter.result.status();
+  Payload with_indices = q[0];
+  with_indices.kind = PayloadKind::kSparse;
+  with_indices.indices.resize(with_indices.values.size());
+  for (uint32_t i = 0; i < with_indices.indices.size(); ++i) with_indices.indices[i] = i;
+  core->Push({"job", 3, 2, 1}, 0, with_indices, kT0, sparse.Callback());
+  EXPECT_EQ(sparse.result.status().code(), absl::StatusCode::kInvalidArgument) << sparse.result.status();
+  EXPECT_EQ(core->stats().bytes_held, 0u) << "nothing refused is held";
+
+  Answer second[2];
+  for (uint32_t w = 0; w < 2; ++w) core->Push({"job", 3, 2, 1}, w, q[w], kT0, second[w].Callback());
+  for (Answer& a : second) {
+    ASSERT_TRUE(a.result.ok()) << a.result.status();
+    ASSERT_EQ(a.result->update->values.size(), q[0].values.size());
+    for (size_t e = 0; e < q[0].values.size(); ++e) {
+      EXPECT_EQ(a.result->update->values[e], q[0].values[e] + q[1].values[e]) << e;
+    }
+  }
+}
+
 // The two-round fixed-size sketch: the first round answers p k candidates,
 // the second the k largest of the exact sums there (re-selection applies to
 // the final round).

@@ -18,6 +18,7 @@ absl::StatusOr<std::unique_ptr<Compressor>> MakeRandomKCompressor(ParamReader& p
 absl::StatusOr<std::unique_ptr<Compressor>> MakeThresholdCompressor(ParamReader& params);
 absl::StatusOr<std::unique_ptr<Compressor>> MakeImportanceCompressor(ParamReader& params);
 absl::StatusOr<std::unique_ptr<Compressor>> MakeCountSketchCompressor(ParamReader& params);
+absl::StatusOr<std::unique_ptr<Compressor>> MakePowerSgdCompressor(ParamReader& params);
 
 }  // namespace sketchfuse
 

@@ -342,10 +342,18 @@ absl::Status GroupCompressors::ScaleResiduals(float factor) {
   return absl::OkStatus();
 }
 
+FactorRoundCheck GroupCompressors::factor_check(int group) const {
+  const Compressor* top = stacks_[group].top.get();
+  return [top](uint32_t round, const Payload& payload) { return top->CheckFactorRound(round, payload); };
+}
+
 std::vector<GroupState> GroupCompressors::SaveState() const {
   std::vector<GroupState> state(stacks_.size());
   for (size_t g = 0; g < stacks_.size(); ++g) {
     const Stack& stack = stacks_[g];
+    if (LowRankRounds* low_rank = stack.top->low_rank(); low_rank != nullptr) {
+      state[g].method_state = low_rank->SaveState();
+    }
     if (stack.device != nullptr) {
       // A failed copy (a lost device) leaves the parts empty: the state
       // cannot be read back then, and a restart begins from zero residuals.
@@ -396,6 +404,20 @@ absl::Status GroupCompressors::RestoreState(const std::vector<GroupState>& state
                                                      saved.residual.size(), " and a velocity of ",
                                                      saved.velocity.size(), " values; the group has ", stack.dim,
                                                      " elements"));
+    }
+    if (LowRankRounds* low_rank = stack.top->low_rank(); low_rank != nullptr && !saved.method_state.empty()) {
+      // Tried on the state itself: a refusal changes nothing, and a later
+      // group's refusal puts this one back.
+      const std::vector<float> before = low_rank->SaveState();
+      if (absl::Status s = low_rank->RestoreState(saved.method_state); !s.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("saved state of group ", g, ": ", s.message()));
+      }
+      low_rank->RestoreState(before).IgnoreError();  // its own state: cannot fail
+    }
+  }
+  for (size_t g = 0; g < stacks_.size(); ++g) {
+    if (LowRankRounds* low_rank = stacks_[g].top->low_rank(); low_rank != nullptr) {
+      low_rank->RestoreState(state[g].method_state).IgnoreError();  // checked above
     }
   }
   for (size_t g = 0; g < stacks_.size(); ++g) {

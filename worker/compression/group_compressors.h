@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "common/compressor.h"
 #include "common/error_feedback.h"
+#include "common/round_finish.h"
 #include "proto/job_config.pb.h"
 #include "worker/compression/device_stack.h"
 #include "worker/compression/group_state.h"
@@ -109,6 +110,11 @@ class GroupCompressors {
   // without a copy: Compressor::DecodeOwned).
   absl::StatusOr<Update> Decode(int group, Payload aggregate);
   const Compressor& compressor(int group) const { return *stacks_[group].top; }
+  // The group's low-rank rounds (Compressor::low_rank: PowerSGD's warm start
+  // and this step's factors), or null for another method.
+  LowRankRounds* low_rank(int group) { return stacks_[group].top->low_rank(); }
+  // The check of the group's factor values (Compressor::CheckFactorRound).
+  FactorRoundCheck factor_check(int group) const;
 
   // The group's residual after the last Encode (the values Encode saw); empty
   // without error feedback, and for groups on the GPU (see SaveState).
@@ -148,10 +154,11 @@ class GroupCompressors {
   };
   const PeelRecovery& peel_recovery() const { return peel_recovery_; }
 
-  // Every group's residual and velocity (empty when the run keeps none;
-  // method_state is the scheme's), and their restoration: INVALID_ARGUMENT,
-  // with nothing restored, if the state does not fit the groups or holds a
-  // part this run does not keep (method_state is not looked at).
+  // Every group's residual and velocity (empty when the run keeps none), a
+  // low-rank group's warm start as its method_state (otherwise method_state
+  // is the scheme's), and their restoration: INVALID_ARGUMENT, with nothing
+  // restored, if the state does not fit the groups or holds a part this run
+  // does not keep (method_state is looked at for low-rank groups only).
   std::vector<GroupState> SaveState() const;
   absl::Status RestoreState(const std::vector<GroupState>& state);
 

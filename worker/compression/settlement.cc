@@ -35,4 +35,14 @@ Settlement SettleSent(const Payload& sent, const Update& update) {
   return settlement;
 }
 
+Settlement SettleLowRank(std::vector<float> kept) {
+  Settlement s;
+  s.release = Coordinates::All(kept.size());
+  s.velocity_mask = Coordinates::All(kept.size());
+  s.give_back.dense = true;
+  s.give_back.dim = kept.size();
+  s.give_back.values = std::move(kept);
+  return s;
+}
+
 }  // namespace sketchfuse

@@ -45,6 +45,11 @@ Settlement SettleSent(const Payload& sent, const Update& update);
 // one round, what this worker sent and was applied (SettleSent).
 Settlement SettleExchange(const Payload& sent, const Update& update, uint32_t rounds);
 
+// The settlement of a low-rank method's step (LowRankRounds::Finish): the
+// residual becomes `kept` (what this worker's own factors missed; the
+// group's dim), and the velocity is masked everywhere.
+Settlement SettleLowRank(std::vector<float> kept);
+
 }  // namespace sketchfuse
 
 #endif  // SKETCHFUSE_WORKER_COMPRESSION_SETTLEMENT_H_

@@ -73,6 +73,11 @@ struct GroupInput {
   // releases (the two-round schemes; a no-op for the optional second
   // round, which CapsRelease leaves uncapped); unset: the values go whole.
   std::function<absl::Status(absl::Span<float>)> cap_exact_values;
+  // RoundsAllreduce for a low-rank method (PowerSGD): its worker-side rounds
+  // (not owned; GroupCompressors::low_rank) and the check of its factor
+  // values (the group's Compressor::CheckFactorRound).
+  LowRankRounds* low_rank = nullptr;
+  FactorRoundCheck factor_check;
 };
 
 struct GroupOutcome {
@@ -108,6 +113,9 @@ absl::StatusOr<GroupOutcome> DenseAllreduceBf16(Collective& collective, const Gr
 // coordinates that came back), or after an exact round every applied
 // coordinate. The fixed-size sketch's bytes per worker do not depend on the
 // number of ranks (two dense allreduces of rows * cols and p * k floats).
+// A low-rank method (powersgd_allreduce, input.low_rank) allreduces its P
+// factors, every rank orthonormalizes them, then allreduces its Q factors,
+// and settles by what its own factors missed (SettleLowRank).
 absl::StatusOr<GroupOutcome> RoundsAllreduce(Collective& collective, const GroupInput& input);
 
 // gTop-k: in round j (gap 2^j) rank r with r mod 2^(j+1) == 2^j sends its set

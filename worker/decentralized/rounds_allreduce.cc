@@ -23,16 +23,18 @@ namespace sketchfuse {
 absl::StatusOr<GroupOutcome> RoundsAllreduce(Collective& collective, const GroupInput& input) {
   if (input.payload == nullptr) return absl::InvalidArgumentError("no payload");
   const PayloadKind kind = input.payload->kind;
-  if (kind != PayloadKind::kDense && kind != PayloadKind::kSparse && kind != PayloadKind::kSketch) {
+  const bool low_rank = input.low_rank != nullptr && kind == PayloadKind::kCandidateValues;
+  if (!low_rank && kind != PayloadKind::kDense && kind != PayloadKind::kSparse && kind != PayloadKind::kSketch) {
     return absl::InvalidArgumentError(
         absl::StrCat("this scheme sums dense, sparse and sketch payloads, not ", PayloadKindName(kind)));
   }
   if (absl::Status s = decentralized_internal::CheckInput(input, kind, /*needs_encoded=*/false); !s.ok()) return s;
-  if (input.rounds > 1 && !input.exact_values) {
+  if (input.rounds > 1 && !input.exact_values && !low_rank) {
     return absl::InvalidArgumentError("a later round needs this worker's exact values (exact_values)");
   }
   if (!input.decode) return absl::InvalidArgumentError("the rounds need the group's decoder");
-  CollectiveReducer reducer(collective, RoundRule{input.rounds, input.reselect_top_k}, input.decode);
+  CollectiveReducer reducer(collective, RoundRule{input.rounds, input.reselect_top_k}, input.decode,
+                            low_rank ? input.factor_check : nullptr);
   RoundsInput rounds;
   rounds.step = input.step;
   rounds.group = input.group;
@@ -41,6 +43,7 @@ absl::StatusOr<GroupOutcome> RoundsAllreduce(Collective& collective, const Group
   rounds.payload = std::shared_ptr<const Payload>(std::shared_ptr<const Payload>(), input.payload);
   rounds.exact_values = input.exact_values;
   rounds.cap_exact_values = input.cap_exact_values;
+  if (low_rank) rounds.low_rank = input.low_rank;
   absl::StatusOr<RoundsOutcome> exchanged = absl::InternalError("the collective did not answer inline");
   ExchangeRounds(reducer, std::move(rounds),
                  [&exchanged](absl::StatusOr<RoundsOutcome> outcome) { exchanged = std::move(outcome); });
@@ -51,7 +54,8 @@ absl::StatusOr<GroupOutcome> RoundsAllreduce(Collective& collective, const Group
   }
   outcome.update = std::move(exchanged->update);
   // The rule the centralized route settles by too.
-  outcome.settlement = SettleExchange(*input.payload, outcome.update, input.rounds);
+  outcome.settlement = exchanged->kept.has_value() ? SettleLowRank(*std::move(exchanged->kept))
+                                                   : SettleExchange(*input.payload, outcome.update, input.rounds);
   return outcome;
 }
 

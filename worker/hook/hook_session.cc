@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/compressor_registry.h"
 #include "common/partitioning.h"
 #include "common/payload.h"
 #include "worker/gpu/device_memory.h"
@@ -40,7 +41,8 @@ absl::StatusOr<bool> ParseBool(absl::string_view key, absl::string_view value) {
 std::string HookSchemes() {
   std::vector<std::string> names;
   for (const SchemeInfo& scheme : Schemes()) {
-    if (scheme.route == Route::kDecentralized) names.push_back(scheme.name);
+    // PowerSGD needs the layers' shapes, which DDP's buckets do not carry.
+    if (scheme.route == Route::kDecentralized && scheme.compressor != "powersgd") names.push_back(scheme.name);
   }
   return absl::StrJoin(names, ", ");
 }
@@ -188,6 +190,15 @@ absl::StatusOr<HookSettings> ParseHookSettings(const std::string& text) {
   if (settings.compressor.empty()) settings.compressor = scheme->default_compressor_spec;
   if (absl::Status s = CheckSchemeCompressor(settings.scheme, settings.compressor); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("setting 'compressor': ", s.message()));
+  }
+  // A low-rank method compresses each layer as a matrix: the hook sees
+  // DDP's flat buckets, not the layers' shapes (HookSchemes leaves it out).
+  if (absl::StatusOr<std::unique_ptr<Compressor>> c = CompressorRegistry::Default().Create(settings.compressor);
+      c.ok() && (*c)->sums_factor_rounds()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "scheme '", settings.scheme, "' (", settings.compressor,
+        ") compresses each layer as a matrix and needs the layers' shapes, which the hook does not have (DDP hands "
+        "it flat buckets); train it with sketchfuse_worker's workloads"));
   }
   if (absl::Status s = CheckRunScheme(HookRun(settings)); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("settings: ", s.message()));

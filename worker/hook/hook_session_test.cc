@@ -219,6 +219,8 @@ TEST(HookSettingsTest, RefusesBadSettingsByName) {
       {"scheme=sketch_allreduce\nworld_size=4\ndevice=cuda\ncompressor=count_sketch:method=fetchsgd\n",
        "device=gpu"},
       {"scheme=sketch_ps\nworld_size=4\ncoordinator=h:1\ndevice=cuda\n", "aggregates on the servers"},
+      {"scheme=powersgd_allreduce\nworld_size=4\n", "needs the layers' shapes, which the hook does not have"},
+      {"scheme=powersgd_ps\nworld_size=4\ncoordinator=h:1\n", "needs the layers' shapes"},
   };
   for (const Bad& b : bad) {
     absl::StatusOr<HookSettings> parsed = ParseHookSettings(b.text);

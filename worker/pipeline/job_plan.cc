@@ -1,12 +1,16 @@
 #include "worker/pipeline/job_plan.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/compressor.h"
 #include "common/compressor_registry.h"
 #include "common/cost_model.h"
+#include "common/error_text.h"
 #include "common/fusion_planner.h"
 #include "common/partitioning.h"
 #include "proto/job_config_file.h"
@@ -25,6 +29,55 @@ GroupCostModel LoopbackCostModel() {
   model.transfer = {300e-6, 0.1e-9};
   model.decode = {50e-6, 0.5e-9};
   return model;
+}
+
+// The blocks of a group that is `part` of `fused` (JobContext::blocks): each
+// whole layer of a shape (run.layer_rows) as {rows, cols}, a vector or a
+// piece that the partition cut as {1, elements}. Empty without shapes.
+std::vector<std::pair<uint64_t, uint64_t>> GroupBlocks(const v1::RunConfig& run, const FusionGroup& fused,
+                                                       const Partition& part) {
+  std::vector<std::pair<uint64_t, uint64_t>> blocks;
+  if (run.layer_rows().empty()) return blocks;
+  const int64_t begin = part.offset, end = part.offset + part.num_elements;
+  int64_t at = 0;  // the layer's start in the fused group
+  for (int l = fused.first_layer; l < fused.first_layer + fused.num_layers; ++l) {
+    const int64_t size = static_cast<int64_t>(run.layer_sizes(l));
+    const int64_t lo = std::max(at, begin), hi = std::min(at + size, end);
+    if (lo < hi) {
+      const uint64_t rows = run.layer_rows(l);
+      if (lo == at && hi == at + size && rows > 1 && static_cast<int64_t>(rows) < size) {
+        blocks.emplace_back(rows, static_cast<uint64_t>(size) / rows);
+      } else {
+        blocks.emplace_back(1, static_cast<uint64_t>(hi - lo));
+      }
+    }
+    at += size;
+  }
+  return blocks;
+}
+
+// OK if the run's shapes fit its layers, and are there for a method that
+// needs them; INVALID_ARGUMENT naming the misfit.
+absl::Status CheckLayerShapes(const v1::RunConfig& run, const Compressor& compressor) {
+  if (run.layer_rows().empty()) {
+    if (!compressor.sums_factor_rounds()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "scheme ", run.scheme(), " compresses each layer as a matrix and needs the layers' shapes; workload ",
+        QuoteField(run.workload()), " gives none (the worker's LibTorch workloads do; the synthetic profiles and the "
+        "PyTorch hook do not)"));
+  }
+  if (run.layer_rows_size() != run.layer_sizes_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("the run has ", run.layer_rows_size(), " layer shapes for ",
+                                                   run.layer_sizes_size(), " layers"));
+  }
+  for (int l = 0; l < run.layer_rows_size(); ++l) {
+    const uint64_t rows = run.layer_rows(l), size = run.layer_sizes(l);
+    if (rows == 0 || size % rows != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("layer ", l, " of ", size, " elements cannot have ", rows,
+                                                     " rows"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -52,7 +105,7 @@ absl::StatusOr<v1::JobConfig> MakeJobConfig(const std::string& job_name, uint32_
   // here); every group runs the resulting spec.
   absl::StatusOr<std::unique_ptr<Compressor>> compressor = CompressorRegistry::Default().Create(run.compressor());
   if (!compressor.ok()) return compressor.status();
-  const std::string group_compressor = (*compressor)->SpecForJob({world_size, run.seed(), run.momentum()});
+  if (absl::Status s = CheckLayerShapes(run, **compressor); !s.ok()) return s;
 
   v1::JobConfig job;
   job.set_job(job_name);
@@ -95,6 +148,9 @@ absl::StatusOr<v1::JobConfig> MakeJobConfig(const std::string& job_name, uint32_
     group->set_layer_begin(fused.first_layer);
     group->set_layer_end(fused.first_layer + fused.num_layers);
     group->set_offset(static_cast<uint64_t>(part.offset));
+    // A low-rank method's spec names the group's matrices.
+    const std::string group_compressor =
+        (*compressor)->SpecForJob({world_size, run.seed(), run.momentum(), GroupBlocks(run, fused, part)});
     group->set_compressor(group_compressor);
     absl::StatusOr<std::unique_ptr<Compressor>> check =
         CompressorRegistry::Default().Create(group_compressor);

@@ -186,5 +186,35 @@ TEST(JobPlanTest, PartitionsOfSeveralGroupsAreValidJobs) {
   EXPECT_EQ(total, 235146u);
 }
 
+// PowerSGD's groups name their matrices (the run's layer shapes, backward
+// order); a run without shapes, or with shapes that do not fit its layers,
+// is refused by name.
+TEST(JobPlanTest, LowRankGroupsNameTheirMatricesAndNeedTheShapes) {
+  v1::RunConfig run = MlpRun("powersgd_allreduce", "powersgd:rank=4");
+  run.set_momentum(0);
+  for (uint64_t rows : {1, 10, 1, 128, 1, 256}) run.add_layer_rows(rows);
+  absl::StatusOr<v1::JobConfig> job = MakeJobConfig("j", 4, run);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_EQ(job->groups_size(), 1);
+  EXPECT_EQ(job->groups(0).compressor(), "powersgd:rank=4,seed=9,shapes=10.10x128.128.128x256.256.256x784");
+
+  v1::RunConfig no_shapes = MlpRun("powersgd_allreduce", "powersgd:rank=4");
+  absl::StatusOr<v1::JobConfig> refused = MakeJobConfig("j", 4, no_shapes);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("needs the layers' shapes"), std::string::npos) << refused.status();
+
+  v1::RunConfig misfit = run;
+  misfit.set_layer_rows(3, 127);
+  refused = MakeJobConfig("j", 4, misfit);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("layer 3 of 32768 elements cannot have 127 rows"), std::string::npos)
+      << refused.status();
+  v1::RunConfig fewer = run;
+  fewer.mutable_layer_rows()->RemoveLast();
+  refused = MakeJobConfig("j", 4, fewer);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("5 layer shapes for 6 layers"), std::string::npos) << refused.status();
+}
+
 }  // namespace
 }  // namespace sketchfuse

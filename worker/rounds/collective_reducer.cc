@@ -8,8 +8,9 @@
 
 namespace sketchfuse {
 
-CollectiveReducer::CollectiveReducer(Collective& collective, RoundRule rule, RoundDecoder decode)
-    : collective_(collective), rule_(rule), decode_(std::move(decode)) {}
+CollectiveReducer::CollectiveReducer(Collective& collective, RoundRule rule, RoundDecoder decode,
+                                     FactorRoundCheck factor_check)
+    : collective_(collective), rule_(rule), decode_(std::move(decode)), factor_check_(std::move(factor_check)) {}
 
 absl::StatusOr<Payload> CollectiveReducer::Sum(const Payload& mine) {
   if (mine.kind == PayloadKind::kSparse) {
@@ -35,6 +36,7 @@ absl::StatusOr<Payload> CollectiveReducer::Sum(const Payload& mine) {
   // linear: the allreduced values are the payload of the sum.
   Payload sum = mine;
   sum.inserted.reset();  // this worker's own record, not the sum's
+  if (sum.values.empty()) return sum;  // a factor round without factors: nothing to sum
   if (absl::Status s = collective_.AllReduceSum(absl::MakeSpan(sum.values)); !s.ok()) return s;
   return sum;
 }
@@ -51,14 +53,24 @@ void CollectiveReducer::Reduce(const GroupRound& round, std::shared_ptr<const Pa
   }
   const bool first = round.round == 0;
   const bool summable = first ? payload->kind == PayloadKind::kDense || payload->kind == PayloadKind::kSketch ||
-                                    payload->kind == PayloadKind::kSparse
+                                    payload->kind == PayloadKind::kSparse ||
+                                    (factor_check_ && payload->kind == PayloadKind::kCandidateValues)
                               : payload->kind == PayloadKind::kCandidateValues;
   if (!summable) {
     done(absl::InvalidArgumentError(absl::StrCat("round ", round.round, " of group ", round.group, ": a ",
                                                  PayloadKindName(payload->kind), " payload is not summed here")));
     return;
   }
-  if (!first) {
+  if (!first && previous_answer_.has_value() && previous_answer_->dense) {
+    // A low-rank method's factor values, checked before communicating.
+    absl::Status fits = factor_check_ ? factor_check_(round.round, *payload)
+                                      : absl::InvalidArgumentError("no method takes factor values here");
+    if (!fits.ok()) {
+      done(absl::InvalidArgumentError(absl::StrCat("round ", round.round, " of group ", round.group, ": ",
+                                                   fits.message())));
+      return;
+    }
+  } else if (!first) {
     // Checked before communicating: a misfit must not enter the allreduce.
     if (!previous_answer_.has_value() || previous_answer_->dense ||
         previous_answer_->indices.size() != payload->values.size()) {
@@ -80,7 +92,7 @@ void CollectiveReducer::Reduce(const GroupRound& round, std::shared_ptr<const Pa
   Payload sum = *std::move(summed_payload);
   const absl::Time summed = absl::Now();
   if (!first) {
-    if (absl::Status s = PlaceAtCandidates(*previous_answer_, &sum); !s.ok()) {
+    if (absl::Status s = PrepareLaterRound(*previous_answer_, round.round, factor_check_, &sum); !s.ok()) {
       done(absl::InvalidArgumentError(absl::StrCat("round ", round.round, " of group ", round.group, ": ", s.message())));
       return;
     }

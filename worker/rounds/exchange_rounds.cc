@@ -14,6 +14,7 @@ struct Exchange {
   RoundsInput input;
   RoundsOutcome outcome;
   RoundsDone done;
+  Update first_answer;  // a low-rank method's round 0 answer, until its finish
 };
 
 // This worker's exact values at the `candidates` round `round` answered, in
@@ -60,6 +61,29 @@ void RunRound(const std::shared_ptr<Exchange>& exchange, uint32_t round, std::sh
         outcome.bytes_sent += answer->bytes_sent;
         outcome.bytes_received += answer->bytes_received;
         outcome.spans.insert(outcome.spans.end(), answer->spans.begin(), answer->spans.end());
+        if (input.low_rank != nullptr) {
+          // A low-rank method: round 0 answers P^, round 1 the summed Q.
+          if (round == 0) {
+            absl::StatusOr<Payload> second = input.low_rank->SecondRound(answer->update);
+            if (!second.ok()) {
+              exchange->done(second.status());
+              return;
+            }
+            exchange->first_answer = std::move(answer->update);
+            RunRound(exchange, 1, std::make_shared<const Payload>(*std::move(second)));
+            return;
+          }
+          absl::StatusOr<LowRankRounds::Outcome> finished =
+              input.low_rank->Finish(exchange->first_answer, answer->update);
+          if (!finished.ok()) {
+            exchange->done(finished.status());
+            return;
+          }
+          outcome.update = std::move(finished->update);
+          outcome.kept = std::move(finished->kept);
+          exchange->done(std::move(outcome));
+          return;
+        }
         if (round + 1 == input.rounds) {
           if (IsCandidateList(answer->update)) {
             exchange->done(absl::DataLossError(absl::StrCat(
@@ -107,7 +131,12 @@ void ExchangeRounds(RoundReducer& reducer, RoundsInput input, RoundsDone done) {
                                                  " rounds per step; 1 or 2 are served")));
     return;
   }
-  if (input.rounds > 1 && !input.exact_values) {
+  if (input.low_rank != nullptr && input.rounds != 2) {
+    done(absl::InvalidArgumentError(absl::StrCat("group ", input.group, ": a low-rank method takes 2 rounds per "
+                                                 "step; the run says ", input.rounds)));
+    return;
+  }
+  if (input.rounds > 1 && !input.exact_values && input.low_rank == nullptr) {
     done(absl::InvalidArgumentError(absl::StrCat("group ", input.group, ": a later round sends the encoded vector's "
                                                  "values, and the input says not where to read them")));
     return;

@@ -8,6 +8,10 @@
 //
 //   round 0   this worker's encoded payload is reduced; the answer is the
 //             update (one round), or the candidates of the next round;
+//   low rank  a low-rank method (PowerSGD; input.low_rank) sends its
+//             factors instead: round 1 carries SecondRound of round 0's
+//             answer, and Finish turns both answers into the update and
+//             what the worker keeps (RoundsOutcome::kept);
 //   round r   this worker's exact values at round r - 1's candidates (the
 //             encoded vector there, read where it lives: host memory, or
 //             gathered on the GPU; under the release cap where the run caps
@@ -24,10 +28,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/compressor.h"
 #include "common/payload.h"
 #include "worker/core/trace_span.h"
 #include "worker/rounds/round_reducer.h"
@@ -59,10 +65,17 @@ struct RoundsInput {
   // Scales this worker's exact values before a later round sends them
   // (GroupCompressors::CapExactValues with the group's k); may be empty.
   std::function<absl::Status(absl::Span<float>)> cap_exact_values;
+  // A low-rank method's rounds (not owned; GroupCompressors::low_rank), in
+  // place of exact_values: round 1 sends low_rank->SecondRound of round 0's
+  // answer, and the update is low_rank->Finish of both answers.
+  LowRankRounds* low_rank = nullptr;
 };
 
 struct RoundsOutcome {
-  Update update;  // the final round's answer
+  Update update;  // the final round's answer (a low-rank method's: its Finish)
+  // A low-rank method's: what this worker keeps of the vector it encoded
+  // (SettleLowRank settles by it).
+  std::optional<std::vector<float>> kept;
   size_t bytes_sent = 0;
   size_t bytes_received = 0;
   std::vector<TraceSpan> spans;  // every round's, in order

@@ -37,6 +37,7 @@ struct GrpcPsTransport::Call {
   uint32_t round = 0;
   grpc::ByteBuffer request;  // shares the payload's values (push_codec)
   uint64_t dim = 0;          // the group's elements: what a reply may hold
+  ReplyDim reply_dim = ReplyDim::kGroup;  // factors for a push of candidate values
   grpc::ByteBuffer reply;
   std::unique_ptr<grpc::ClientContext> context;
   absl::Time deadline;  // of the attempt in flight
@@ -104,6 +105,7 @@ void GrpcPsTransport::Send(PushTarget target, std::shared_ptr<const Payload> pay
   round.set_group(target.group);
   round.set_round(target.round);
   call->dim = payload->dim;
+  if (payload->kind == PayloadKind::kCandidateValues) call->reply_dim = ReplyDim::kFactorsAtMostGroup;
   call->request = EncodePushRequest(round, target.worker, std::move(payload));
   call->backoff = policy_.initial_backoff;
   call->done = std::move(done);
@@ -203,7 +205,7 @@ void GrpcPsTransport::Finish(std::shared_ptr<Call> call, const grpc::Status& sta
                                         " attempt(s): ", status.error_message()));
   } else {
     const size_t reply_bytes = call->reply.Length();
-    absl::StatusOr<PushReplyParts> reply = DecodePushReply(call->reply, call->dim);
+    absl::StatusOr<PushReplyParts> reply = DecodePushReply(call->reply, call->dim, call->reply_dim);
     call->reply.Clear();
     if (!reply.ok()) {
       // Another hash family is the shard's build, not a garbled reply.

@@ -74,6 +74,8 @@ void CollectiveScheme::Exchange(uint64_t step, int group, GradientView grad,
   input.cap_exact_values = [this, group, k = input.k](absl::Span<float> values) {
     return compressors_.CapExactValues(group, values, k);
   };
+  input.low_rank = compressors_.low_rank(group);
+  if (input.low_rank != nullptr) input.factor_check = compressors_.factor_check(group);
   if (method_state_[group] != nullptr) {
     // The allreduced sum steps this worker's copy of the method's state.
     input.decode = [this, group](const Payload& sum) { return method_state_[group]->Step(sum); };
@@ -122,7 +124,9 @@ absl::Status CollectiveScheme::RestoreState(const std::vector<GroupState>& state
   std::vector<std::unique_ptr<AggregationState>> restored(method_state_.size());
   for (size_t g = 0; g < method_state_.size(); ++g) {
     if (method_state_[g] == nullptr) {
-      if (!state[g].method_state.empty()) {
+      // A low-rank group's method state is its warm start, which the
+      // compressors restore.
+      if (!state[g].method_state.empty() && compressors_.low_rank(static_cast<int>(g)) == nullptr) {
         return absl::InvalidArgumentError(
             absl::StrCat("saved state of group ", g, " has method state; this run's method keeps none"));
       }

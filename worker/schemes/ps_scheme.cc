@@ -72,6 +72,7 @@ PsScheme::PsScheme(std::string scheme, std::string job, uint32_t rank, std::vect
       shard_of_group_(std::move(shard_of_group)),
       compressors_(std::move(compressors)),
       last_payloads_(compressors_.size()),
+      kept_(compressors_.size()),
       last_payload_steps_(compressors_.size(), UINT64_MAX),
       reducer_(std::make_unique<ShardReducer>(transport.get(), job_, rank_, group_ids_, shard_of_group_)),
       transport_(std::move(transport)) {}
@@ -113,13 +114,17 @@ void PsScheme::Exchange(uint64_t step, int group, GradientView grad, absl::Span<
   input.cap_exact_values = [this, group](absl::Span<float> values) {
     return compressors_.CapExactValues(group, values, selection_[group]);
   };
+  input.low_rank = compressors_.low_rank(group);
+  kept_[group].reset();
   ExchangeRounds(*reducer_, std::move(input),
-                 [done = std::move(done), compress, dense_bytes = grad.size() * sizeof(float)](
+                 [this, group, done = std::move(done), compress, dense_bytes = grad.size() * sizeof(float)](
                      absl::StatusOr<RoundsOutcome> outcome) {
                    if (!outcome.ok()) {
                      done(outcome.status());
                      return;
                    }
+                   // Read by OnApplied, after the step's exchanges are done.
+                   kept_[group] = std::move(outcome->kept);
                    ExchangeResult result;
                    result.update = std::move(outcome->update);
                    result.bytes_sent = outcome->bytes_sent;
@@ -134,7 +139,9 @@ void PsScheme::Exchange(uint64_t step, int group, GradientView grad, absl::Span<
 
 absl::Status PsScheme::RestoreState(const std::vector<GroupState>& state) {
   for (size_t g = 0; g < state.size(); ++g) {
-    if (!state[g].method_state.empty()) {
+    // A low-rank group's method state is this worker's warm start.
+    const bool low_rank = static_cast<int>(g) < compressors_.size() && compressors_.low_rank(static_cast<int>(g));
+    if (!state[g].method_state.empty() && !low_rank) {
       return absl::InvalidArgumentError(absl::StrCat(
           "saved state of group ", g, " has method state; on the centralized route the shards keep it"));
     }
@@ -147,6 +154,11 @@ absl::Status PsScheme::OnApplied(int group, const Update& update) {
   // Without the payload (its encode failed; the hybrid redid the group on
   // the collective) every coordinate of the update is released.
   if (last_payloads_[group] == nullptr) return compressors_.Settle(group, SettleAt(update));
+  if (kept_[group].has_value()) {
+    absl::Status settled = compressors_.Settle(group, SettleLowRank(*std::move(kept_[group])));
+    kept_[group].reset();
+    return settled;
+  }
   return compressors_.Settle(group, SettleExchange(*last_payloads_[group], update, rounds_));
 }
 

@@ -10,6 +10,7 @@
 #define SKETCHFUSE_WORKER_SCHEMES_PS_SCHEME_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,7 +58,7 @@ class PsScheme final : public AggregationScheme {
   absl::Status ScaleResiduals(float factor) override { return compressors_.ScaleResiduals(factor); }
   std::vector<GroupState> SaveState() const override { return compressors_.SaveState(); }
   // The shards keep what state the method has where the sum is: a saved
-  // method state is refused.
+  // method state is refused (but a low-rank group's warm start).
   absl::Status RestoreState(const std::vector<GroupState>& state) override;
 
   // Encodes `group`'s gradient for `step` and keeps the payload (until the
@@ -88,6 +89,10 @@ class PsScheme final : public AggregationScheme {
   // Per group; shared with the push in flight, which sends its values.
   std::vector<std::shared_ptr<const Payload>> last_payloads_;
   std::vector<uint64_t> last_payload_steps_;  // the step of each (UINT64_MAX: none)
+  // Per group, a low-rank method's step: what this worker keeps of what it
+  // encoded (RoundsOutcome::kept), set by the exchange, settled by
+  // OnApplied.
+  std::vector<std::optional<std::vector<float>>> kept_;
   uint32_t rounds_ = 1;  // per step; 2 (run.second_round): exact values at the candidates
   // The k each group applies (JobSelectionSizes): what the release cap of a
   // later round bounds.

@@ -95,11 +95,15 @@ TEST(SchemeRegistryTest, EveryEntryIsConsistent) {
     EXPECT_TRUE(CheckSchemeCompressor(info.name, info.default_compressor_spec).ok()) << info.name;
     EXPECT_EQ(info.algorithm != nullptr, info.route != Route::kCentralized) << info.name;
     const SchemeTraits& traits = info.traits;
-    if (traits.second_round || traits.runs_on_gpu) {
+    if (traits.runs_on_gpu || (traits.second_round && !traits.two_rounds)) {
       EXPECT_EQ(info.compressor, "count_sketch") << info.name;
     }
-    // Momentum stays with the optimizer exactly where nothing is compressed.
-    EXPECT_EQ(!traits.worker_momentum, info.compressor == "dense") << info.name;
+    if (traits.two_rounds) {
+      EXPECT_TRUE(info.compressor == "count_sketch" || info.compressor == "powersgd") << info.name;
+    }
+    // Momentum stays with the optimizer exactly where nothing is compressed,
+    // and for PowerSGD, whose momentum is on the update as in its paper.
+    EXPECT_EQ(!traits.worker_momentum, info.compressor == "dense" || info.compressor == "powersgd") << info.name;
     if (traits.reselects_top_k) {
       EXPECT_TRUE(traits.worker_momentum) << info.name << ": only compressing schemes select";
     }

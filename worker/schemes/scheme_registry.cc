@@ -95,6 +95,16 @@ const std::vector<SchemeInfo>& Schemes() {
       {"spardl", Route::kDecentralized, "topk", "topk:density=0.01",
        "SparDL: Spar-Reduce-Scatter and Spar-All-Gather with global residual collection", T().WorkerMomentum(),
        &SparDL},
+      // PowerSGD (common/compressors/power_sgd.h): two rounds of sums of
+      // low-rank factors, so the ring and the servers both carry it; its
+      // momentum is the optimizer's, on the update (as in the paper and
+      // PyTorch's hook). It needs the layers' shapes (RunConfig.layer_rows).
+      {"powersgd_allreduce", Route::kDecentralized, "powersgd", "powersgd:rank=4",
+       "PowerSGD: rank-4 factors of each matrix (one power iteration with a warm start) allreduced in two rounds, "
+       "vectors and small layers whole; error feedback",
+       T().TwoRounds(), &RoundsAllreduce},
+      {"powersgd_ps", Route::kCentralized, "powersgd", "powersgd:rank=4",
+       "PowerSGD with the servers summing its two rounds of factors", T().TwoRounds()},
       // The hybrid pushes like sketch_ps and falls back to sketch_allreduce's
       // algorithm; the servers decode in one round, so no second round.
       {"auto", Route::kHybrid, "count_sketch", kPeelPsSpec,

@@ -98,7 +98,10 @@ absl::StatusOr<LanguageModelDescription> DescribeLanguageModel(const std::string
   if (!corpus.ok()) return corpus.status();
   const std::shared_ptr<CharTransformer> model = MakeCharTransformer(seed);
   LanguageModelDescription description;
-  for (const torch::Tensor& p : model->parameters()) description.parameter_sizes.push_back(p.numel());
+  for (const torch::Tensor& p : model->parameters()) {
+    description.parameter_sizes.push_back(p.numel());
+    description.parameter_rows.push_back(p.dim() > 1 ? p.size(0) : 1);
+  }
   description.train_windows = WindowCount(static_cast<int64_t>(corpus->train.size()), model->shape().context);
   return description;
 }

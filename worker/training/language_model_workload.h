@@ -67,6 +67,7 @@ class LanguageModelWorkload final : public TorchWorkload {
 // NOT_FOUND / INVALID_ARGUMENT as LoadTextCorpus.
 struct LanguageModelDescription {
   std::vector<int64_t> parameter_sizes;  // forward order
+  std::vector<int64_t> parameter_rows;   // each one's first dimension (1 for a vector)
   int64_t train_windows = 0;
 };
 absl::StatusOr<LanguageModelDescription> DescribeLanguageModel(const std::string& corpus_dir, uint64_t seed);
