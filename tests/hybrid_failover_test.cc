@@ -41,17 +41,9 @@ v1::JobConfig HybridJob(const std::string& scheme = "auto", uint32_t round_deadl
 }
 
 v1::JoinReply JoinedAs(const v1::JobConfig& job, int rank) {
-  v1::JoinReply joined;
-  joined.set_rank(rank);
-  joined.set_world_size(kWorkers);
-  *joined.mutable_job() = job;
-  joined.add_shards()->set_address("loopback:0");
-  joined.add_shards()->set_address("loopback:1");
-  // The coordinator's map of groups to shards, as the loopback's cores serve them.
-  const absl::StatusOr<std::vector<int>> shard_of_group = ShardOfGroups(job, 2);
-  EXPECT_TRUE(shard_of_group.ok()) << shard_of_group.status();
-  for (int shard : *shard_of_group) joined.add_shard_of_group(shard);
-  return joined;
+  absl::StatusOr<v1::JoinReply> joined = LoopbackJoinReply(job, rank, 2);
+  EXPECT_TRUE(joined.ok()) << joined.status();
+  return *joined;
 }
 
 // A worker's gradient of `layer` at `step`: different on every worker and

@@ -72,13 +72,9 @@ v1::JobConfig Job(const std::string& scheme, uint32_t workers) {
 }
 
 v1::JoinReply JoinedAs(const v1::JobConfig& job, int rank) {
-  v1::JoinReply joined;
-  joined.set_rank(rank);
-  joined.set_world_size(job.world_size());
-  *joined.mutable_job() = job;
-  joined.add_shards()->set_address("loopback:0");
-  for (int g = 0; g < job.groups_size(); ++g) joined.add_shard_of_group(0);
-  return joined;
+  absl::StatusOr<v1::JoinReply> joined = LoopbackJoinReply(job, rank, 1);
+  EXPECT_TRUE(joined.ok()) << joined.status();
+  return *joined;
 }
 
 // Normal values, different on every worker, layer and step.

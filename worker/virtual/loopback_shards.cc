@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "proto/push_codec.h"
+#include "proto/run_config.h"
 #include "server/job_config.h"
 
 namespace sketchfuse {
@@ -172,6 +173,25 @@ void LoopbackShards::LoseRepliesTo(uint32_t worker, bool lose) {
   } else {
     replies_lost_.erase(worker);
   }
+}
+
+absl::StatusOr<v1::JoinReply> LoopbackJoinReply(const v1::JobConfig& job, uint32_t rank, int num_shards) {
+  v1::JoinReply joined;
+  joined.set_rank(rank);
+  joined.set_world_size(job.world_size());
+  *joined.mutable_job() = job;
+  for (int shard = 0; shard < num_shards; ++shard) {
+    v1::ShardAddress* address = joined.add_shards();
+    address->set_shard(shard);
+    address->set_address(absl::StrCat("in-process:", shard));
+  }
+  if (num_shards > 0) {
+    absl::StatusOr<std::vector<int>> shard_of_group = ShardOfGroups(job, num_shards);
+    if (!shard_of_group.ok()) return shard_of_group.status();
+    for (int shard : *shard_of_group) joined.add_shard_of_group(shard);
+  }
+  joined.set_fingerprint(RunFingerprint(job.run()));
+  return joined;
 }
 
 }  // namespace sketchfuse

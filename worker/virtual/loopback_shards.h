@@ -22,12 +22,19 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "proto/coordinator.pb.h"
 #include "proto/job_config.pb.h"
 #include "server/aggregation_core.h"
 #include "server/aggregator_service.h"
 #include "worker/rpc/ps_transport.h"
 
 namespace sketchfuse {
+
+// The reply a coordinator would give `rank` of `job` served by `num_shards`
+// in-process shards (addresses "in-process:<shard>", none for 0): the job,
+// the shards, its map of groups to shards (ShardOfGroups) and the run's
+// fingerprint.
+absl::StatusOr<v1::JoinReply> LoopbackJoinReply(const v1::JobConfig& job, uint32_t rank, int num_shards);
 
 class LoopbackShards {
  public:

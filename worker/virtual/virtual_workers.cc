@@ -114,8 +114,6 @@ absl::StatusOr<std::unique_ptr<VirtualWorkers>> VirtualWorkers::Create(VirtualWo
   if (!job.ok()) return job.status();
   s.job = *std::move(job);
   s.fit_warnings = JobFitWarnings(s.job);
-  absl::StatusOr<std::vector<int>> shard_of_group = ShardOfGroups(s.job, s.config.shards);
-  if (!shard_of_group.ok()) return shard_of_group.status();
 
   if (info->route != Route::kDecentralized) {
     absl::StatusOr<std::unique_ptr<LoopbackShards>> shards = LoopbackShards::Create(s.job, s.config.shards);
@@ -127,25 +125,15 @@ absl::StatusOr<std::unique_ptr<VirtualWorkers>> VirtualWorkers::Create(VirtualWo
   }
   const std::vector<int64_t> layer_sizes(run.layer_sizes().begin(), run.layer_sizes().end());
   for (uint32_t rank = 0; rank < world; ++rank) {
-    // The reply a coordinator would give this rank.
-    v1::JoinReply joined;
-    joined.set_rank(rank);
-    joined.set_world_size(world);
-    *joined.mutable_job() = s.job;
-    for (int shard = 0; shard < s.config.shards; ++shard) {
-      v1::ShardAddress* address = joined.add_shards();
-      address->set_shard(shard);
-      address->set_address(absl::StrCat("in-process:", shard));
-    }
-    for (int shard : *shard_of_group) joined.add_shard_of_group(shard);
-    joined.set_fingerprint(RunFingerprint(run));
+    absl::StatusOr<v1::JoinReply> joined = LoopbackJoinReply(s.job, rank, s.config.shards);
+    if (!joined.ok()) return joined.status();
     SchemeEnvironment environment;
     if (s.shards != nullptr) environment.transport = s.shards->Transports();
     if (s.group != nullptr) {
       s.collectives.push_back(s.group->Rank(static_cast<int>(rank)));
       environment.collective = s.collectives.back().get();
     }
-    absl::StatusOr<BuiltScheme> built = MakeScheme(joined, std::move(environment));
+    absl::StatusOr<BuiltScheme> built = MakeScheme(*joined, std::move(environment));
     if (!built.ok()) return built.status();
     s.schemes.push_back(std::move(built->scheme));
     absl::StatusOr<std::unique_ptr<StepPipeline>> pipeline =
