@@ -7,7 +7,8 @@ from tables.common import fmt, markdown, study_rows, value, where
 ADAMW = "adamw:beta1=0.9,beta2=0.95,eps=1e-08,weight_decay=0.1"
 SGD = "sgd"
 # (column title, optimizer, workers); each cell: the mean over the seeds the study ran.
-CELLS = [("AdamW, 4 W", ADAMW, 4), ("AdamW, 16 W", ADAMW, 16), ("SGD, 4 W", SGD, 4)]
+CELLS = [("AdamW, 4 W", ADAMW, 4), ("AdamW, 16 W", ADAMW, 16), ("AdamW, 64 W", ADAMW, 64), ("SGD, 4 W", SGD, 4)]
+RATIO_WORKERS = [4, 16, 64]  # the AdamW cells' bytes
 
 
 def rows():
@@ -35,24 +36,27 @@ def _loss(rows, scheme, optimizer, workers):
 def table_losses(rows):
     """docs/BENCHMARKS.md "The transformer with AdamW and SGD": each scheme's final validation loss (nats per
     byte; the mean of the seeds run, their count in brackets), its gap to dense_allreduce's in the same cell, and
-    the bytes a worker sends per step at 4 workers with the ratio they give (the dense gradient's bytes over them)."""
+    the bytes a worker sends per step at 4 workers, and the ratio they give at 4, 16 and 64 (the dense
+    gradient's bytes over them)."""
     body = []
     for scheme in _schemes(rows):
         cells = []
-        sent = ratio = None
+        sent = None
         for _, optimizer, workers in CELLS:
             got = _loss(rows, scheme, optimizer, workers)
             dense = _loss(rows, "dense_allreduce", optimizer, workers)
             if got is None:
                 cells.append("")
                 continue
-            loss, seeds, bytes_sent, its_ratio = got
+            loss, seeds, bytes_sent, _ = got
             if sent is None and workers == 4:
-                sent, ratio = bytes_sent, its_ratio
+                sent = bytes_sent
             gap = "" if dense is None or scheme == "dense_allreduce" else f" ({100 * (loss / dense[0] - 1):+.1f}%)"
             cells.append(f"{loss:.3f}{gap}" + (f" [{seeds}]" if seeds > 1 else ""))
-        body.append([f"`{scheme}`"] + cells + [fmt(None if sent is None else sent / 1024, 1), fmt(ratio, 1, "x")])
-    return markdown(["scheme"] + [c[0] for c in CELLS] + ["sent KiB/step (4 W)", "ratio"], body)
+        ratios = [_loss(rows, scheme, ADAMW, w) for w in RATIO_WORKERS]
+        ratio = " / ".join(fmt(r[3], 1, "x") if r else "-" for r in ratios)
+        body.append([f"`{scheme}`"] + cells + [fmt(None if sent is None else sent / 1024, 1), ratio])
+    return markdown(["scheme"] + [c[0] for c in CELLS] + ["sent KiB/step (4 W)", "ratio at 4 / 16 / 64 W"], body)
 
 
 TABLES = {"losses": table_losses}
