@@ -10,7 +10,7 @@
 //  - A worker killed with SIGKILL mid-training and restarted resumes from its
 //    checkpoint, and the run ends exactly where an uninterrupted run ends:
 //    the MLP with SGD, and the transformer with AdamW (its moments in the
-//    checkpoint).
+//    checkpoint: the optimizer's, or each group's on the worker).
 // Usage (from Bazel): training_multiprocess_test <sketchfuse_server> <sketchfuse_worker>
 #include <signal.h>
 
@@ -123,11 +123,23 @@ TEST(TrainingTest, AKilledWorkerResumesFromItsCheckpointAndTheRunEndsAsIfUninter
   ExpectAKilledWorkerToResumeExactly("mlp_sgd", RunFlags("sketch_ps", 2));
 }
 
-// The same with AdamW's moments and step count in the checkpoint, under a
+// The same with AdamW's moments and step count in the optimizer's
+// checkpoint (Adam on the aggregated update, --momentum_at=update), under a
 // cosine schedule, on the transformer.
 TEST(TrainingTest, AKilledAdamWWorkerResumesItsOptimizersStateExactly) {
   ExpectAKilledWorkerToResumeExactly(
       "char_lm_adamw",
+      {"--job=train", "--world_size=2", "--workload=char_lm", "--scheme=sketch_ps", "--train_examples=1600",
+       "--test_examples=200", "--epochs=1", "--batch_size=8", "--seed=5", "--report_every=0",
+       "--optimizer=adamw:beta2=0.95,weight_decay=0.1", "--momentum_at=update", "--learning_rate=3e-3",
+       "--lr_schedule=cosine", "--lr_warmup_steps=10"});
+}
+
+// The same with Adam's moments on the worker (the default): each group's
+// moments and their step count are in the worker's checkpoint.
+TEST(TrainingTest, AKilledWorkerResumesAdamsMomentsKeptOnTheWorkerExactly) {
+  ExpectAKilledWorkerToResumeExactly(
+      "char_lm_adamw_at_worker",
       {"--job=train", "--world_size=2", "--workload=char_lm", "--scheme=sketch_ps", "--train_examples=1600",
        "--test_examples=200", "--epochs=1", "--batch_size=8", "--seed=5", "--report_every=0",
        "--optimizer=adamw:beta2=0.95,weight_decay=0.1", "--learning_rate=3e-3", "--lr_schedule=cosine",

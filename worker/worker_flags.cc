@@ -102,7 +102,10 @@ ABSL_FLAG(std::string, momentum_at, "",
           "the velocity masked where released (DGC); update: global momentum, error feedback on the raw gradients "
           "and the momentum applied to the aggregated update, the same on every worker (no cap then: "
           "--release_cap is a multiple of the worker's velocity). Measured 2.1 to 2.5 points worse than worker on "
-          "mlp_large at 64 workers and 10x.");
+          "mlp_large at 64 workers and 10x. With --optimizer=adam|adamw: worker (or empty) keeps Adam's moments on "
+          "each worker and compresses Adam's direction (the schemes with momentum correction; adam with an L2 "
+          "weight decay keeps Adam on the update, and refuses worker: use adamw); update: Adam on the aggregated "
+          "update.");
 ABSL_FLAG(bool, error_feedback, true, "Keep what compression drops in a residual added to the next step.");
 ABSL_FLAG(double, release_cap, 1.0,
           "With momentum correction (topk_allgather, sketch_ps, sketch_allreduce, auto without --second_round; the "

@@ -15,6 +15,13 @@ absl::StatusOr<GroupCompressors> GroupCompressors::Create(const v1::JobConfig& j
     return absl::InvalidArgumentError(absl::StrCat("momentum must be in [0, 1); got ", options.worker_momentum));
   }
   const bool on_device = static_cast<bool>(options.device);
+  if (options.worker_adam.has_value()) {
+    if (options.worker_momentum >= 0) {
+      return absl::InvalidArgumentError("Adam's moments on the worker and momentum correction exclude each other");
+    }
+    if (on_device) return absl::InvalidArgumentError("device=gpu keeps no Adam moments on the worker");
+    if (absl::Status s = ValidateAdamHyperparameters(*options.worker_adam); !s.ok()) return s;
+  }
   std::vector<Stack> stacks;
   for (const v1::GroupConfig& group : job.groups()) {
     absl::StatusOr<std::unique_ptr<Compressor>> compressor = CompressorRegistry::Default().Create(group.compressor());
@@ -47,6 +54,11 @@ absl::StatusOr<GroupCompressors> GroupCompressors::Create(const v1::JobConfig& j
     }
     if (stack.top->keeps_aggregation_state()) {
       // Error and momentum live with the sum (common/aggregation_state.h).
+      if (options.worker_adam.has_value()) {
+        return absl::InvalidArgumentError(absl::StrCat("group ", group.group(), ": ", stack.top->spec(),
+                                                       " keeps its state where the sum is; it takes no Adam "
+                                                       "moments on the worker"));
+      }
       stacks.push_back(std::move(stack));
       continue;
     }
@@ -59,6 +71,11 @@ absl::StatusOr<GroupCompressors> GroupCompressors::Create(const v1::JobConfig& j
       auto momentum = std::make_unique<Momentum>(std::move(stack.top), options.worker_momentum);
       stack.momentum = momentum.get();
       stack.top = std::move(momentum);
+    }
+    if (options.worker_adam.has_value()) {
+      auto adam = std::make_unique<AdamMoments>(std::move(stack.top), *options.worker_adam);
+      stack.adam = adam.get();
+      stack.top = std::move(adam);
     }
     stack.release_cap = options.release_cap;
     stacks.push_back(std::move(stack));
@@ -218,6 +235,7 @@ absl::Span<const float> GroupCompressors::EncodedInput(int group, GradientView g
   const Stack& stack = stacks_[group];
   if (stack.error_feedback != nullptr) return stack.error_feedback->residual();
   if (stack.momentum != nullptr) return stack.momentum->velocity();
+  if (stack.adam != nullptr) return stack.adam->direction();
   return grad.host();
 }
 
@@ -369,6 +387,11 @@ std::vector<GroupState> GroupCompressors::SaveState() const {
     if (stack.momentum != nullptr) {
       state[g].velocity.assign(stack.momentum->velocity().begin(), stack.momentum->velocity().end());
     }
+    if (stack.adam != nullptr) {
+      state[g].first_moment.assign(stack.adam->first_moment().begin(), stack.adam->first_moment().end());
+      state[g].second_moment.assign(stack.adam->second_moment().begin(), stack.adam->second_moment().end());
+      state[g].moment_steps = stack.adam->steps();
+    }
   }
   return state;
 }
@@ -383,6 +406,10 @@ absl::Status GroupCompressors::RestoreState(const std::vector<GroupState>& state
     const GroupState& saved = state[g];
     if (stack.device != nullptr) {
       const size_t dim = stack.device->dim();
+      if (!saved.first_moment.empty() || !saved.second_moment.empty() || saved.moment_steps > 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("saved state of group ", g, " has Adam moments; a group on the GPU keeps none"));
+      }
       if ((!saved.residual.empty() && saved.residual.size() != dim) ||
           (!saved.velocity.empty() && saved.velocity.size() != dim)) {
         return absl::InvalidArgumentError(absl::StrCat("saved state of group ", g, " does not fit its ", dim,
@@ -397,6 +424,18 @@ absl::Status GroupCompressors::RestoreState(const std::vector<GroupState>& state
     if (!saved.velocity.empty() && stack.momentum == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("saved state of group ", g, " has a velocity; this run keeps no momentum on the worker"));
+    }
+    const bool has_moments = !saved.first_moment.empty() || !saved.second_moment.empty() || saved.moment_steps > 0;
+    if (has_moments && stack.adam == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("saved state of group ", g, " has Adam moments; this run keeps none on the worker"));
+    }
+    if (has_moments) {
+      if (absl::Status s = AdamMoments::CheckState(saved.first_moment, saved.second_moment, saved.moment_steps,
+                                                   stack.dim);
+          !s.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("saved state of group ", g, ": ", s.message()));
+      }
     }
     if ((!saved.residual.empty() && saved.residual.size() != stack.dim) ||
         (!saved.velocity.empty() && saved.velocity.size() != stack.dim)) {
@@ -429,6 +468,10 @@ absl::Status GroupCompressors::RestoreState(const std::vector<GroupState>& state
     }
     if (stacks_[g].error_feedback != nullptr) stacks_[g].error_feedback->RestoreResidual(state[g].residual);
     if (stacks_[g].momentum != nullptr) stacks_[g].momentum->RestoreVelocity(state[g].velocity);
+    if (stacks_[g].adam != nullptr) {
+      stacks_[g].adam->Restore(state[g].first_moment, state[g].second_moment, state[g].moment_steps)
+          .IgnoreError();  // checked above
+    }
   }
   return absl::OkStatus();
 }

@@ -18,10 +18,12 @@
 #define SKETCHFUSE_WORKER_COMPRESSION_GROUP_COMPRESSORS_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/adam_moments.h"
 #include "common/compressor.h"
 #include "common/error_feedback.h"
 #include "common/round_finish.h"
@@ -43,6 +45,11 @@ struct StackOptions {
   // momentum-factor masking (DGC): the momentum in [0, 1), or negative for
   // none (the optimizer keeps it, or the run has none).
   float worker_momentum = -1;
+  // Adam's moments on the worker, before compression (common/adam_moments.h):
+  // each group encodes Adam's direction of this worker's gradients, under
+  // error feedback; unset: none (Adam, if any, is the optimizer's). Not with
+  // worker_momentum, nor on the GPU.
+  std::optional<AdamHyperparameters> worker_adam;
   // The release cap (> 0: a payload releases at most release_cap times the
   // norm of the group's velocity; the rest stays in the residual), 0: none.
   float release_cap = 0;
@@ -121,7 +128,8 @@ class GroupCompressors {
   absl::Span<const float> residual(int group) const;
   bool has_error_feedback() const;
   // The vector the group's inner compressor encoded last: the residual under
-  // error feedback, else the velocity under momentum, else `grad` itself.
+  // error feedback, else the velocity under momentum, else Adam's direction
+  // under worker Adam, else `grad` itself.
   // Host placement only: empty for groups on the GPU (ExactValuesAt reads
   // either placement at given coordinates).
   absl::Span<const float> EncodedInput(int group, GradientView grad) const;
@@ -154,11 +162,12 @@ class GroupCompressors {
   };
   const PeelRecovery& peel_recovery() const { return peel_recovery_; }
 
-  // Every group's residual and velocity (empty when the run keeps none), a
-  // low-rank group's warm start as its method_state (otherwise method_state
-  // is the scheme's), and their restoration: INVALID_ARGUMENT, with nothing
-  // restored, if the state does not fit the groups or holds a part this run
-  // does not keep (method_state is looked at for low-rank groups only).
+  // Every group's residual, velocity and Adam moments (empty when the run
+  // keeps none), a low-rank group's warm start as its method_state
+  // (otherwise method_state is the scheme's), and their restoration:
+  // INVALID_ARGUMENT, with nothing restored, if the state does not fit the
+  // groups or holds a part this run does not keep (method_state is looked at
+  // for low-rank groups only).
   std::vector<GroupState> SaveState() const;
   absl::Status RestoreState(const std::vector<GroupState>& state);
 
@@ -168,6 +177,7 @@ class GroupCompressors {
     uint64_t dim = 0;  // the group's elements
     ErrorFeedback* error_feedback = nullptr;  // inside top, or null
     Momentum* momentum = nullptr;             // inside top, or null
+    AdamMoments* adam = nullptr;              // inside top, or null
     // On the GPU: the state, and `top` is the bare compressor (for its spec
     // and payload checks).
     std::unique_ptr<DeviceStack> device;

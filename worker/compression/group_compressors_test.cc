@@ -106,6 +106,109 @@ TEST(GroupCompressorsTest, SettleReleasesGivesBackAndMasks) {
   EXPECT_EQ(restored->SaveState(), state);
 }
 
+// Adam's moments on the worker (momentum_at=worker with adamw): each group
+// encodes Adam's direction under error feedback; the moments are saved,
+// restored and refused like the other parts.
+TEST(GroupCompressorsTest, AdamAtTheWorkerEncodesAdamsDirection) {
+  v1::JobConfig job = Job("topk_allgather", 0, true);
+  job.mutable_run()->set_optimizer("adamw:beta1=0.5,beta2=0.75,eps=1e-08,weight_decay=0.1");
+  job.mutable_run()->set_momentum_at(kMomentumAtWorker);
+  ASSERT_TRUE(KeepsAdamOnTheWorker(job.run()));
+  absl::StatusOr<GroupCompressors> groups = CompressorsFor(job);
+  ASSERT_TRUE(groups.ok()) << groups.status();
+  const std::vector<float> g = {1, -4, 2, 0.5f};
+  ASSERT_TRUE(groups->Encode(0, g, {}).ok());
+  // Step 1: m = g / 2 and v = g^2 / 4, corrected to g and g^2: d = sign(g)
+  // (up to eps), which the residual holds.
+  const std::vector<float> e = Vec(groups->residual(0));
+  const std::vector<float> signs = {1, -1, 1, 1};
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(e[i], signs[i], 1e-6) << i;
+  EXPECT_EQ(Vec(groups->EncodedInput(0, g)), e);
+  const std::vector<GroupState> state = groups->SaveState();
+  EXPECT_EQ(state[0].moment_steps, 1u);
+  EXPECT_EQ(state[0].first_moment, (std::vector<float>{0.5f, -2, 1, 0.25f}));
+  EXPECT_EQ(state[0].second_moment, (std::vector<float>{0.25f, 4, 1, 0.0625f}));
+  EXPECT_TRUE(state[0].velocity.empty());
+  EXPECT_EQ(state[1].moment_steps, 0u);  // never encoded
+
+  absl::StatusOr<GroupCompressors> restored = CompressorsFor(job);
+  ASSERT_TRUE(restored.ok());
+  ASSERT_TRUE(restored->RestoreState(state).ok());
+  EXPECT_EQ(restored->SaveState(), state);
+  // Moments that do not fit, or that are not Adam's, change nothing.
+  std::vector<GroupState> misfit = state;
+  misfit[1].first_moment = {1, 2, 3, 4};
+  misfit[1].second_moment = {1, 2, 3};
+  misfit[1].moment_steps = 2;
+  EXPECT_EQ(restored->RestoreState(misfit).code(), absl::StatusCode::kInvalidArgument);
+  misfit[1].second_moment = {1, -2, 3, 4};
+  const absl::Status negative = restored->RestoreState(misfit);
+  EXPECT_EQ(negative.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(negative.message()), ::testing::HasSubstr("saved state of group 1: adam moments at 1"));
+  EXPECT_EQ(restored->SaveState(), state);
+  // The default (momentum_at "") keeps Adam on the worker too; a run that
+  // keeps Adam on the update has no moments to restore.
+  job.mutable_run()->set_momentum_at("");
+  EXPECT_TRUE(KeepsAdamOnTheWorker(job.run()));
+  job.mutable_run()->set_momentum_at(kMomentumAtUpdate);
+  EXPECT_FALSE(KeepsAdamOnTheWorker(job.run()));
+  absl::StatusOr<GroupCompressors> on_update = CompressorsFor(job);
+  ASSERT_TRUE(on_update.ok());
+  const absl::Status none = on_update->RestoreState(state);
+  EXPECT_EQ(none.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(none.message()), ::testing::HasSubstr("has Adam moments; this run keeps none"));
+  ASSERT_TRUE(on_update->Encode(0, g, {}).ok());
+  EXPECT_EQ(Vec(on_update->residual(0)), g);  // the raw gradient
+
+  // Only the compressing schemes that keep momentum on the worker, and only
+  // for Adam-family optimizers.
+  v1::RunConfig run = job.run();
+  run.set_momentum_at(kMomentumAtWorker);
+  run.set_scheme("dense_allreduce");
+  EXPECT_FALSE(KeepsAdamOnTheWorker(run));
+  run.set_scheme("powersgd_allreduce");
+  run.set_compressor("powersgd:rank=4");
+  EXPECT_FALSE(KeepsAdamOnTheWorker(run));
+  run.set_scheme("sketch_allreduce");
+  run.set_compressor("");
+  EXPECT_TRUE(KeepsAdamOnTheWorker(run));
+  run.set_compressor("count_sketch:method=fetchsgd");
+  EXPECT_FALSE(KeepsAdamOnTheWorker(run));
+  run.set_compressor("");
+  // The hook's runs hand DDP a gradient for the user's optimizer; a run with
+  // momentum of its own, and adam's L2 decay, keep Adam on the update.
+  run.set_workload(kHookWorkload);
+  EXPECT_FALSE(KeepsAdamOnTheWorker(run));
+  run.set_workload("char_lm");
+  run.set_momentum(0.9);
+  EXPECT_FALSE(KeepsAdamOnTheWorker(run));
+  run.set_momentum(0);
+  run.set_momentum_at("");
+  run.set_optimizer("adam:beta1=0.9,beta2=0.999,eps=1e-08,weight_decay=0.01");
+  EXPECT_FALSE(KeepsAdamOnTheWorker(run));
+  run.set_optimizer("adam:beta1=0.9,beta2=0.999,eps=1e-08,weight_decay=0");
+  EXPECT_TRUE(KeepsAdamOnTheWorker(run));
+  run.set_optimizer("");
+  EXPECT_FALSE(KeepsAdamOnTheWorker(run));
+}
+
+TEST(GroupCompressorsTest, AdamAtTheWorkerIsRefusedWithMomentumCorrectionOrOnTheGpu) {
+  v1::JobConfig job = Job("topk_allgather", 0, true);
+  StackOptions options;
+  options.worker_adam = AdamHyperparameters{};
+  options.worker_momentum = 0.9f;
+  EXPECT_EQ(GroupCompressors::Create(job, options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.worker_momentum = -1;
+  options.worker_adam->beta2 = 1.0;
+  EXPECT_THAT(std::string(GroupCompressors::Create(job, options).status().message()), ::testing::HasSubstr("beta2"));
+  options.worker_adam->beta2 = 0.999;
+  options.device = [](const Compressor::SketchLayout&, uint64_t, float) -> absl::StatusOr<std::unique_ptr<DeviceStack>> {
+    return absl::InternalError("not reached");
+  };
+  EXPECT_THAT(std::string(GroupCompressors::Create(job, options).status().message()),
+              ::testing::HasSubstr("device=gpu keeps no Adam moments"));
+}
+
 TEST(GroupCompressorsTest, WithoutErrorFeedbackNothingIsKept) {
   absl::StatusOr<GroupCompressors> groups = CompressorsFor(Job("dense_allreduce", 0.9, false));
   ASSERT_TRUE(groups.ok());

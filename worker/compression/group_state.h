@@ -5,6 +5,7 @@
 #ifndef SKETCHFUSE_WORKER_COMPRESSION_GROUP_STATE_H_
 #define SKETCHFUSE_WORKER_COMPRESSION_GROUP_STATE_H_
 
+#include <cstdint>
 #include <vector>
 
 namespace sketchfuse {
@@ -21,9 +22,16 @@ struct GroupState {
   // sketch_allreduce holds alike (common/fetchsgd_state.h Save). Empty for
   // methods without one.
   std::vector<float> method_state;
+  // Adam's moments kept on the worker (common/adam_moments.h): the first and
+  // second moment (dim values each) and the encodes they have seen; empty
+  // and 0 when the run keeps none (Adam on the aggregated update).
+  std::vector<float> first_moment;
+  std::vector<float> second_moment;
+  uint64_t moment_steps = 0;
 
   bool operator==(const GroupState& o) const {
-    return residual == o.residual && velocity == o.velocity && method_state == o.method_state;
+    return residual == o.residual && velocity == o.velocity && method_state == o.method_state &&
+           first_moment == o.first_moment && second_moment == o.second_moment && moment_steps == o.moment_steps;
   }
   bool operator!=(const GroupState& o) const { return !(*this == o); }
 };

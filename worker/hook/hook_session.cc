@@ -254,7 +254,7 @@ absl::StatusOr<v1::JobConfig> HookJobConfig(const HookSettings& settings, const 
 
 v1::RunConfig HookRun(const HookSettings& settings) {
   v1::RunConfig run;
-  run.set_workload("hook");
+  run.set_workload(kHookWorkload);
   run.set_scheme(settings.scheme);
   run.set_compressor(settings.compressor);
   run.set_fusion("single");
@@ -359,7 +359,7 @@ absl::StatusOr<int> HookSession::AddGroup(uint64_t dim) {
   if (absl::Status s = UseSessionGpu(); !s.ok()) return s;
   v1::RunConfig run = HookRun(settings_);
   run.add_layer_sizes(dim);
-  absl::StatusOr<v1::JobConfig> job = MakeJobConfig("hook", static_cast<uint32_t>(settings_.world_size), run);
+  absl::StatusOr<v1::JobConfig> job = MakeJobConfig(kHookWorkload, static_cast<uint32_t>(settings_.world_size), run);
   if (!job.ok()) return job.status();
   absl::StatusOr<std::unique_ptr<CollectiveScheme>> scheme = CollectiveScheme::Create(*job, collective_.get());
   if (!scheme.ok()) return scheme.status();

@@ -11,6 +11,7 @@
 #include "common/compressor_registry.h"
 #include "common/error_text.h"
 #include "common/json_text.h"
+#include "worker/training/optimizer_spec.h"
 
 namespace sketchfuse {
 
@@ -302,8 +303,30 @@ MomentumPlace MomentumPlaceOf(const v1::RunConfig& run) {
   return MomentumPlace::kWorker;
 }
 
+namespace {
+
+// The Adam run's own refusals of momentum_at=worker (CheckMomentumAt).
+absl::Status CheckAdamAtWorker(const v1::RunConfig& run) {
+  if (!IsAdamFamily(run) || run.momentum_at() != kMomentumAtWorker) return absl::OkStatus();
+  const OptimizerSpec spec = OptimizerOf(run);
+  if (KeepsStateWithTheSum(run.compressor())) {
+    return absl::InvalidArgumentError(absl::StrCat("momentum_at=", kMomentumAtWorker, " with ", spec.name(), ": ",
+                                                   QuoteField(run.compressor()),
+                                                   " keeps its state where the sum is, not Adam's moments"));
+  }
+  if (spec.kind == OptimizerSpec::Kind::kAdam && spec.weight_decay > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "momentum_at=", kMomentumAtWorker, " with adam: its weight_decay (", spec.weight_decay,
+        ") is an L2 term in the gradient, which the worker's moments do not see; use adamw (decoupled decay)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status CheckMomentumAt(const v1::RunConfig& run) {
-  if (run.momentum_at().empty() || run.momentum_at() == kMomentumAtWorker) return absl::OkStatus();
+  if (run.momentum_at() == kMomentumAtWorker) return CheckAdamAtWorker(run);
+  if (run.momentum_at().empty()) return absl::OkStatus();
   if (run.momentum_at() != kMomentumAtUpdate) {
     return absl::InvalidArgumentError(absl::StrCat("momentum_at must be ", kMomentumAtWorker, " or ", kMomentumAtUpdate,
                                                    "; got ", QuoteField(run.momentum_at())));
@@ -314,6 +337,19 @@ absl::Status CheckMomentumAt(const v1::RunConfig& run) {
   }
   return absl::OkStatus();
 }
+
+bool KeepsAdamOnTheWorker(const v1::RunConfig& run) {
+  if (!IsAdamFamily(run) || run.momentum() > 0 || run.workload() == kHookWorkload) return false;
+  if (run.momentum_at() == kMomentumAtUpdate) return false;
+  const OptimizerSpec spec = OptimizerOf(run);
+  // adam's L2 decay is in the gradient, which the moments would have to see
+  // (refused when asked for by name: CheckMomentumAt).
+  if (spec.kind == OptimizerSpec::Kind::kAdam && spec.weight_decay > 0) return false;
+  absl::StatusOr<SchemeInfo> info = FindScheme(run.scheme());
+  return info.ok() && info->traits.worker_momentum && !KeepsStateWithTheSum(run.compressor());
+}
+
+
 
 bool UsesMomentumCorrection(const v1::RunConfig& run) { return MomentumPlaceOf(run) == MomentumPlace::kWorker; }
 
@@ -366,6 +402,10 @@ StackOptions StackOptionsOf(const v1::JobConfig& job) {
   StackOptions options;
   options.error_feedback = run.error_feedback();
   options.worker_momentum = UsesMomentumCorrection(run) ? static_cast<float>(run.momentum()) : -1.0f;
+  if (KeepsAdamOnTheWorker(run)) {
+    const OptimizerSpec spec = OptimizerOf(run);
+    options.worker_adam = AdamHyperparameters{spec.beta1, spec.beta2, spec.eps};
+  }
   options.release_cap = static_cast<float>(ReleaseCapFor(run, job.world_size()));
   if (run.device() == "gpu") {
     options.device = [](const Compressor::SketchLayout& layout, uint64_t dim,

@@ -183,8 +183,26 @@ inline constexpr char kMomentumAtUpdate[] = "update";
 MomentumPlace MomentumPlaceOf(const v1::RunConfig& run);
 bool UsesMomentumCorrection(const v1::RunConfig& run);
 
+// The PyTorch hook's runs (worker/hook/hook_session.h): they hand DDP a
+// gradient, which the user's own optimizer steps.
+inline constexpr char kHookWorkload[] = "hook";
+
+// Where an Adam-family run (run.optimizer adam or adamw) keeps Adam's
+// moments. True, on the worker before compression (common/adam_moments.h:
+// each worker encodes Adam's direction of its own gradients under error
+// feedback, and the mean of the decoded directions is applied at the step's
+// rate with AdamW's decoupled weight decay), by default (momentum_at "" or
+// "worker") on a scheme with traits.worker_momentum whose compressor keeps
+// no state where the sum is. False otherwise: torch's Adam on the
+// aggregated update, which momentum_at "update" asks for, and which the
+// hook's runs (kHookWorkload), a run with momentum of its own (the hook's
+// two momenta) and adam with L2 weight decay keep.
+bool KeepsAdamOnTheWorker(const v1::RunConfig& run);
+
 // OK if run.momentum_at is "", "worker" or "update", and "update" is not
-// asked of a method that keeps its momentum where the sum is (KeepsStateWithTheSum);
+// asked of a method that keeps its momentum where the sum is (KeepsStateWithTheSum),
+// nor "worker" of an Adam run on such a method, or of an Adam run whose
+// weight decay is L2 in the gradient (adam's; adamw's is decoupled);
 // INVALID_ARGUMENT naming the value otherwise. CheckRunScheme calls it.
 absl::Status CheckMomentumAt(const v1::RunConfig& run);
 

@@ -4,7 +4,8 @@
 // the same bits, and the momentum, Adam and AdamW paths the optimizer's
 // (MakeOptimizer's, from the run's spec, against one built by hand); Adam
 // and AdamW also against their formulas in double precision (relative
-// 1e-5).
+// 1e-5), and Adam's moments on the worker with every coordinate sent against
+// AdamW's formula.
 #include <random>
 #include <vector>
 
@@ -14,7 +15,10 @@
 #include "torch/optim/adam.h"
 #include "torch/optim/adamw.h"
 #include "torch/optim/sgd.h"
+#include "worker/compression/group_compressors.h"
+#include "worker/compression/settlement.h"
 #include "worker/pipeline/fusion_layout.h"
+#include "worker/schemes/scheme_registry.h"
 #include "worker/training/optimizer.h"
 
 namespace sketchfuse {
@@ -218,6 +222,7 @@ TEST(ApplyMeanUpdatesTest, AdamAndAdamWStepAsTorchsOwnAndAsTheirFormulas) {
     run.set_scheme("sketch_allreduce");
     run.set_learning_rate(0.01);
     run.set_optimizer(spec);
+    run.set_momentum_at(kMomentumAtUpdate);  // Adam on the aggregated update
     Model mine = RandomModel(layers, 23);
     Model reference = Clone(mine);
     absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> optimizer = MakeOptimizer(run, mine.params);
@@ -253,6 +258,67 @@ TEST(ApplyMeanUpdatesTest, AdamAndAdamWStepAsTorchsOwnAndAsTheirFormulas) {
     for (size_t i = 0; i < got.size(); ++i) {
       ASSERT_NEAR(got[i], formula.p[i], 1e-5 * std::max(1.0, std::abs(formula.p[i]))) << "coordinate " << i;
     }
+  }
+}
+
+// Adam's moments on the worker (momentum_at=worker): with every coordinate
+// sent each step (the dense compressor, one worker, and three workers with
+// the same gradients), the group's encoded directions applied by the run's
+// optimizer are AdamW's step, against its formula in double precision.
+TEST(ApplyMeanUpdatesTest, AdamAtTheWorkerWithEveryCoordinateSentIsAdamW) {
+  torch::NoGradGuard no_grad;
+  const std::vector<int64_t> layers = {300, 41, 7};
+  absl::StatusOr<FusionLayout> layout = FusionLayout::Create(layers, {{0, 200}, {200, 148}});
+  ASSERT_TRUE(layout.ok());
+  v1::JobConfig job;
+  job.set_world_size(3);
+  v1::RunConfig& run = *job.mutable_run();
+  run.set_scheme("topk_allgather");
+  run.set_learning_rate(0.01);
+  run.set_optimizer("adamw:beta1=0.9,beta2=0.95,eps=1e-08,weight_decay=0.1");
+  run.set_momentum_at(kMomentumAtWorker);
+  run.set_error_feedback(true);
+  for (int g = 0; g < layout->num_groups(); ++g) {
+    v1::GroupConfig* group = job.add_groups();
+    group->set_group(g);
+    group->set_dim(static_cast<uint64_t>(layout->group_size(g)));
+    group->set_compressor("dense");
+  }
+  ASSERT_TRUE(KeepsAdamOnTheWorker(run));
+  Model mine = RandomModel(layers, 29);
+  absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> optimizer = MakeOptimizer(run, mine.params);
+  ASSERT_TRUE(optimizer.ok()) << optimizer.status();
+  EXPECT_FALSE(StepsOnlyTheUpdatedCoordinates(**optimizer)) << "the decay moves every coordinate";
+  absl::StatusOr<GroupCompressors> groups = CompressorsFor(job);
+  ASSERT_TRUE(groups.ok()) << groups.status();
+  AdamReference formula{0.9, 0.95, 1e-8, 0.1, true, Flat(mine), {}, {}};
+  formula.m.assign(formula.p.size(), 0.0);
+  formula.v.assign(formula.p.size(), 0.0);
+  std::mt19937 rng(31);
+  std::vector<float> buffer;
+  for (int step = 0; step < 6; ++step) {
+    const double rate = 0.01 * (step + 1);
+    // One gradient per group (dense), sent by each of three workers alike.
+    const std::vector<Update> gradients = RandomUpdates(*layout, 1.0, true, rng);
+    formula.Step(MeanGradient(gradients, *layout, 1, mine), rate);
+    std::vector<Update> sums;
+    for (int g = 0; g < layout->num_groups(); ++g) {
+      absl::StatusOr<Payload> payload = groups->Encode(g, gradients[g].values, {static_cast<uint64_t>(step), {}});
+      ASSERT_TRUE(payload.ok()) << payload.status();
+      absl::StatusOr<Update> direction = groups->Decode(g, *payload);
+      ASSERT_TRUE(direction.ok()) << direction.status();
+      ASSERT_TRUE(groups->Settle(g, SettleAt(*direction)).ok());
+      for (float& v : direction->values) v *= 3;  // the sum over three workers
+      sums.push_back(*std::move(direction));
+    }
+    ASSERT_TRUE(ApplyMeanUpdates(sums, *layout, 3, rate, mine.params, **optimizer, &buffer).ok());
+    for (int g = 0; g < layout->num_groups(); ++g) {
+      for (float e : groups->residual(g)) ASSERT_EQ(e, 0.0f) << "all sent, nothing waits";
+    }
+  }
+  const std::vector<double> got = Flat(mine);
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], formula.p[i], 1e-5 * std::max(1.0, std::abs(formula.p[i]))) << "coordinate " << i;
   }
 }
 

@@ -31,6 +31,10 @@ void WriteGroupStates(const std::vector<GroupState>& state, torch::serialize::Ou
     archive.write(PartKey(g, "residual"), TensorOf(state[g].residual));
     archive.write(PartKey(g, "velocity"), TensorOf(state[g].velocity));
     archive.write(PartKey(g, "method_state"), TensorOf(state[g].method_state));
+    archive.write(PartKey(g, "first_moment"), TensorOf(state[g].first_moment));
+    archive.write(PartKey(g, "second_moment"), TensorOf(state[g].second_moment));
+    archive.write(PartKey(g, "moment_steps"),
+                  torch::tensor({static_cast<int64_t>(state[g].moment_steps)}, torch::kInt64));
   }
 }
 
@@ -56,6 +60,17 @@ absl::StatusOr<std::vector<GroupState>> ReadGroupStates(torch::serialize::InputA
       state[g].residual = Read(archive, PartKey(g, "residual"));
       state[g].velocity = Read(archive, PartKey(g, "velocity"));
       state[g].method_state = Read(archive, PartKey(g, "method_state"));
+      // Adam's moments on the worker: absent from the checkpoints written
+      // before them (none kept).
+      torch::Tensor steps;
+      if (archive.try_read(PartKey(g, "moment_steps"), steps)) {
+        if (steps.numel() != 1 || steps.item<int64_t>() < 0) {
+          return absl::InvalidArgumentError(absl::StrCat("group ", g, "'s moment_steps is not one count"));
+        }
+        state[g].moment_steps = static_cast<uint64_t>(steps.item<int64_t>());
+        state[g].first_moment = Read(archive, PartKey(g, "first_moment"));
+        state[g].second_moment = Read(archive, PartKey(g, "second_moment"));
+      }
       continue;
     }
     std::vector<float> first = Read(archive, absl::StrCat("residual_", 2 * g));

@@ -3,8 +3,11 @@
 //
 // Format 2 (written): "state_format" = 2, "groups" = G, and for each group g
 // the tensors "group_<g>_residual", "group_<g>_velocity" and
-// "group_<g>_method_state" (worker/compression/group_state.h; an empty
-// tensor for a part the run does not keep).
+// "group_<g>_method_state", "group_<g>_first_moment" and
+// "group_<g>_second_moment" (worker/compression/group_state.h; an empty
+// tensor for a part the run does not keep), and "group_<g>_moment_steps"
+// (one int64; read as 0 with no moments where a checkpoint written before
+// them lacks the three).
 // Format 1 (read, written before): no "state_format"; "groups" = 2G entries
 // "residual_<i>", entry 2g the residual and 2g + 1 the velocity of group g,
 // or, for a group whose method keeps state (FetchSGD on every worker), its

@@ -34,6 +34,34 @@ TEST(CheckpointStateTest, EveryPartKeepsItsName) {
   EXPECT_EQ(t.numel(), 4);
 }
 
+// Adam's moments on the worker keep their names; a format-2 checkpoint
+// written before them (no moment parts) reads as no moments.
+TEST(CheckpointStateTest, AdamMomentsKeepTheirNamesAndOlderCheckpointsHaveNone) {
+  std::vector<GroupState> with_moments = States();
+  with_moments[2].first_moment = {0.5f};
+  with_moments[2].second_moment = {0.25f};
+  with_moments[2].moment_steps = 7;
+  torch::serialize::OutputArchive out;
+  WriteGroupStates(with_moments, out);
+  torch::serialize::InputArchive in = Reopen(out);
+  absl::StatusOr<std::vector<GroupState>> read = ReadGroupStates(in, States());
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(*read, with_moments);
+
+  torch::serialize::OutputArchive before;
+  before.write("state_format", torch::tensor({int64_t{2}}, torch::kInt64));
+  before.write("groups", torch::tensor({int64_t{1}}, torch::kInt64));
+  for (const char* part : {"residual", "velocity", "method_state"}) {
+    before.write(absl::StrCat("group_0_", part), torch::ones({2}));
+  }
+  torch::serialize::InputArchive old = Reopen(before);
+  absl::StatusOr<std::vector<GroupState>> none = ReadGroupStates(old, {GroupState()});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE((*none)[0].first_moment.empty());
+  EXPECT_EQ((*none)[0].moment_steps, 0u);
+  EXPECT_EQ((*none)[0].residual, (std::vector<float>{1, 1}));
+}
+
 // A checkpoint written before the parts had names: two numbered entries per
 // group, the residual then the velocity, or FetchSGD's error then momentum.
 TEST(CheckpointStateTest, FormatOneIsStillRead) {

@@ -74,6 +74,13 @@ absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(const v1:
   absl::StatusOr<OptimizerSpec> spec = ParseOptimizerSpec(run.optimizer());
   if (!spec.ok()) return spec.status();
   const double rate = run.learning_rate();
+  if (KeepsAdamOnTheWorker(run)) {
+    // The updates are Adam's directions already: p -= rate * (mean + wd * p),
+    // which without momentum is AdamW's decoupled decay, p *= 1 - rate * wd.
+    return std::unique_ptr<torch::optim::Optimizer>(std::make_unique<torch::optim::SGD>(
+        params, torch::optim::SGDOptions(rate).weight_decay(
+                    spec->kind == OptimizerSpec::Kind::kAdamW ? spec->weight_decay : 0.0)));
+  }
   switch (spec->kind) {
     case OptimizerSpec::Kind::kSgd:
       return std::unique_ptr<torch::optim::Optimizer>(std::make_unique<torch::optim::SGD>(

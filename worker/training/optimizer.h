@@ -19,8 +19,11 @@ namespace sketchfuse {
 // loop sets each step's): torch::optim::SGD with run.momentum where the
 // optimizer keeps the momentum (MomentumPlaceOf: the dense schemes; none
 // where a compressed scheme keeps it on the worker), or torch::optim::Adam
-// / AdamW with the spec's betas, eps and weight decay. INVALID_ARGUMENT
-// naming the field for a spec that does not parse.
+// / AdamW with the spec's betas, eps and weight decay; where the workers keep
+// Adam's moments (KeepsAdamOnTheWorker: the updates are Adam's directions),
+// torch::optim::SGD with AdamW's weight decay (decoupled: without momentum,
+// SGD's decay is AdamW's). INVALID_ARGUMENT naming the field for a spec that
+// does not parse.
 absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(const v1::RunConfig& run,
                                                                       const std::vector<torch::Tensor>& params);
 

@@ -75,10 +75,6 @@ absl::StatusOr<v1::RunConfig> BuildRunConfig(const RunRequest& request, const Gp
   run.set_learning_rate(lr);
   run.set_lr_base_workers(static_cast<uint32_t>(request.lr_base_workers));
   run.set_lr_warmup_steps(static_cast<uint32_t>(request.lr_warmup_steps));
-  // An Adam-family step is not proportional to the rate, so a residual in
-  // units of the rate means nothing there: its residual holds raw gradients.
-  run.set_residual_in_rate_units(request.residual_in_rate_units && request.error_feedback &&
-                                 !optimizer->adam_family());
   run.set_optimizer(optimizer->Canonical());
   if (cosine) {
     run.set_lr_schedule(kCosineSchedule);
@@ -86,6 +82,12 @@ absl::StatusOr<v1::RunConfig> BuildRunConfig(const RunRequest& request, const Gp
   }
   run.set_momentum(momentum);
   run.set_momentum_at(request.momentum_at);
+  // Adam's step on the aggregated update is not proportional to the rate, so
+  // a residual in units of the rate means nothing there: its residual holds
+  // raw gradients. With Adam's moments on the worker the residual holds
+  // Adam's directions, which the worker applies at the rate, as SGD's.
+  run.set_residual_in_rate_units(request.residual_in_rate_units && request.error_feedback &&
+                                 (!optimizer->adam_family() || KeepsAdamOnTheWorker(run)));
   run.set_error_feedback(request.error_feedback);
   run.set_release_cap(request.release_cap);
   run.set_epochs(request.epochs);

@@ -35,13 +35,27 @@ TEST(RunRequestTest, AnAdamRunKeepsNoMomentumOfItsOwnAndRecordsItsSpec) {
   absl::StatusOr<v1::RunConfig> run = BuildRunConfig(request, NoGpu);
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->momentum(), 0);
-  EXPECT_FALSE(run->residual_in_rate_units());
+  // By default sketch_ps keeps Adam's moments on the worker: its residual
+  // holds Adam's directions, applied at the rate, so it is kept in units of
+  // the rate.
+  EXPECT_TRUE(KeepsAdamOnTheWorker(*run));
+  EXPECT_TRUE(run->residual_in_rate_units());
   EXPECT_EQ(run->optimizer(), "adamw:beta1=0.9,beta2=0.95,eps=1e-08,weight_decay=0.1");
   EXPECT_EQ(run->lr_schedule(), "cosine");
   EXPECT_DOUBLE_EQ(run->lr_final_fraction(), 0.1);
   EXPECT_EQ(MomentumPlaceOf(*run), MomentumPlace::kNone);
   request.momentum = 0;  // stated: the same run
   EXPECT_EQ(BuildRunConfig(request, NoGpu)->optimizer(), run->optimizer());
+
+  // Adam on the aggregated update: its step is not proportional to the
+  // rate, so the residual holds raw gradients.
+  request.momentum_at = "update";
+  absl::StatusOr<v1::RunConfig> on_update = BuildRunConfig(request, NoGpu);
+  ASSERT_TRUE(on_update.ok()) << on_update.status();
+  EXPECT_FALSE(KeepsAdamOnTheWorker(*on_update));
+  EXPECT_FALSE(on_update->residual_in_rate_units());
+  EXPECT_EQ(MomentumPlaceOf(*on_update), MomentumPlace::kNone);
+  request.momentum_at = "";
 
   absl::StatusOr<v1::RunConfig> sgd = BuildRunConfig(Request(), NoGpu);
   ASSERT_TRUE(sgd.ok());
@@ -137,6 +151,19 @@ TEST(RunRequestTest, EveryRefusalNamesItsFlag) {
          r.momentum_at = "update";
        },
        "--momentum_at=update: 'count_sketch:method=fetchsgd' keeps its momentum where the sum is"},
+      {[](RunRequest& r) {
+         r.scheme = "topk_allgather";
+         r.optimizer = "adam:weight_decay=0.01";
+         r.momentum_at = "worker";
+       },
+       "--momentum_at=worker with adam: its weight_decay (0.01) is an L2 term in the gradient"},
+      {[](RunRequest& r) {
+         r.scheme = "sketch_ps";
+         r.compressor = "count_sketch:method=fetchsgd";
+         r.optimizer = "adamw";
+         r.momentum_at = "worker";
+       },
+       "--momentum_at=worker with adamw: 'count_sketch:method=fetchsgd' keeps its state where the sum is"},
       {[](RunRequest& r) { r.scheme = "bogus"; }, "--scheme: unknown scheme 'bogus'"},
       {[](RunRequest& r) { r.compressor = "topk:density=0.01"; }, "--scheme/--compressor:"},
       {[](RunRequest& r) {
