@@ -1,14 +1,12 @@
 """Tables of bench/results/transformer_schemes/ (the char_lm transformer: dense and every compressing scheme at
-its default, AdamW and SGD, 4 and 16 virtual workers)."""
+its default, AdamW and SGD, 4, 16 and 64 virtual workers)."""
 from statistics import mean
 
 from tables.common import fmt, markdown, study_rows, value, where
 
 ADAMW = "adamw:beta1=0.9,beta2=0.95,eps=1e-08,weight_decay=0.1"
 SGD = "sgd"
-# (column title, optimizer, workers); each cell: the mean over the seeds the study ran.
-CELLS = [("AdamW, 4 W", ADAMW, 4), ("AdamW, 16 W", ADAMW, 16), ("AdamW, 64 W", ADAMW, 64), ("SGD, 4 W", SGD, 4)]
-RATIO_WORKERS = [4, 16, 64]  # the AdamW cells' bytes
+WORKERS = [4, 16, 64]
 
 
 def rows():
@@ -33,30 +31,51 @@ def _loss(rows, scheme, optimizer, workers):
             mean(value(r, "compression_ratio") for r in runs))
 
 
+def _loss_cells(rows, scheme, optimizer):
+    """One cell per worker count: the mean loss, its gap to dense_allreduce's mean in the same cell, and the
+    number of seeds in brackets where it is fewer than the most any cell of the optimizer has."""
+    most = max(len(where(rows, scheme="dense_allreduce", optimizer=optimizer, workers=w)) for w in WORKERS)
+    cells = []
+    for workers in WORKERS:
+        got = _loss(rows, scheme, optimizer, workers)
+        dense = _loss(rows, "dense_allreduce", optimizer, workers)
+        if got is None:
+            cells.append("")
+            continue
+        loss, seeds, _, _ = got
+        gap = "" if dense is None or scheme == "dense_allreduce" else f" ({100 * (loss / dense[0] - 1):+.1f}%)"
+        cells.append(f"{loss:.3f}{gap}" + (f" [{seeds}]" if seeds < most else ""))
+    return cells
+
+
 def table_losses(rows):
-    """docs/BENCHMARKS.md "The transformer with AdamW and SGD": each scheme's final validation loss (nats per
-    byte; the mean of the seeds run, their count in brackets), its gap to dense_allreduce's in the same cell, and
-    the bytes a worker sends per step at 4 workers, and the ratio they give at 4, 16 and 64 (the dense
-    gradient's bytes over them)."""
+    """docs/BENCHMARKS.md "The transformer with AdamW and SGD": with AdamW, each scheme's final validation loss
+    (nats per byte; the mean of the seeds, fewer than the study's in brackets), its gap to dense_allreduce's in
+    the same cell, the bytes a worker sends per step at 4 workers, and the ratio they give at 4, 16 and 64 (the
+    dense gradient's bytes over them)."""
     body = []
     for scheme in _schemes(rows):
-        cells = []
-        sent = None
-        for _, optimizer, workers in CELLS:
-            got = _loss(rows, scheme, optimizer, workers)
-            dense = _loss(rows, "dense_allreduce", optimizer, workers)
-            if got is None:
-                cells.append("")
-                continue
-            loss, seeds, bytes_sent, _ = got
-            if sent is None and workers == 4:
-                sent = bytes_sent
-            gap = "" if dense is None or scheme == "dense_allreduce" else f" ({100 * (loss / dense[0] - 1):+.1f}%)"
-            cells.append(f"{loss:.3f}{gap}" + (f" [{seeds}]" if seeds > 1 else ""))
-        ratios = [_loss(rows, scheme, ADAMW, w) for w in RATIO_WORKERS]
+        at4 = _loss(rows, scheme, ADAMW, 4)
+        ratios = [_loss(rows, scheme, ADAMW, w) for w in WORKERS]
         ratio = " / ".join(fmt(r[3], 1, "x") if r else "-" for r in ratios)
-        body.append([f"`{scheme}`"] + cells + [fmt(None if sent is None else sent / 1024, 1), ratio])
-    return markdown(["scheme"] + [c[0] for c in CELLS] + ["sent KiB/step (4 W)", "ratio at 4 / 16 / 64 W"], body)
+        body.append([f"`{scheme}`"] + _loss_cells(rows, scheme, ADAMW)
+                    + [fmt(None if at4 is None else at4[2] / 1024, 1), ratio])
+    return markdown(["scheme"] + [f"{w} W" for w in WORKERS] + ["sent KiB/step (4 W)", "ratio at 4 / 16 / 64 W"],
+                    body)
 
 
-TABLES = {"losses": table_losses}
+def table_sgd_losses(rows):
+    """docs/BENCHMARKS.md "The transformer with AdamW and SGD": the same with SGD (momentum 0.9), each seed's
+    loss beside the mean, since a run either leaves the unigram plateau or stays on it."""
+    body = []
+    for scheme in _schemes(rows):
+        cells = _loss_cells(rows, scheme, SGD)
+        for i, workers in enumerate(WORKERS):
+            runs = sorted(where(rows, scheme=scheme, optimizer=SGD, workers=workers), key=lambda r: int(r["seed"]))
+            if cells[i] and len(runs) > 1:
+                cells[i] += " <br> " + " / ".join(f"{value(r, 'test_loss'):.2f}" for r in runs)
+        body.append([f"`{scheme}`"] + cells)
+    return markdown(["scheme"] + [f"{w} W" for w in WORKERS], body)
+
+
+TABLES = {"losses": table_losses, "sgd_losses": table_sgd_losses}

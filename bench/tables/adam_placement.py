@@ -1,0 +1,60 @@
+"""Tables of bench/results/adam_placement/ (the char_lm transformer with AdamW: Adam's moments on each worker,
+before compression, against Adam on the aggregated update, whose runs are transformer_schemes')."""
+from statistics import mean
+
+from tables.common import markdown, read_rows, study_rows, value, where
+
+ADAMW = "adamw:beta1=0.9,beta2=0.95,eps=1e-08,weight_decay=0.1"
+SCHEMES = ["topk_allgather", "sketch_allreduce"]
+WORKERS = [4, 16, 64]
+
+
+def rows():
+    """This study's runs (Adam on the worker) tagged adam_at=worker, and transformer_schemes' AdamW runs (Adam on
+    the aggregated update, dense_allreduce's among them) tagged adam_at=update."""
+    own = [dict(r, adam_at="worker") for r in study_rows(__file__)]
+    update = [dict(r, adam_at="update") for r in read_rows("transformer_schemes") if r["optimizer"] == ADAMW]
+    return own + update
+
+
+def _runs(rows, scheme, workers, adam_at):
+    return [r for r in where(rows, scheme=scheme, workers=workers, adam_at=adam_at) if r["test_loss"]]
+
+
+def _seed_gaps(rows, scheme, workers, adam_at):
+    """{seed: the run's loss over dense_allreduce's of the same seed, minus 1}."""
+    dense = {r["seed"]: value(r, "test_loss") for r in _runs(rows, "dense_allreduce", workers, "update")}
+    return {r["seed"]: value(r, "test_loss") / dense[r["seed"]] - 1 for r in _runs(rows, scheme, workers, adam_at)
+            if r["seed"] in dense}
+
+
+def _cell(rows, scheme, workers, adam_at, seeds):
+    """The mean loss and gaps over `seeds` (those both placements ran)."""
+    gaps = {s: g for s, g in _seed_gaps(rows, scheme, workers, adam_at).items() if s in seeds}
+    if not gaps:
+        return ""
+    runs = [r for r in _runs(rows, scheme, workers, adam_at) if r["seed"] in gaps]
+    loss = mean(value(r, "test_loss") for r in runs)
+    seeds = sorted(gaps, key=int)
+    spread = " / ".join(f"{100 * gaps[s]:+.1f}" for s in seeds)
+    return f"{loss:.3f} ({100 * mean(gaps.values()):+.1f}%; {spread})"
+
+
+def table_placement(rows):
+    """docs/BENCHMARKS.md "The transformer with AdamW and SGD": the final validation loss (nats per byte, the mean
+    over the seeds both placements ran) with Adam on the aggregated update and with Adam's moments on each worker,
+    and its gap to dense_allreduce's of the same seed (the mean, then each seed's, in percent), at 4, 16 and 64
+    virtual workers, with the ratio (the dense gradient's bytes over a worker's sent bytes, the same for both
+    placements)."""
+    body = []
+    for scheme in SCHEMES:
+        for workers in WORKERS:
+            seeds = (set(_seed_gaps(rows, scheme, workers, "update"))
+                     & set(_seed_gaps(rows, scheme, workers, "worker")))
+            ratio = [value(r, "compression_ratio") for r in _runs(rows, scheme, workers, "worker")]
+            body.append([f"`{scheme}`", str(workers), _cell(rows, scheme, workers, "update", seeds),
+                         _cell(rows, scheme, workers, "worker", seeds), f"{mean(ratio):.1f}x" if ratio else ""])
+    return markdown(["scheme", "W", "Adam on the update", "Adam on the worker", "ratio"], body)
+
+
+TABLES = {"placement": table_placement}
