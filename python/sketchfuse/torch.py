@@ -19,8 +19,11 @@ and the hook refuses one with momentum. With a dense scheme the optimizer
 keeps momentum as usual. Handed Adam or AdamW (``optimizer=``), the hook keeps
 no momentum of its own (momentum 0 unless stated; a stated momentum above 0
 is kept, with a warning: the optimizer's first moment is a momentum already)
-and its error feedback keeps raw gradients, as the worker's
-``--optimizer=adam|adamw`` does; the ranks must hand it the same optimizer.
+and its error feedback keeps raw gradients: Adam on the aggregated update, as
+the worker's ``--optimizer=adam|adamw --momentum_at=update`` (the worker's
+default keeps Adam's moments on each worker, which a DDP hook cannot: the
+user's optimizer steps what the hook returns); the ranks must hand it the
+same optimizer.
 The hook returns the mean update; the optimizer steps on it.
 Global momentum (the C++ worker's ``--momentum_at=update``) is ``momentum=0``
 here with the momentum in the optimizer (``SGD(..., momentum=0.9)``): error
