@@ -314,7 +314,7 @@ absl::Status CheckAdamAtWorker(const v1::RunConfig& run) {
                                                    QuoteField(run.compressor()),
                                                    " keeps its state where the sum is, not Adam's moments"));
   }
-  if (spec.kind == OptimizerSpec::Kind::kAdam && spec.weight_decay > 0) {
+  if (spec.decays_in_the_gradient()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "momentum_at=", kMomentumAtWorker, " with adam: its weight_decay (", spec.weight_decay,
         ") is an L2 term in the gradient, which the worker's moments do not see; use adamw (decoupled decay)"));
@@ -344,7 +344,7 @@ bool KeepsAdamOnTheWorker(const v1::RunConfig& run) {
   const OptimizerSpec spec = OptimizerOf(run);
   // adam's L2 decay is in the gradient, which the moments would have to see
   // (refused when asked for by name: CheckMomentumAt).
-  if (spec.kind == OptimizerSpec::Kind::kAdam && spec.weight_decay > 0) return false;
+  if (spec.decays_in_the_gradient()) return false;
   absl::StatusOr<SchemeInfo> info = FindScheme(run.scheme());
   return info.ok() && info->traits.worker_momentum && !KeepsStateWithTheSum(run.compressor());
 }

@@ -60,6 +60,16 @@ TEST(CheckpointStateTest, AdamMomentsKeepTheirNamesAndOlderCheckpointsHaveNone) 
   EXPECT_TRUE((*none)[0].first_moment.empty());
   EXPECT_EQ((*none)[0].moment_steps, 0u);
   EXPECT_EQ((*none)[0].residual, (std::vector<float>{1, 1}));
+
+  // A step count that is not one non-negative count is refused by name.
+  torch::serialize::OutputArchive bad;
+  WriteGroupStates({GroupState()}, bad);
+  bad.write("group_0_moment_steps", torch::tensor({int64_t{-3}}, torch::kInt64));
+  torch::serialize::InputArchive bad_in = Reopen(bad);
+  absl::StatusOr<std::vector<GroupState>> refused = ReadGroupStates(bad_in, {GroupState()});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("moment_steps is not one count"), std::string::npos);
 }
 
 // A checkpoint written before the parts had names: two numbered entries per

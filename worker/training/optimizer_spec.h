@@ -27,6 +27,8 @@ struct OptimizerSpec {
   double weight_decay = 0;
 
   bool adam_family() const { return kind != Kind::kSgd; }
+  // adam's weight decay: an L2 term added to the gradient (adamw's is decoupled).
+  bool decays_in_the_gradient() const { return kind == Kind::kAdam && weight_decay > 0; }
   // "sgd", "adam" or "adamw".
   std::string name() const;
   // The spec with every parameter, in a fixed order, each the shortest
