@@ -781,6 +781,11 @@ class ExampleModels(unittest.TestCase):
         model = pytorch_ddp.build_model("cnn_bn")
         self.assertEqual(sum(p.numel() for p in model.parameters()), 421_834)
         self.assertEqual(model(torch.zeros(3, 1, 28, 28)).shape, (3, 10))
+        # The same without batch norm (issue 69's plain CNN): 95% of its parameters in one linear layer.
+        model = pytorch_ddp.build_model("cnn_plain")
+        self.assertEqual([p.numel() for p in model.parameters()], [288, 32, 18432, 64, 401408, 128, 1280, 10])
+        self.assertFalse(any(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules()))
+        self.assertEqual(model(torch.zeros(3, 1, 28, 28)).shape, (3, 10))
 
 
 class TorchvisionResNet18(unittest.TestCase):
