@@ -3,8 +3,12 @@ and the C++ worker, its cost per step, and torchvision's ResNets through it)."""
 from tables.common import fmt, markdown, one, signed, study_rows, value, where
 
 CNN_SCHEMES = ["ddp", "dense_allreduce", "dense_bf16_allreduce", "dense_ps", "importance_allreduce", "topk_ps",
-               "gtopk", "sketch_allreduce", "spardl", "topk_allgather", "sketch_ps", "fixed_sketch_ps"]
-MODELS = ["cnn", "cnn_wide", "cnn_bn"]
+               "gtopk", "sketch_allreduce", "spardl", "topk_allgather", "sketch_ps", "fixed_sketch_ps",
+               "fixed_sketch_allreduce"]
+MODELS = ["cnn", "cnn_wide", "cnn_bn", "cnn_plain"]
+# The plain CNN's runs by seed: (scheme, release_cap) -- "" is the scheme's default cap.
+PLAIN_CNN_RUNS = [("ddp", ""), ("sketch_allreduce", ""), ("sketch_allreduce", "0"), ("topk_allgather", ""),
+                  ("topk_allgather", "0")]
 
 
 def rows():
@@ -24,8 +28,8 @@ def table_accuracy(rows):
     worker's CNN and two CNNs of about 0.4M parameters (4 ranks, seed 1, each scheme at its
     default): final test accuracy, its difference from DDP's own allreduce (points), and the
     ratio of the dense gradient's bytes to the bytes a rank sends. (`auto` ran too: the same
-    figures as sketch_ps.)"""
-    runs = where(rows, runner="pytorch_ddp_example")
+    figures as sketch_ps.) The plain CNN, cnn_bn without its batch norm, is issue 69's."""
+    runs = where(rows, runner="pytorch_ddp_example", seed=1, release_cap="")
     ddp = {m: value(one(runs, model=m, scheme="ddp"), "test_accuracy_pct") for m in MODELS}
     body = []
     for s in CNN_SCHEMES:
@@ -39,7 +43,27 @@ def table_accuracy(rows):
             cells += [_pct(acc) if s == "ddp" else f"{_pct(acc)} ({signed(acc - ddp[m])})",
                       "" if s == "ddp" else _ratio(found[0])]
         body.append([s + (" (no hook)" if s == "ddp" else "")] + cells)
-    return markdown(["scheme", "CNN (29K)", "ratio", "`cnn_wide` (403K)", "ratio", "`cnn_bn` (422K)", "ratio"], body)
+    return markdown(["scheme", "CNN (29K)", "ratio", "`cnn_wide` (403K)", "ratio", "`cnn_bn` (422K)", "ratio",
+                     "`cnn_plain` (422K)", "ratio"], body)
+
+
+def table_plain_cnn(rows):
+    """The plain CNN (cnn_plain) through the hook by seed, each scheme with its default release
+    cap and without one (--release_cap=0): final test accuracy and its difference from DDP's
+    allreduce of the same seed (points)."""
+    runs = where(rows, runner="pytorch_ddp_example", model="cnn_plain")
+    seeds = sorted({int(r["seed"]) for r in runs})
+    ddp = {s: value(one(runs, scheme="ddp", seed=s), "test_accuracy_pct") for s in seeds}
+    body = []
+    for scheme, cap in PLAIN_CNN_RUNS:
+        name = "ddp (no hook)" if scheme == "ddp" else scheme + (", no release cap" if cap == "0" else "")
+        cells = []
+        for s in seeds:
+            found = where(runs, scheme=scheme, seed=s, release_cap=cap)
+            acc = value(found[0], "test_accuracy_pct") if found else None
+            cells.append("" if acc is None else _pct(acc) if scheme == "ddp" else f"{_pct(acc)} ({signed(acc - ddp[s])})")
+        body.append([name] + cells)
+    return markdown(["configuration"] + [f"seed {s}" for s in seeds], body)
 
 
 def table_worker(rows):
@@ -91,4 +115,5 @@ def table_resnet(rows):
                      "share of backward", "ratio"], body, ["l", "l"] + ["r"] * 6)
 
 
-TABLES = {"accuracy": table_accuracy, "worker": table_worker, "cost": table_cost, "resnet": table_resnet}
+TABLES = {"accuracy": table_accuracy, "worker": table_worker, "cost": table_cost, "resnet": table_resnet,
+          "plain_cnn": table_plain_cnn}
