@@ -50,20 +50,23 @@ def table_accuracy(rows):
 def table_plain_cnn(rows):
     """The plain CNN (cnn_plain) through the hook by seed, each scheme with its default release
     cap and without one (--release_cap=0): final test accuracy and its difference from DDP's
-    allreduce of the same seed (points)."""
+    allreduce of the same seed (points), and the mean of those differences."""
     runs = where(rows, runner="pytorch_ddp_example", model="cnn_plain")
     seeds = sorted({int(r["seed"]) for r in runs})
     ddp = {s: value(one(runs, scheme="ddp", seed=s), "test_accuracy_pct") for s in seeds}
     body = []
     for scheme, cap in PLAIN_CNN_RUNS:
         name = "ddp (no hook)" if scheme == "ddp" else scheme + (", no release cap" if cap == "0" else "")
-        cells = []
+        cells, gaps = [], []
         for s in seeds:
             found = where(runs, scheme=scheme, seed=s, release_cap=cap)
             acc = value(found[0], "test_accuracy_pct") if found else None
+            if acc is not None:
+                gaps.append(acc - ddp[s])
             cells.append("" if acc is None else _pct(acc) if scheme == "ddp" else f"{_pct(acc)} ({signed(acc - ddp[s])})")
-        body.append([name] + cells)
-    return markdown(["configuration"] + [f"seed {s}" for s in seeds], body)
+        mean = "" if scheme == "ddp" or len(gaps) != len(seeds) else signed(sum(gaps) / len(gaps))
+        body.append([name] + cells + [mean])
+    return markdown(["configuration"] + [f"seed {s}" for s in seeds] + ["mean gap"], body)
 
 
 def table_worker(rows):
