@@ -7,8 +7,8 @@ CNN_SCHEMES = ["ddp", "dense_allreduce", "dense_bf16_allreduce", "dense_ps", "im
                "fixed_sketch_allreduce"]
 MODELS = ["cnn", "cnn_wide", "cnn_bn", "cnn_plain"]
 # The plain CNN's runs by seed: (scheme, release_cap) -- "" is the scheme's default cap.
-PLAIN_CNN_RUNS = [("ddp", ""), ("sketch_allreduce", ""), ("sketch_allreduce", "0"), ("topk_allgather", ""),
-                  ("topk_allgather", "0")]
+PLAIN_CNN_RUNS = [("ddp", ""), ("sketch_allreduce", ""), ("sketch_allreduce", "2"), ("sketch_allreduce", "0"),
+                  ("topk_allgather", ""), ("topk_allgather", "2"), ("topk_allgather", "0")]
 
 
 def rows():
@@ -49,14 +49,15 @@ def table_accuracy(rows):
 
 def table_plain_cnn(rows):
     """The plain CNN (cnn_plain) through the hook by seed, each scheme with its default release
-    cap and without one (--release_cap=0): final test accuracy and its difference from DDP's
-    allreduce of the same seed (points), and the mean of those differences."""
+    cap (1), twice it (--release_cap=2) and without one (--release_cap=0): final test accuracy
+    and its difference from DDP's allreduce of the same seed (points), and their mean."""
     runs = where(rows, runner="pytorch_ddp_example", model="cnn_plain")
     seeds = sorted({int(r["seed"]) for r in runs})
     ddp = {s: value(one(runs, scheme="ddp", seed=s), "test_accuracy_pct") for s in seeds}
     body = []
     for scheme, cap in PLAIN_CNN_RUNS:
-        name = "ddp (no hook)" if scheme == "ddp" else scheme + (", no release cap" if cap == "0" else "")
+        name = ("ddp (no hook)" if scheme == "ddp" else
+                scheme + {"": "", "0": ", no release cap"}.get(cap, f", release cap {cap}"))
         cells, gaps = [], []
         for s in seeds:
             found = where(runs, scheme=scheme, seed=s, release_cap=cap)
