@@ -134,14 +134,15 @@ def mlp_large():
 class CnnBatchNorm(torch.nn.Module):
     """A conventional small PyTorch CNN that is not the C++ worker's (0.42M parameters): two blocks of
     a 3x3 convolution, batch norm, ReLU and 2x2 max-pool (32 and 64 channels), then a 128-unit hidden
-    layer. Its batch norm's and biases' few parameters share each bucket with the large layers."""
+    layer. Its batch norm's and biases' few parameters share each bucket with the large layers.
+    batch_norm=False leaves the batch norm out (the same weights for the same seed: it draws none)."""
 
-    def __init__(self):
+    def __init__(self, batch_norm=True):
         super().__init__()
         self.conv1 = torch.nn.Conv2d(1, 32, 3, padding=1)
-        self.bn1 = torch.nn.BatchNorm2d(32)
+        self.bn1 = torch.nn.BatchNorm2d(32) if batch_norm else torch.nn.Identity()
         self.conv2 = torch.nn.Conv2d(32, 64, 3, padding=1)
-        self.bn2 = torch.nn.BatchNorm2d(64)
+        self.bn2 = torch.nn.BatchNorm2d(64) if batch_norm else torch.nn.Identity()
         self.fc1 = torch.nn.Linear(64 * 7 * 7, 128)
         self.fc2 = torch.nn.Linear(128, 10)
 
@@ -151,17 +152,13 @@ class CnnBatchNorm(torch.nn.Module):
         return self.fc2(F.relu(self.fc1(x.flatten(1))))
 
 
-class CnnPlain(CnnBatchNorm):
+def cnn_plain():
     """CnnBatchNorm without its batch norm (0.42M parameters, 95% of them in the 3136x128 layer): a CNN as
     plain as they get, with PyTorch's default initialization; issue 69's "plain CNN"."""
-
-    def __init__(self):
-        super().__init__()
-        self.bn1 = torch.nn.Identity()
-        self.bn2 = torch.nn.Identity()
+    return CnnBatchNorm(batch_norm=False)
 
 
-MODELS = {"cnn": Cnn, "cnn_bn": CnnBatchNorm, "cnn_plain": CnnPlain, "cnn_wide": cnn_wide, "mlp": Mlp,
+MODELS = {"cnn": Cnn, "cnn_bn": CnnBatchNorm, "cnn_plain": cnn_plain, "cnn_wide": cnn_wide, "mlp": Mlp,
           "mlp_large": mlp_large,
           "resnet18": resnet18, "resnet50": resnet50}
 
