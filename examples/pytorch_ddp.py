@@ -18,6 +18,9 @@ the same order of examples through sf_epoch_order), or torchvision's ResNet-18
 (--model=resnet18: 11.2M parameters, batch norm; --model=resnet50: 23.5M;
 Debian: python3-torchvision), or a CNN with batch norm that is not the worker's
 (--model=cnn_bn) and the same CNN without its batch norm (--model=cnn_plain),
+or the C++ worker's char_lm transformer (--model=char_lm: 0.47M parameters,
+next-byte prediction over Debian's fortunes, split as the worker splits them;
+its accuracy is the next byte's, its loss nats per byte),
 with the hook aggregating every DDP bucket, and prints the test accuracy, the
 time per step, the bytes a worker sent per step and the hook's own time
 (compress and decode) per step, also as a share of the backward pass it runs in.
@@ -28,6 +31,17 @@ feedback, selection, the sketch and its peeling decode run on the GPU and only
 the sketch crosses to the host; --backend=nccl needs a GPU per rank. On the
 GPU machine:
 scripts/gpu_bundle.sh build-hook here, then run-hook there.
+--optimizer=adamw trains with AdamW (--beta2, --weight_decay; --lr_schedule=cosine and
+--lr_warmup_steps for any optimizer): through the hook sketchfuse.torch.AdamW, whose
+moments the hook keeps on each rank (python/README.md, "Adam and AdamW"),
+under DDP torch's AdamW; --optimizer=torch_adamw hands torch's AdamW to the
+hook instead (Adam on the aggregated update, for comparison). The transformer
+as the AdamW study trains it:
+
+    /usr/bin/python3 examples/pytorch_ddp.py --nproc_per_node=4 --model=char_lm --scheme=topk_allgather \
+        --optimizer=adamw --learning_rate=2e-3 --beta2=0.95 --weight_decay=0.1 --lr_schedule=cosine \
+        --lr_warmup_steps=30 --batch_size=8 --train_examples=19200 --test_examples=2000 --epochs=1
+
 The same settings on the C++ worker:
 
     scripts/local_cluster.sh --workload=cnn --schemes=SCHEME -- --seed=1 [--compressor=SPEC]
@@ -51,6 +65,7 @@ auto, fixed_sketch_auto) push to aggregation servers:
 import argparse
 import gzip
 import json
+import math
 import os
 import socket
 import subprocess
@@ -158,9 +173,75 @@ def cnn_plain():
     return CnnBatchNorm(batch_norm=False)
 
 
-MODELS = {"cnn": Cnn, "cnn_bn": CnnBatchNorm, "cnn_plain": cnn_plain, "cnn_wide": cnn_wide, "mlp": Mlp,
-          "mlp_large": mlp_large,
+class CausalSelfAttention(torch.nn.Module):
+    def __init__(self, width, heads):
+        super().__init__()
+        self.heads = heads
+        self.qkv = torch.nn.Linear(width, 3 * width)
+        self.proj = torch.nn.Linear(width, width)
+
+    def forward(self, x):
+        batch, time_steps, width = x.shape
+        q, k, v = self.qkv(x).split(width, dim=2)
+        q, k, v = (t.view(batch, time_steps, self.heads, width // self.heads).transpose(1, 2) for t in (q, k, v))
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(width // self.heads))
+        future = torch.ones(time_steps, time_steps, dtype=torch.bool, device=x.device).triu(1)
+        attention = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
+        return self.proj((attention @ v).transpose(1, 2).reshape(batch, time_steps, width))
+
+
+class TransformerBlock(torch.nn.Module):
+    def __init__(self, width, heads, mlp_factor):
+        super().__init__()
+        self.ln1 = torch.nn.LayerNorm(width)
+        self.attention = CausalSelfAttention(width, heads)
+        self.ln2 = torch.nn.LayerNorm(width)
+        self.fc1 = torch.nn.Linear(width, mlp_factor * width)
+        self.fc2 = torch.nn.Linear(mlp_factor * width, width)
+
+    def forward(self, x):
+        x = x + self.attention(self.ln1(x))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class CharTransformer(torch.nn.Module):
+    """worker/training/transformer.h's CharTransformer, the char_lm workload's model (0.47M parameters: 2
+    pre-LayerNorm blocks, width 128, 4 heads, context 64, the 256 byte values): the same parameters in the
+    same order (the position embedding first), initialized as GPT-2 (weights N(0, 0.02), the projections
+    into the residual stream N(0, 0.02 / sqrt(2 * layers)), biases 0). Its embeddings, LayerNorms and
+    biases are 1- and 2-D tensors of every size, which the image models lack."""
+
+    def __init__(self, context=64, width=128, heads=4, layers=2, mlp_factor=4, vocabulary=256):
+        super().__init__()
+        self.position_embedding = torch.nn.Parameter(torch.zeros(context, width))
+        self.token_embedding = torch.nn.Embedding(vocabulary, width)
+        self.blocks = torch.nn.ModuleList(TransformerBlock(width, heads, mlp_factor) for _ in range(layers))
+        self.final_norm = torch.nn.LayerNorm(width)
+        self.head = torch.nn.Linear(width, vocabulary)
+        with torch.no_grad():
+            for module in self.modules():
+                if isinstance(module, (torch.nn.Linear, torch.nn.Embedding)):
+                    module.weight.normal_(0.0, 0.02)
+                if isinstance(module, torch.nn.Linear):
+                    module.bias.zero_()
+            self.position_embedding.normal_(0.0, 0.02)
+            for block in self.blocks:
+                for projection in (block.attention.proj, block.fc2):
+                    projection.weight.normal_(0.0, 0.02 / math.sqrt(2 * layers))
+
+    def forward(self, tokens):
+        """tokens: [B, T] byte values, T <= context; the logits of each next byte, [B, T, vocabulary]."""
+        x = self.token_embedding(tokens) + self.position_embedding[:tokens.shape[1]]
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.final_norm(x))
+
+
+MODELS = {"char_lm": CharTransformer, "cnn": Cnn, "cnn_bn": CnnBatchNorm, "cnn_plain": cnn_plain,
+          "cnn_wide": cnn_wide, "mlp": Mlp, "mlp_large": mlp_large,
           "resnet18": resnet18, "resnet50": resnet50}
+# The models that read text (the rest read Fashion-MNIST's images).
+TEXT_MODELS = ("char_lm",)
 
 
 def build_model(name):
@@ -197,14 +278,89 @@ def load(data_dir, split):
     return x, labels.long()
 
 
-def evaluate(model, x, y, batch=1000):
+FORTUNES_DIR = "/usr/share/games/fortunes"  # worker/training/text_corpus.h
+CORPUS_CHUNK_BYTES, VALIDATION_EVERY, CORPUS_MIN_BYTES = 4096, 10, 1 << 20
+
+
+def load_text(directory, split, context=64):
+    """worker/training/text_corpus.h's corpus (Debian's fortunes: every regular file whose name has no '.',
+    but the ASCII pictures art and ascii-art, in name order, concatenated; every 10th 4 KiB chunk held out
+    for validation) as its non-overlapping windows of context + 1 bytes, [N, context + 1] int64: a window's
+    first `context` bytes predict its last `context`. ValueError naming the directory when it holds no such
+    corpus."""
+    try:
+        names = sorted(n for n in os.listdir(directory)
+                       if "." not in n and n not in ("art", "ascii-art")
+                       and os.path.isfile(os.path.join(directory, n)) and not os.path.islink(os.path.join(directory, n)))
+    except OSError as e:
+        raise ValueError(f"no text corpus at {directory!r} ({e.strerror}; Debian's fortunes: apt-get install "
+                         "fortunes, or run scripts/setup.sh)") from None
+    pieces = []
+    for name in names:
+        with open(os.path.join(directory, name), "rb") as f:
+            pieces.append(f.read())
+    text = b"".join(pieces)
+    if len(text) < CORPUS_MIN_BYTES:
+        raise ValueError(f"the text corpus in {directory!r} has {len(text)} bytes, fewer than {CORPUS_MIN_BYTES}: "
+                         "not Debian's fortunes")
+    held_out = split != "train"
+    chunks = [text[begin:begin + CORPUS_CHUNK_BYTES] for begin in range(0, len(text), CORPUS_CHUNK_BYTES)]
+    kept = b"".join(c for i, c in enumerate(chunks, start=1) if (i % VALIDATION_EVERY == 0) == held_out)
+    data = torch.frombuffer(bytearray(kept), dtype=torch.uint8).long()
+    return data.unfold(0, context + 1, context).contiguous()
+
+
+def load_examples(args, split):
+    """(inputs, targets) of --model's task: images and labels, or text windows and each next byte."""
+    if args.model in TEXT_MODELS:
+        windows = load_text(args.text_dir, split)
+        return windows[:, :-1], windows[:, 1:]
+    return load(args.data_dir, split)
+
+
+def task_loss(logits, targets):
+    """Cross-entropy of a class per image ([B, 10] against [B]) or of each next byte ([B, T, 256] against [B, T])."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def evaluate_both(model, x, y, batch=1000):
+    """(accuracy in %, mean loss): the share of the right classes (next bytes), and their cross-entropy."""
     model.eval()
-    correct = 0
+    correct = loss_sum = 0.0
     with torch.no_grad():
         for i in range(0, x.shape[0], batch):
-            correct += (model(x[i:i + batch]).argmax(1) == y[i:i + batch]).sum().item()
+            logits = model(x[i:i + batch])
+            correct += (logits.argmax(-1) == y[i:i + batch]).sum().item()
+            loss_sum += task_loss(logits, y[i:i + batch]).item() * y[i:i + batch].numel()
     model.train()
-    return 100.0 * correct / x.shape[0]
+    return 100.0 * correct / y.numel(), loss_sum / y.numel()
+
+
+def evaluate(model, x, y, batch=1000):
+    return evaluate_both(model, x, y, batch)[0]
+
+
+def learning_rate_factor(step, total_steps, schedule, warmup_steps):
+    """The step's learning rate over --learning_rate: a linear warm-up over warmup_steps, then 1 (constant)
+    or a cosine from 1 to 0 at total_steps (worker/training/learning_rate.h's schedules)."""
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    if schedule == "constant":
+        return 1.0
+    progress = (step - warmup_steps) / max(total_steps - warmup_steps, 1)
+    return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+
+
+def make_optimizer(args, parameters, momentum):
+    """--optimizer's optimizer: SGD with `momentum` (0 where the hook keeps it), or AdamW with betas
+    0.9/--beta2 and --weight_decay: sketchfuse's through the hook (unless torch_adamw), torch's under DDP."""
+    if args.optimizer in ("adamw", "torch_adamw"):
+        if args.optimizer == "adamw" and args.scheme != "ddp":
+            return sft.AdamW(parameters, lr=args.learning_rate, betas=(0.9, args.beta2), weight_decay=args.weight_decay,
+                             dense_warmup_steps=args.adam_dense_warmup)
+        return torch.optim.AdamW(parameters, lr=args.learning_rate, betas=(0.9, args.beta2),
+                                 weight_decay=args.weight_decay)
+    return torch.optim.SGD(parameters, lr=args.learning_rate, momentum=momentum, weight_decay=args.weight_decay)
 
 
 def parse_args(argv=None):
@@ -227,7 +383,22 @@ def parse_args(argv=None):
     parser.add_argument("--test_examples", type=int, default=10000)
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--learning_rate", type=float, default=0.05)
-    parser.add_argument("--momentum", type=float, default=0.9)
+    parser.add_argument("--momentum", type=float, default=0.9,
+                        help="SGD's momentum (in the hook with a compressing scheme, in the optimizer otherwise)")
+    parser.add_argument("--optimizer", default="sgd", choices=["sgd", "adamw", "torch_adamw"],
+                        help="adamw: AdamW with betas 0.9/--beta2 (through the hook sketchfuse.torch.AdamW, whose "
+                             "moments the hook keeps on each rank before compression; with --scheme=ddp "
+                             "torch.optim.AdamW); torch_adamw: torch.optim.AdamW through the hook too (Adam on the "
+                             "aggregated update)")
+    parser.add_argument("--beta2", type=float, default=0.999, help="AdamW's second-moment decay")
+    parser.add_argument("--adam_dense_warmup", type=int, default=0,
+                        help="--optimizer=adamw through the hook: this many dense steps, then the second moment "
+                             "frozen and the first kept on each rank (sketchfuse.torch.AdamW's dense_warmup_steps; "
+                             "0: both moments on each rank)")
+    parser.add_argument("--weight_decay", type=float, default=0.0)
+    parser.add_argument("--lr_schedule", default="constant", choices=["constant", "cosine"],
+                        help="after the warm-up: constant, or a cosine to 0 at the last step")
+    parser.add_argument("--lr_warmup_steps", type=int, default=0, help="linear warm-up steps")
     parser.add_argument("--deterministic", action="store_true",
                         help="cuDNN's deterministic convolutions: two runs of the same scheme, and DDP against the "
                              "hook's dense_allreduce, then train the same model (default: cuDNN's fastest, whose "
@@ -236,6 +407,7 @@ def parse_args(argv=None):
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1, help="torch threads per process")
     parser.add_argument("--data_dir", default="/usr/share/datasets/fashion-mnist")
+    parser.add_argument("--text_dir", default=FORTUNES_DIR, help="char_lm's corpus (Debian's fortunes)")
     parser.add_argument("--json", default="", help="write the summary here too")
     parser.add_argument("--checkpoint", default="", help="save model, optimizer and hook state here at the end")
     parser.add_argument("--resume", default="", help="resume from a --checkpoint file of this rank (ignoring {rank})")
@@ -256,6 +428,16 @@ def parse_args(argv=None):
             parser.error(f"--{name} must be >= 1; got {getattr(args, name)}")
     if not (args.learning_rate > 0):
         parser.error(f"--learning_rate must be > 0; got {args.learning_rate}")
+    if not (0 <= args.beta2 < 1):
+        parser.error(f"--beta2 must be in [0, 1); got {args.beta2}")
+    if not (0 <= args.weight_decay < 1):
+        parser.error(f"--weight_decay must be in [0, 1); got {args.weight_decay}")
+    if not (0 <= args.momentum < 1):
+        parser.error(f"--momentum must be in [0, 1); got {args.momentum}")
+    if args.lr_warmup_steps < 0:
+        parser.error(f"--lr_warmup_steps must be >= 0; got {args.lr_warmup_steps}")
+    if args.adam_dense_warmup < 0:
+        parser.error(f"--adam_dense_warmup must be >= 0; got {args.adam_dense_warmup}")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device=cuda: PyTorch sees no CUDA device here")
     if args.hook_device == "cuda" and args.device != "cuda":
@@ -372,8 +554,8 @@ def train(parser, args):
     dist.init_process_group(args.backend)
     rank, world = dist.get_rank(), dist.get_world_size()
 
-    x_train, y_train = load(args.data_dir, "train")
-    x_test, y_test = load(args.data_dir, "test")
+    x_train, y_train = load_examples(args, "train")
+    x_test, y_test = load_examples(args, "test")
     used = min(args.train_examples, x_train.shape[0])
     rows = torch.arange(rank, used, world)
     x_shard, y_shard = x_train[rows], y_train[rows]
@@ -391,11 +573,13 @@ def train(parser, args):
     if args.scheme != "ddp":
         compresses = _native.scheme_traits(args.scheme)[0]
         momentum_in_optimizer = 0.0 if compresses else args.momentum
-    optimizer = torch.optim.SGD(ddp.parameters(), lr=args.learning_rate, momentum=momentum_in_optimizer)
+    optimizer = make_optimizer(args, ddp.parameters(), momentum_in_optimizer)
     if args.scheme != "ddp":
         on_gpu = {"device": "cuda"} if args.hook_device == "cuda" else {}
+        # With AdamW the hook keeps no momentum (the optimizer's first moment is one).
+        momentum = {"momentum": args.momentum} if args.optimizer == "sgd" else {}
         state = sft.HookState(args.scheme, args.compressor, coordinator=args.coordinator, seed=args.seed,
-                              momentum=args.momentum, release_cap=args.release_cap, optimizer=optimizer, **on_gpu)
+                              release_cap=args.release_cap, optimizer=optimizer, **momentum, **on_gpu)
         ddp.register_comm_hook(state, sft.hook)
 
     first_step = 0
@@ -425,8 +609,11 @@ def train(parser, args):
             order = torch.tensor(_native.epoch_order(args.seed, rank, epoch, x_shard.shape[0]), dtype=torch.int64,
                                  device=device)
         index = order[in_epoch * args.batch_size:(in_epoch + 1) * args.batch_size]
+        for group in optimizer.param_groups:
+            group["lr"] = args.learning_rate * learning_rate_factor(step, total_steps, args.lr_schedule,
+                                                                    args.lr_warmup_steps)
         begin = synchronized_clock()
-        loss = F.cross_entropy(ddp(x_shard[index]), y_shard[index])
+        loss = task_loss(ddp(x_shard[index]), y_shard[index])
         optimizer.zero_grad()
         backward_begin = synchronized_clock()
         loss.backward()  # DDP runs the hook on each bucket inside it and waits for every bucket's result
@@ -435,11 +622,12 @@ def train(parser, args):
         step_seconds += synchronized_clock() - begin
         loss_value = loss.item()
         if in_epoch == steps_per_epoch - 1 and rank == 0:
-            print(f"epoch {epoch + 1}: loss {loss_value:.4f}, test accuracy {evaluate(model, x_test, y_test):.2f}%",
-                  flush=True)
+            epoch_accuracy, epoch_test_loss = evaluate_both(model, x_test, y_test)
+            print(f"epoch {epoch + 1}: loss {loss_value:.4f}, test accuracy {epoch_accuracy:.2f}%, test loss "
+                  f"{epoch_test_loss:.4f}", flush=True)
     wall = time.perf_counter() - wall_start
     steps = max(last_step - first_step, 1)
-    accuracy = evaluate(model, x_test, y_test)
+    accuracy, test_loss = evaluate_both(model, x_test, y_test)
     stats = state.stats() if state is not None else None
     hook_seconds = ((stats["compress_s"] + stats["decode_s"]) / steps) if stats else None
     summary = {
@@ -448,7 +636,8 @@ def train(parser, args):
         "hook_device": args.hook_device,
         "backend": args.backend, "parameters": sum(p.numel() for p in model.parameters()), "rank": rank,
         "world_size": world, "batch_size": args.batch_size,
-        "seed": args.seed, "steps": last_step, "test_accuracy": accuracy, "final_loss": loss_value,
+        "seed": args.seed, "steps": last_step, "test_accuracy": accuracy, "test_loss": test_loss,
+        "final_loss": loss_value, "optimizer": args.optimizer, "momentum": args.momentum,
         "step_time_s": step_seconds / steps, "backward_s_per_step": backward_seconds / steps, "wall_s": wall,
         "bytes_per_step": (stats["bytes_sent"] / stats["steps"]) if stats and stats["steps"] else None,
         "compression_ratio": stats["compression_ratio"] if stats else None,
@@ -466,7 +655,7 @@ def train(parser, args):
         bytes_text = f"{summary['bytes_per_step']:.0f}" if summary["bytes_per_step"] else "-"
         share = (f"; hook compress+decode {100 * summary['hook_share_of_backward']:.1f}% of the backward pass"
                  if summary["hook_share_of_backward"] is not None else "")
-        print(f"{args.scheme}: test accuracy {accuracy:.2f}% after {last_step} steps; {1e3 * summary['step_time_s']:.1f} "
+        print(f"{args.scheme}: test accuracy {accuracy:.2f}% (test loss {test_loss:.4f}) after {last_step} steps; {1e3 * summary['step_time_s']:.1f} "
               f"ms/step; {bytes_text} bytes/step per worker ({ratio}){share}", flush=True)
     if args.json:
         with open(args.json.replace("{rank}", str(rank)), "w") as f:

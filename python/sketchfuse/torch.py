@@ -16,13 +16,15 @@ dense_bf16_allreduce) and SGD the hook keeps the momentum (``momentum=``,
 default 0.9, the worker's) before compression, as DGC's momentum correction
 does, so the optimizer must be plain SGD without momentum; pass ``optimizer=``
 and the hook refuses one with momentum. With a dense scheme the optimizer
-keeps momentum as usual. Handed Adam or AdamW (``optimizer=``), the hook keeps
-no momentum of its own (momentum 0 unless stated; a stated momentum above 0
-is kept, with a warning: the optimizer's first moment is a momentum already)
-and its error feedback keeps raw gradients: Adam on the aggregated update, as
-the worker's ``--optimizer=adam|adamw --momentum_at=update`` (the worker's
-default keeps Adam's moments on each worker, which a DDP hook cannot: the
-user's optimizer steps what the hook returns); the ranks must hand it the
+keeps momentum as usual. With AdamW use ``sketchfuse.torch.AdamW``
+(sketchfuse/adam.py): handed it, the hook keeps Adam's moments of each rank's
+gradients and compresses Adam's direction under error feedback (the worker's
+default with Adam), and the optimizer steps the mean direction with AdamW's
+decoupled decay. Handed torch's Adam or AdamW, the hook keeps no momentum of
+its own (momentum 0 unless stated; a stated momentum above 0 is kept, with a
+warning) and its error feedback keeps raw gradients: Adam on the aggregated
+update, as the worker's ``--momentum_at=update``, which a compressing scheme
+pays for (a warning says so, with the figures). The ranks must hand it the
 same optimizer.
 The hook returns the mean update; the optimizer steps on it.
 Global momentum (the C++ worker's ``--momentum_at=update``) is ``momentum=0``
@@ -46,8 +48,10 @@ import torch
 import torch.distributed as dist
 
 from sketchfuse import _native
+from sketchfuse.adam import AdamW, RankMoments
 
-__all__ = ["HookState", "hook", "DivergedError", "optimizer_spec", "suggest_bucket_cap_mb", "write_job_config"]
+__all__ = ["AdamW", "HookState", "hook", "DivergedError", "optimizer_spec", "suggest_bucket_cap_mb",
+           "write_job_config"]
 
 _SETTING_OPTIONS = ("seed", "momentum", "error_feedback", "release_cap", "second_round", "check_finite", "device",
                     "job",
@@ -66,8 +70,8 @@ _PER_RANK = ("rank", "worker_id", "gpu", "join_credential_file")
 def optimizer_spec(optimizer):
     """The worker's spec of a torch optimizer (its --optimizer): "sgd" for torch.optim.SGD,
     "adam:beta1=...,beta2=...,eps=...,weight_decay=..." for Adam and the same with "adamw" for
-    AdamW (from its first param group), None for any other kind."""
-    if isinstance(optimizer, torch.optim.AdamW):
+    AdamW (from its first param group), and for sketchfuse.torch.AdamW, None for any other kind."""
+    if isinstance(optimizer, (torch.optim.AdamW, AdamW)):
         name = "adamw"
     elif isinstance(optimizer, torch.optim.Adam):
         name = "adam"
@@ -172,6 +176,14 @@ class _Group:
         # (bucket offset, size) of each canonical piece, or None when the bucket is in canonical order.
         self.pieces = None if self.keys == bucket_keys else [offsets[k] for k in self.keys]
 
+    def pieces_in_canonical_order(self):
+        """(key, offset, size) of each parameter in the canonical flat vector."""
+        out, at = [], 0
+        for key, n in zip(self.keys, self.signature):
+            out.append((key, at, n))
+            at += n
+        return out
+
     def to_canonical(self, flat):
         if self.pieces is None:
             return flat
@@ -212,9 +224,10 @@ class HookState:
       partition_elements (unset: the job's partitions; a rank that states
       another bound than the job's is refused at join); and optimizer (the
       torch optimizer the caller steps: SGD with momentum is refused where the
-      hook keeps the momentum; Adam and AdamW set the hook's momentum to 0
-      unless stated, and their spec, optimizer_spec(), must be the same on
-      every rank and the job's).
+      hook keeps the momentum; sketchfuse.torch.AdamW has the hook keep Adam's
+      moments, and refuses a momentum above 0; torch's Adam and AdamW set the
+      hook's momentum to 0 unless stated; an Adam-family spec,
+      optimizer_spec(), must be the same on every rank and the job's).
 
     A centralized hook aggregates the job's groups (the worker's fusion plan
     over the model's parameters, see write_job_config), not DDP's buckets: it
@@ -244,6 +257,21 @@ class HookState:
         except _native.NativeError as e:
             raise ValueError(f"scheme {scheme!r}: {e}") from None
         spec = optimizer_spec(optimizer) if optimizer is not None else None
+        # sketchfuse.torch.AdamW: Adam's moments kept here, per rank before compression ("rank") or of the
+        # aggregated mean where nothing is compressed ("mean"); torch's Adam and AdamW: on the update.
+        self._moments = None
+        self._adam_place = None
+        if isinstance(optimizer, AdamW):
+            if optimizer.dense_warmup_steps and coordinator is not None:
+                raise ValueError("sketchfuse hook: sketchfuse AdamW's dense_warmup_steps runs its warm-up over the "
+                                 "process group: decentralized schemes only (the servers number their rounds from "
+                                 f"the job's first step); got {scheme!r} with a coordinator")
+            if float(options.get("momentum", 0.0)) > 0:
+                raise ValueError(f"sketchfuse hook: momentum {options['momentum']} with sketchfuse.torch.AdamW, whose "
+                                 "first moment the hook keeps already (leave momentum unset, or 0)")
+            self._adam_place = "rank" if compresses else "mean"
+            self._moments = RankMoments(*optimizer.hyperparameters(),
+                                        dense_warmup=optimizer.dense_warmup_steps if compresses else 0)
         if spec is not None and spec != "sgd":
             options["optimizer"] = spec
             if "momentum" not in options:
@@ -252,6 +280,12 @@ class HookState:
                 warnings.warn(f"sketchfuse hook: momentum {options['momentum']} kept in the hook before compression, "
                               f"and {spec.split(':')[0]} keeps its own first moment of the update: two momenta "
                               "(leave momentum unset, or 0, with Adam-family optimizers)", stacklevel=2)
+            if compresses and self._moments is None:
+                warnings.warn(f"sketchfuse hook: {type(optimizer).__name__} on the aggregated update of {scheme!r}: "
+                              "Adam steps a coordinate that error feedback sent after k steps about sqrt(k) times too "
+                              "short (the transformer's validation loss ended 26 to 37% above dense's at 10x to 17x); "
+                              "sketchfuse.torch.AdamW keeps Adam's moments on each rank before compression (7 to 9% "
+                              "above): see python/README.md, \"Adam and AdamW\"", stacklevel=2)
         named = {"coordinator": coordinator, "worker_id": worker_id, "token_file": token_file, "tls_ca": tls_ca}
         for key, value in named.items():
             if value is not None and (not isinstance(value, str) or "\n" in value):
@@ -290,6 +324,9 @@ class HookState:
         except _native.NativeError as e:
             raise ValueError(f"sketchfuse hook: {e}") from None
         self._check_ranks_agree()
+        if self._moments is not None:
+            optimizer.hook_state = self
+            self._adam_optimizer = optimizer
 
         self.scheme = scheme
         self.compresses = compresses
@@ -318,11 +355,24 @@ class HookState:
         self._job_state = None
         # Counters of a run this state was loaded from (state_dict()["stats"]), added to the live ones.
         self._retired = dict(_ZERO_STATS)
+        # The dense allreduces of Adam's warm-up (sketchfuse AdamW with dense_warmup_steps), which the
+        # native session does not see.
+        self._warmup_counts = dict(_ZERO_STATS)
 
     # -- settings agreement -------------------------------------------------
 
-    def _check_ranks_agree(self):
+    def _agreed_settings(self):
+        """The settings every rank (and a resumed run) must share: the native ones but the per-rank ones, and
+        where Adam's moments are kept when the hook keeps them."""
         mine = {k: v for k, v in _settings_dict(self.settings).items() if k not in _PER_RANK}
+        if self._adam_place is not None:
+            mine["adam_moments"] = self._adam_place
+            if self._moments.dense_warmup:
+                mine["adam_dense_warmup"] = self._moments.dense_warmup
+        return mine
+
+    def _check_ranks_agree(self):
+        mine = self._agreed_settings()
         everyone = [None] * self.world_size
         dist.all_gather_object(everyone, mine, group=self.process_group)
         differing = sorted({key for other in everyone for key in set(other) | set(mine)
@@ -561,6 +611,32 @@ class HookState:
                                  f"{' ...' if len(unknown) > 5 else ''} that this model's buckets do not have "
                                  "(a checkpoint of another model?)")
 
+    def _dense_adam_step(self, grad, pieces, what):
+        """Adam's dense warm-up (sketchfuse AdamW's dense_warmup_steps): the mean gradient over the process
+        group (one allreduce), and the moments' update of it, alike on every rank. DivergedError on every
+        rank for a non-finite mean (any rank's non-finite gradient makes it so)."""
+        device = self._comm_device or torch.device("cpu")
+        mean = grad.to(device, copy=True)
+        dist.all_reduce(mean, group=self.process_group)
+        mean = mean.to(grad.device).div_(self.world_size)
+        if not torch.isfinite(mean).all():
+            raise DivergedError(f"sketchfuse hook: a non-finite gradient at step {self.step} ({what}, in Adam's dense "
+                                "warm-up) on some rank")
+        ring = 4 * grad.numel() * 2 * (self.world_size - 1) // self.world_size  # a ring allreduce's bytes
+        for key, n in (("bytes_sent", ring), ("bytes_received", ring), ("dense_bytes", 4 * grad.numel())):
+            self._warmup_counts[key] += n
+        return self._moments.update(mean, pieces)
+
+    def _rated(self, pieces):
+        """(key, offset, size) pieces with the learning rate of each key's param group now (sketchfuse AdamW)."""
+        rates = self._adam_optimizer.rates()
+        rate_of_key = {key: rates[pid] for pid, key in self._key_of.items() if pid in rates}
+        missing = [key for key, _, _ in pieces if key not in rate_of_key]
+        if missing:
+            raise RuntimeError(f"sketchfuse hook: parameter(s) {', '.join(missing[:5])} of DDP's buckets are in no "
+                               "param group of the sketchfuse AdamW handed to the hook")
+        return [(key, at, n, rate_of_key[key]) for key, at, n in pieces]
+
     def exchange(self, bucket):
         """Aggregates one DDP bucket (decentralized schemes); returns the mean update (a tensor like the bucket's
         buffer). With a centralized scheme, see hook(): the buckets of a step are exchanged together."""
@@ -580,6 +656,14 @@ class HookState:
         if grad.numel() != sum(group.signature):
             raise RuntimeError(f"sketchfuse hook: bucket {bucket.index()} holds {grad.numel()} elements; its "
                                f"parameters have {sum(group.signature)}")
+        if self._adam_place == "rank" and self._moments.warming(group.keys):
+            out = self._dense_adam_step(grad, self._rated(group.pieces_in_canonical_order()),
+                                        f"bucket {bucket.index()}")
+            self._end_of_step(bucket)
+            out = group.from_canonical(out)
+            return out.to(buffer.device, buffer.dtype).reshape(buffer.shape)
+        if self._adam_place == "rank":
+            grad = self._moments.update(grad, self._rated(group.pieces_in_canonical_order()))
         out = torch.empty_like(grad)
         err = _native.err_buffer()
         if self._on_gpu:
@@ -602,6 +686,8 @@ class HookState:
         if bucket.is_last() and _native.lib().sf_session_finish_step(self._session, self.step, err, len(err)) != 0:
             self._raise_native(err, f"step {self.step}")
         self._end_of_step(bucket)
+        if self._adam_place == "mean":
+            out = self._moments.update(out, self._rated(group.pieces_in_canonical_order()))
         out = group.from_canonical(out)
         if out.device != buffer.device or out.dtype != buffer.dtype:
             out = out.to(buffer.device, buffer.dtype)
@@ -631,11 +717,17 @@ class HookState:
                     offset = self._layout[key][0]
                     grad[offset:offset + n] = flat[at:at + n]
                     at += n
+            if self._moments is not None:
+                pieces = self._rated([(key, offset, n) for key, (offset, n) in self._layout.items()])
+            if self._adam_place == "rank":
+                grad = self._moments.update(grad, pieces)
             out = torch.empty_like(grad)
             err = _native.err_buffer()
             if _native.lib().sf_session_exchange_step(self._session, self.step, grad.data_ptr(), total,
                                                       out.data_ptr(), err, len(err)) != 0:
                 self._raise_native(err, f"step {self.step}")
+            if self._adam_place == "mean":
+                out = self._moments.update(out, pieces)
         except BaseException as e:
             for _, _, _, f in buckets:
                 if not f.done():
@@ -680,7 +772,8 @@ class HookState:
 
     def state_dict(self):
         """Version 2: residuals and velocities per parameter, each bucket's method state (FetchSGD's
-        sketches), the job's groups' state when joined, the step and counters (CPU tensors)."""
+        sketches), the job's groups' state when joined, Adam's moments per parameter (with
+        sketchfuse.torch.AdamW; None otherwise), the step and counters (CPU tensors)."""
         params = {k: v for k, v in self._pending.items()}
         method = dict(self._method_state)
         for index, group in (self._groups.items() if not self.joins_coordinator else []):
@@ -698,8 +791,9 @@ class HookState:
         return {
             "version": 2,
             "job_groups": {g: dict(zip(_STATE_PARTS, arrays)) for g, arrays in job_groups.items()},
-            "settings": {k: v for k, v in _settings_dict(self.settings).items() if k not in _PER_RANK},
+            "settings": self._agreed_settings(),
             "step": self.step,
+            "adam_moments": self._moments.state_dict() if self._moments is not None else None,
             "params": {k: {"residual": r, "velocity": v} for k, (r, v) in params.items()},
             "method_state": {i: {"signature": list(sig), "state": m} for i, (sig, m) in method.items()},
             "stats": self.stats(),
@@ -710,7 +804,7 @@ class HookState:
         if not isinstance(state, dict) or state.get("version") not in (1, 2):
             raise ValueError("sketchfuse hook: not a hook state of version 1 or 2 (state_dict's)")
         version = state["version"]
-        mine = {k: v for k, v in _settings_dict(self.settings).items() if k not in _PER_RANK}
+        mine = self._agreed_settings()
         theirs = state.get("settings", {})
         differing = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
         if differing:
@@ -753,6 +847,11 @@ class HookState:
             if any(a is not None and not torch.isfinite(a).all() for a in arrays):
                 raise ValueError(f"sketchfuse hook: saved state of job group {g} is not finite")
             job_groups[int(g)] = arrays
+        moments = None
+        if self._moments is not None:
+            moments = RankMoments(self._moments.beta1, self._moments.beta2, self._moments.eps,
+                                  dense_warmup=self._moments.dense_warmup)
+            moments.load_state_dict(state.get("adam_moments") or {})
         retired = {k: state.get("stats", {}).get(k, v) for k, v in _ZERO_STATS.items()}
         for key, value in retired.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 <= value < float("inf")):
@@ -768,8 +867,11 @@ class HookState:
         self._groups.clear()
         self._pending = pending
         self._method_state = method
+        if moments is not None:
+            self._moments = moments
         self.step = step
         self._retired = retired
+        self._warmup_counts = dict(_ZERO_STATS)
         # Parameter keys are assigned in this process's first iteration.
 
     # -- counters ---------------------------------------------------------------
@@ -785,7 +887,7 @@ class HookState:
             out = ctypes.create_string_buffer(size)
             if _native.lib().sf_session_stats_json(self._session, out, size) == 0:
                 live = json.loads(_native.text(out))
-        merged = {k: self._retired[k] + live.get(k, 0) for k in _ZERO_STATS}
+        merged = {k: self._retired[k] + self._warmup_counts[k] + live.get(k, 0) for k in _ZERO_STATS}
         merged["steps"] = self.step
         merged["compression_ratio"] = (merged["dense_bytes"] / merged["bytes_sent"]) if merged["bytes_sent"] else None
         merged["scheme"] = self.scheme

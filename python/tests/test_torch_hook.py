@@ -6,6 +6,7 @@ scripts/build_python.sh:
     SKETCHFUSE_HOOK_REFERENCE=bazel-bin/worker/hook/hook_reference \\
         PYTHONPATH=python /usr/bin/python3 -m unittest python/tests/test_torch_hook.py
 """
+import csv
 import functools
 import json
 import os
@@ -26,6 +27,7 @@ import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import sketchfuse.torch as sft  # noqa: E402
+from sketchfuse.adam import RankMoments  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 REFERENCE = os.environ.get("SKETCHFUSE_HOOK_REFERENCE", os.path.join(ROOT, "bazel-bin/worker/hook/hook_reference"))
@@ -115,14 +117,18 @@ def _batch(rank, step):
 
 
 def _train(rank, scheme, compressor, steps, bucket_cap_mb, load=None, save=False, nan_at=None, nan_rank=None,
-           before_step=None, device="cpu", hook_device=None, **hook_options):
+           before_step=None, device="cpu", hook_device=None, adamw=False, dense_warmup=0, **hook_options):
     if hook_device is not None:
         hook_options["device"] = hook_device
     torch.manual_seed(0)
     model = SmallNet().to(device)
     ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb,
                                                     device_ids=[0] if device == "cuda" else None)
-    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    if adamw:  # Adam's moments in the hook
+        optimizer = sft.AdamW(ddp.parameters(), lr=0.01, betas=(0.9, 0.95), weight_decay=0.1,
+                              dense_warmup_steps=dense_warmup)
+    else:
+        optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
     state = sft.HookState(scheme, compressor, seed=5, optimizer=optimizer, **hook_options)
     ddp.register_comm_hook(state, sft.hook)
     first = 0
@@ -167,15 +173,18 @@ def _as_version_1(hook):
     return old
 
 
-def _resume(rank, world, scheme, compressor, bucket_cap_mb, as_version_1=False):
-    whole, _, stats = _train(rank, scheme, compressor, 8, bucket_cap_mb)
-    _, saved, _ = _train(rank, scheme, compressor, 4, bucket_cap_mb, save=True)
+def _resume(rank, world, scheme, compressor, bucket_cap_mb, as_version_1=False, adamw=False, dense_warmup=0):
+    adam = {"adamw": adamw, "dense_warmup": dense_warmup}
+    whole, _, stats = _train(rank, scheme, compressor, 8, bucket_cap_mb, **adam)
+    _, saved, _ = _train(rank, scheme, compressor, 4, bucket_cap_mb, save=True, **adam)
     saved = torch.load(_roundtrip(saved, rank))
     if as_version_1:
         saved["hook"] = _as_version_1(saved["hook"])
-    resumed, _, resumed_stats = _train(rank, scheme, compressor, 4, bucket_cap_mb, load=saved)
+    resumed, _, resumed_stats = _train(rank, scheme, compressor, 4, bucket_cap_mb, load=saved, **adam)
     return {"whole": whole, "resumed": resumed, "stats": stats, "resumed_stats": resumed_stats,
             "saved_keys": sorted(saved["hook"]["params"]),
+            "saved_moments": sorted((saved["hook"].get("adam_moments") or {}).items(),
+                                    key=lambda item: item[0]),
             "method_state": {i: e["signature"] for i, e in saved["hook"].get("method_state", {}).items()}}
 
 
@@ -331,6 +340,17 @@ def _routes(rank, world, sketch_ps_address, dense_ps_address):
     out["sketch_allreduce"] = _train(rank, "sketch_allreduce", SKETCH, 6, 0.004)
     out["dense_ps"] = _train(rank, "dense_ps", None, 6, 25, coordinator=dense_ps_address, job="dense")
     out["dense_allreduce"] = _train(rank, "dense_allreduce", None, 6, 25)
+    return {k: (v[0], v[2]) for k, v in out.items()}
+
+
+def _routes_adamw(rank, world, sketch_ps_address, dense_ps_address):
+    """_routes with sketchfuse's AdamW: the moments on each rank (sketch) or of the mean (dense)."""
+    out = {}
+    out["sketch_ps"] = _train(rank, "sketch_ps", SKETCH, 6, 0.004, coordinator=sketch_ps_address, job="ps",
+                              adamw=True)
+    out["sketch_allreduce"] = _train(rank, "sketch_allreduce", SKETCH, 6, 0.004, adamw=True)
+    out["dense_ps"] = _train(rank, "dense_ps", None, 6, 25, coordinator=dense_ps_address, job="dense", adamw=True)
+    out["dense_allreduce"] = _train(rank, "dense_allreduce", None, 6, 25, adamw=True)
     return {k: (v[0], v[2]) for k, v in out.items()}
 
 
@@ -521,6 +541,23 @@ class CentralizedRoute(unittest.TestCase):
             stats = result["sketch_ps"][1]
             self.assertEqual(stats["steps"], 6)
             self.assertGreater(stats["compression_ratio"], 1.2)  # a sketch of 0.8 times the gradient
+
+    def test_sketchfuse_adamw_through_the_servers_as_through_the_process_group(self):
+        # Adam's moments in the hook on the centralized route: the same updates as on the ring.
+        adamw = {"optimizer": "adamw:beta1=0.9,beta2=0.95,eps=1e-08,weight_decay=0.1", "momentum": 0.0}
+        with tempfile.TemporaryDirectory() as tmp:
+            torch.manual_seed(0)
+            sft.write_job_config(SmallNet(), os.path.join(tmp, "ps.json"), "sketch_ps", SKETCH, world_size=2,
+                                 job="ps", seed=5, **adamw)
+            sft.write_job_config(SmallNet(), os.path.join(tmp, "dense.json"), "dense_ps", world_size=2, job="dense",
+                                 seed=5, **adamw)
+            results = _spawn_with_servers(_routes_adamw, 2, tmp, {"ps": "ps.json", "dense": "dense.json"})
+        for r, result in enumerate(results):
+            self.assertNotIn("exception", result, result.get("exception"))
+            for central, decentral in (("sketch_ps", "sketch_allreduce"), ("dense_ps", "dense_allreduce")):
+                for a, b in zip(result[central][0], result[decentral][0]):
+                    torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=f"rank {r}: {central}")
+            self.assertEqual(result["sketch_ps"][1]["steps"], 6)
 
     def test_partitions_train_as_whole_groups(self):
         # The job cuts SmallNet's 3,589 elements into 4 partitions: a dense sum per partition is the dense
@@ -737,8 +774,13 @@ class BadInput(unittest.TestCase):
             self.assertEqual(float(sgd["momentum"]), 0.9, "SGD without momentum: the hook keeps it")
             self.assertNotIn("optimizer", sgd)
             self.assertIn("momentum=0.9", result["adam_with_momentum"])
-            self.assertEqual(len(result["warnings"]), 1, result["warnings"])
-            self.assertIn("two momenta", result["warnings"][0])
+            # torch's AdamW and Adam on the aggregated update of a compressing scheme: named, with the fix;
+            # and two momenta.
+            self.assertEqual(len(result["warnings"]), 3, result["warnings"])
+            self.assertIn("AdamW on the aggregated update of 'sketch_allreduce'", result["warnings"][0])
+            self.assertIn("sketchfuse.torch.AdamW keeps Adam's moments on each rank", result["warnings"][0])
+            self.assertIn("two momenta", result["warnings"][1])
+            self.assertIn("Adam on the aggregated update", result["warnings"][2])
             self.assertIsNotNone(result["differing"], f"rank {r} accepted another rank's AdamW")
             self.assertIn("differ in optimizer", result["differing"])
 
@@ -749,6 +791,167 @@ class BadInput(unittest.TestCase):
             self.assertIsNotNone(result["error"], f"rank {r} trained through a NaN")
             self.assertIn("non-finite gradient at step 2", result["error"])
             self.assertIn("on rank 1", result["error"])
+
+
+def _adam_runs(rank, world):
+    """SmallNet for 5 steps: DDP with torch's AdamW, and the hook's dense_allreduce and topk_allgather
+    with sketchfuse's AdamW; then what the hook refuses around it."""
+    out = {}
+    for scheme in ("ddp", "dense_allreduce", "topk_allgather"):
+        torch.manual_seed(0)
+        model = SmallNet()
+        ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.004)  # several buckets, rebuilt
+        kind = torch.optim.AdamW if scheme == "ddp" else sft.AdamW
+        optimizer = kind(ddp.parameters(), lr=0.01, betas=(0.9, 0.95), weight_decay=0.1)
+        state = None
+        if scheme != "ddp":
+            state = sft.HookState(scheme, "topk:density=0.1" if scheme == "topk_allgather" else None,
+                                  optimizer=optimizer)
+            ddp.register_comm_hook(state, sft.hook)
+        for step in range(5):
+            x, y = _batch(rank, step)
+            loss = torch.nn.functional.cross_entropy(ddp(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        out[scheme] = [p.detach().clone() for p in model.parameters()]
+        if state is not None:
+            out[scheme + "/settings"] = state._agreed_settings()
+            out[scheme + "/ratio"] = state.stats()["compression_ratio"]
+        del ddp, state
+    # A checkpoint of torch's AdamW through the hook does not resume sketchfuse's (no moments), and back.
+    p = torch.nn.Parameter(torch.zeros(3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        saved = sft.HookState("topk_allgather", optimizer=torch.optim.AdamW([p])).state_dict()
+    mine = sft.HookState("topk_allgather", optimizer=sft.AdamW([p]))
+    try:
+        mine.load_state_dict(saved)
+        out["loaded_without_moments"] = None
+    except ValueError as e:
+        out["loaded_without_moments"] = str(e)
+    broken = mine.state_dict()
+    broken["adam_moments"] = {"0.0": {"first": torch.zeros(3), "second": -torch.ones(3), "steps": 2}}
+    try:
+        mine.load_state_dict(broken)
+        out["negative_second_moment"] = None
+    except ValueError as e:
+        out["negative_second_moment"] = str(e)
+    return out
+
+
+class AdamOnEachRank(unittest.TestCase):
+    """sketchfuse.torch.AdamW: the hook keeps Adam's moments (python/sketchfuse/adam.py)."""
+
+    def test_the_moments_give_torch_adams_step(self):
+        # Pieces of many sizes in one flat gradient, each at its own rate, 6 steps: the update is
+        # torch.optim.Adam's step (no decay) at those rates, to float rounding.
+        torch.manual_seed(3)
+        sizes = [1, 7, 100, 1000, 4097]
+        rates = [1.0, 0.5, 2e-3, 1e-4, 0.25]
+        params = [torch.nn.Parameter(torch.zeros(n)) for n in sizes]  # small: the differences keep their digits
+        reference = torch.optim.Adam([{"params": [p], "lr": r} for p, r in zip(params, rates)], betas=(0.9, 0.95),
+                                     eps=1e-8)
+        moments = RankMoments(0.9, 0.95, 1e-8)
+        pieces, at = [], 0
+        for i, n in enumerate(sizes):
+            pieces.append((f"0.{i}", at, n, rates[i]))
+            at += n
+        for step in range(6):
+            grads = [torch.randn(n) * (10.0 ** (i - 2)) for i, n in enumerate(sizes)]
+            before = [p.detach().clone() for p in params]
+            for p, g in zip(params, grads):
+                p.grad = g.clone()
+            reference.step()
+            update = moments.update(torch.cat(grads), pieces)
+            for i, (b, p) in enumerate(zip(before, params)):
+                _, at_i, n, rate = pieces[i]
+                torch.testing.assert_close(update[at_i:at_i + n], b - p.detach(), rtol=1e-5, atol=1e-6 * rate,
+                                           msg=f"step {step}, piece {i}")
+        # A non-finite gradient leaves the moments alone (the hook's finite check stops the step).
+        saved = moments.state_dict()
+        bad = torch.zeros(at)
+        bad[5] = float("nan")
+        self.assertIs(moments.update(bad, pieces), bad)
+        for key, entry in moments.state_dict().items():
+            self.assertTrue(torch.equal(entry["first"], saved[key]["first"]))
+            self.assertEqual(entry["steps"], 6)
+
+    def test_refusals(self):
+        p = torch.nn.Parameter(torch.zeros(3))
+        with self.assertRaisesRegex(RuntimeError, "steps the Adam directions a HookState computes"):
+            sft.AdamW([p]).step()
+        with self.assertRaisesRegex(ValueError, "whose first moment the hook keeps already"):
+            sft.HookState("topk_allgather", optimizer=sft.AdamW([p]), momentum=0.9)
+        with self.assertRaisesRegex(ValueError, "betas\[1\] 1.5 is out of range"):
+            sft.AdamW([p], betas=(0.9, 1.5))
+        with self.assertRaisesRegex(ValueError, "eps nan is out of range"):
+            sft.AdamW([p], eps=float("nan"))
+        with self.assertRaisesRegex(ValueError, "dense_warmup_steps must be an integer >= 0"):
+            sft.AdamW([p], dense_warmup_steps=-1)
+        with self.assertRaisesRegex(ValueError, "decentralized schemes only"):
+            sft.HookState("sketch_ps", coordinator="127.0.0.1:1", optimizer=sft.AdamW([p], dense_warmup_steps=5))
+        with self.assertRaisesRegex(ValueError, "only lr and weight_decay may differ"):
+            sft.AdamW([{"params": [p]}, {"params": [torch.nn.Parameter(torch.zeros(2))], "betas": (0.8, 0.9)}])
+        self.assertEqual(sft.optimizer_spec(sft.AdamW([p], betas=(0.9, 0.95), weight_decay=0.1)),
+                         "adamw:beta1=0.9,beta2=0.95,eps=1e-08,weight_decay=0.1")
+
+    def test_dense_is_torch_adamw_and_compressed_ranks_agree(self):
+        results = _spawn(_adam_runs, 2)
+        for r, result in enumerate(results):
+            self.assertNotIn("exception", result, result.get("exception"))
+            # Nothing compressed: the moments of the mean gradient, torch's AdamW to rounding.
+            for a, b in zip(result["ddp"], result["dense_allreduce"]):
+                torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=f"rank {r}")
+            self.assertEqual(result["dense_allreduce/settings"]["adam_moments"], "mean")
+            self.assertEqual(result["topk_allgather/settings"]["adam_moments"], "rank")
+            self.assertGreater(result["topk_allgather/ratio"], 3)
+            for a, b, c in zip(result["topk_allgather"], results[0]["topk_allgather"], result["ddp"]):
+                self.assertTrue(torch.equal(a, b), f"rank {r}: the ranks' models differ")
+                self.assertFalse(torch.equal(a, c), "the compressed run is dense's")
+            self.assertIn("settings differ in adam_moments", result["loaded_without_moments"] or "")
+            self.assertIn("second moment >= 0", result["negative_second_moment"] or "")
+
+    def test_a_resumed_run_continues_with_its_moments(self):
+        for dense_warmup in (0, 3):  # the checkpoint after the warm-up holds the frozen denominators
+            results = _spawn(_resume, 2, "topk_allgather", "topk:density=0.05", 0.004, False, True, dense_warmup)
+            for r, result in enumerate(results):
+                self.assertNotIn("exception", result, result.get("exception"))
+                for a, b in zip(result["whole"], result["resumed"]):
+                    self.assertTrue(torch.equal(a, b), f"rank {r}: the resumed run ends elsewhere ({dense_warmup})")
+                self.assertEqual([key for key, _ in result["saved_moments"]], result["saved_keys"])
+                for _, entry in result["saved_moments"]:
+                    self.assertEqual(entry["steps"], 4)
+                    self.assertEqual("frozen_denominator" in entry, dense_warmup > 0)
+                # The warm-up's dense steps are counted: 3 of 8 steps send the whole gradient (a ring of 2).
+                ratio = result["stats"]["compression_ratio"]
+                if dense_warmup:
+                    self.assertLess(ratio, 8 / 3)
+                else:
+                    self.assertGreater(ratio, 8)
+
+    def test_the_dense_warm_up_freezes_the_second_moment(self):
+        # dense_warmup 2: steps 1 and 2 take the mean gradient (dense AdamW); then the denominator is
+        # frozen and only the first moment moves, with this rank's gradient.
+        torch.manual_seed(4)
+        moments = RankMoments(0.9, 0.95, 1e-8, dense_warmup=2)
+        pieces = [("0.0", 0, 5, 0.1), ("0.1", 5, 3, 0.2)]
+        m, v = torch.zeros(8), torch.zeros(8)
+        rates = torch.tensor([0.1] * 5 + [0.2] * 3)
+        for t in range(1, 6):
+            self.assertEqual(moments.warming(["0.0", "0.1"]), t <= 2, f"step {t}")
+            g = torch.randn(8)
+            m = 0.9 * m + 0.1 * g
+            if t <= 2:
+                v = 0.95 * v + 0.05 * g * g
+                denominator = v.sqrt() / (1 - 0.95 ** t) ** 0.5 + 1e-8
+            expected = rates * m / (1 - 0.9 ** t) / denominator
+            torch.testing.assert_close(moments.update(g, pieces), expected, rtol=1e-5, atol=1e-7, msg=f"step {t}")
+        self.assertEqual(sorted(moments.frozen), ["0.0", "0.1"])
+        saved = moments.state_dict()
+        del saved["0.1"]["frozen_denominator"]
+        with self.assertRaisesRegex(ValueError, "past the dense warm-up .* without a frozen denominator"):
+            RankMoments(0.9, 0.95, 1e-8, dense_warmup=2).load_state_dict(saved)
 
 
 def _has_torchvision():
@@ -786,6 +989,40 @@ class ExampleModels(unittest.TestCase):
         self.assertEqual([p.numel() for p in model.parameters()], [288, 32, 18432, 64, 401408, 128, 1280, 10])
         self.assertFalse(any(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules()))
         self.assertEqual(model(torch.zeros(3, 1, 28, 28)).shape, (3, 10))
+        # The char_lm transformer, worker/training/transformer.h's: 470,784 parameters, the position
+        # embedding first, then the token embedding and the blocks' LayerNorms, projections and biases.
+        model = pytorch_ddp.build_model("char_lm")
+        sizes = [p.numel() for p in model.parameters()]
+        self.assertEqual(sum(sizes), 470_784)
+        self.assertEqual(sizes[:6], [64 * 128, 256 * 128, 128, 128, 3 * 128 * 128, 3 * 128])
+        self.assertEqual(model(torch.zeros(3, 64, dtype=torch.long)).shape, (3, 64, 256))
+        # Causal: a later byte does not change an earlier position's logits.
+        tokens = torch.randint(0, 256, (2, 64))
+        changed = tokens.clone()
+        changed[:, 40] = (changed[:, 40] + 1) % 256
+        with torch.no_grad():
+            torch.testing.assert_close(model(changed)[:, :40], model(tokens)[:, :40])
+            self.assertFalse(torch.allclose(model(changed)[:, 40:], model(tokens)[:, 40:]))
+
+    @unittest.skipUnless(os.path.isdir("/usr/share/games/fortunes"), "Debian's fortunes are missing: "
+                         "scripts/setup.sh installs them")
+    def test_the_examples_text_is_the_workers_corpus(self):
+        # worker/training/text_corpus.h's split of Debian's fortunes: the worker's char_lm has 34,995
+        # training windows of 65 bytes (bench/results/transformer_schemes), every 10th 4 KiB chunk held out.
+        sys.path.insert(0, os.path.join(ROOT, "examples"))
+        import pytorch_ddp  # noqa: E402
+        train = pytorch_ddp.load_text("/usr/share/games/fortunes", "train")
+        validation = pytorch_ddp.load_text("/usr/share/games/fortunes", "validation")
+        self.assertEqual(tuple(train.shape), (34_995, 65))
+        self.assertEqual(train.dtype, torch.int64)
+        self.assertTrue(torch.equal(train[1:, 0], train[:-1, 64]))  # windows overlap by the predicted byte
+        self.assertGreater(validation.shape[0], train.shape[0] // 10)
+        self.assertLess(validation.shape[0], train.shape[0] // 8)
+        with tempfile.TemporaryDirectory() as tmp:
+            with self.assertRaisesRegex(ValueError, "fewer than 1048576: not Debian's fortunes"):
+                pytorch_ddp.load_text(tmp, "train")
+            with self.assertRaisesRegex(ValueError, "no text corpus at"):
+                pytorch_ddp.load_text(os.path.join(tmp, "missing"), "train")
 
 
 class TorchvisionResNet18(unittest.TestCase):
@@ -873,6 +1110,31 @@ class CudaBuckets(unittest.TestCase):
             self.assertTrue(torch.isfinite(p).all())
 
 
+class HookZoo(unittest.TestCase):
+    """bench/hook_zoo.py end to end on a small budget: the MLP, DDP and Top-k allgather, two ranks."""
+
+    def test_two_runs_give_the_csv_and_the_gap(self):
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+        with tempfile.TemporaryDirectory() as out:
+            command = ["/usr/bin/python3", os.path.join(ROOT, "bench", "hook_zoo.py"), f"--out={out}",
+                       "--models=mlp", "--schemes=ddp,topk_allgather", "--seeds=1", "--ranks=2",
+                       "--extra=--train_examples=640 --test_examples=200 --epochs=1"]
+            done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+            self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+            with open(os.path.join(out, "results.csv")) as f:
+                rows = list(csv.DictReader(f))
+            self.assertEqual([r["scheme"] for r in rows], ["ddp", "topk_allgather"])
+            self.assertEqual({r["steps"] for r in rows}, {"10"})  # 640 examples / 2 ranks / batch 32
+            self.assertEqual(rows[0]["compression_ratio"], "")  # DDP: no hook
+            self.assertGreater(float(rows[1]["compression_ratio"]), 5)
+            gap = float(rows[1]["test_accuracy_pct"]) - float(rows[0]["test_accuracy_pct"])
+            self.assertIn(f"({gap:+.2f})", done.stdout)
+            # Run again: the kept summaries are reused, nothing retrains.
+            again = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+            self.assertEqual(again.returncode, 0, again.stderr)
+            self.assertNotIn("$ ", again.stdout)
+
+
 class CommandLines(unittest.TestCase):
     """The example's and the benchmark's refusals: exit status 2 and a message naming the flag."""
 
@@ -887,6 +1149,9 @@ class CommandLines(unittest.TestCase):
         self._refused("examples/pytorch_ddp.py", ["--scheme=nope"], "--scheme: INVALID_ARGUMENT: unknown scheme 'nope'")
         self._refused("examples/pytorch_ddp.py", ["--epochs=0"], "--epochs must be >= 1")
         self._refused("examples/pytorch_ddp.py", ["--learning_rate=nan"], "--learning_rate must be > 0")
+        self._refused("examples/pytorch_ddp.py", ["--beta2=1"], "--beta2 must be in [0, 1)")
+        self._refused("examples/pytorch_ddp.py", ["--lr_warmup_steps=-1"], "--lr_warmup_steps must be >= 0")
+        self._refused("examples/pytorch_ddp.py", ["--optimizer=lion"], "invalid choice: 'lion'")
         self._refused("examples/pytorch_ddp.py", ["--start_servers=2"], "--start_servers needs --nproc_per_node")
         self._refused("examples/pytorch_ddp.py", ["--write_job_config=/dev/null"], "needs --world_size")
         self._refused("examples/pytorch_ddp.py", ["--write_job_config=/dev/null", "--world_size=2",
@@ -905,6 +1170,12 @@ class CommandLines(unittest.TestCase):
                           "NCCL needs a GPU per rank")
 
     def test_the_benchmark_refuses_bad_flags(self):
+        self._refused("bench/hook_zoo.py", ["--out=/tmp/unused", "--models=resnet9"], "--models: unknown resnet9")
+        self._refused("bench/hook_zoo.py", ["--out=/tmp/unused", "--seeds=1,x"], "--seeds: integers")
+        self._refused("bench/hook_zoo.py", ["--out=/tmp/unused", "--ranks=0"], "--ranks must be >= 1")
+        self._refused("bench/hook_zoo.py", ["--out=/tmp/unused", "--hook_flags=--adam_dense_warmup=5"],
+                      "--hook_flags and --tag go together")
+        self._refused("examples/pytorch_ddp.py", ["--adam_dense_warmup=-2"], "--adam_dense_warmup must be >= 0")
         self._refused("bench/torch_hook_bench.py", ["--steps=0"], "--steps must be >= 1")
         self._refused("bench/torch_hook_bench.py", ["--warmup=1"], "--warmup must be >= 2")
         self._refused("bench/torch_hook_bench.py", ["--configs=ddp,nope"], "unknown config(s) nope")
