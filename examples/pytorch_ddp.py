@@ -323,7 +323,7 @@ def task_loss(logits, targets):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def evaluate_both(model, x, y, batch=1000):
+def evaluate(model, x, y, batch=1000):
     """(accuracy in %, mean loss): the share of the right classes (next bytes), and their cross-entropy."""
     model.eval()
     correct = loss_sum = 0.0
@@ -334,10 +334,6 @@ def evaluate_both(model, x, y, batch=1000):
             loss_sum += task_loss(logits, y[i:i + batch]).item() * y[i:i + batch].numel()
     model.train()
     return 100.0 * correct / y.numel(), loss_sum / y.numel()
-
-
-def evaluate(model, x, y, batch=1000):
-    return evaluate_both(model, x, y, batch)[0]
 
 
 def learning_rate_factor(step, total_steps, schedule, warmup_steps):
@@ -622,12 +618,12 @@ def train(parser, args):
         step_seconds += synchronized_clock() - begin
         loss_value = loss.item()
         if in_epoch == steps_per_epoch - 1 and rank == 0:
-            epoch_accuracy, epoch_test_loss = evaluate_both(model, x_test, y_test)
+            epoch_accuracy, epoch_test_loss = evaluate(model, x_test, y_test)
             print(f"epoch {epoch + 1}: loss {loss_value:.4f}, test accuracy {epoch_accuracy:.2f}%, test loss "
                   f"{epoch_test_loss:.4f}", flush=True)
     wall = time.perf_counter() - wall_start
     steps = max(last_step - first_step, 1)
-    accuracy, test_loss = evaluate_both(model, x_test, y_test)
+    accuracy, test_loss = evaluate(model, x_test, y_test)
     stats = state.stats() if state is not None else None
     hook_seconds = ((stats["compress_s"] + stats["decode_s"]) / steps) if stats else None
     summary = {

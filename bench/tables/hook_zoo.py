@@ -35,10 +35,11 @@ def _cell(gaps, suffix):
     if not gaps:
         return ""
     seeds = sorted(gaps, key=int)
-    head = f"{mean(gaps.values()):+.{1 if suffix == '%' else 2}f}{suffix}"
+    digits = 1 if suffix == "%" else 2
+    head = f"{mean(gaps.values()):+.{digits}f}{suffix}"
     if len(seeds) == 1:
         return head
-    return f"{head} <br> " + " / ".join(f"{gaps[s]:+.1f}" for s in seeds)
+    return f"{head} <br> " + " / ".join(f"{gaps[s]:+.{digits}f}" for s in seeds)
 
 
 def _ratio(rows, model, optimizer, scheme, variant=""):
@@ -81,7 +82,7 @@ def table_zoo(rows):
     ranks with SGD (the example's recipe; momentum in the hook), DDP's final test accuracy (next-byte
     accuracy for char_lm) and each scheme's gap to it in points at the default release cap and
     without one (char_lm: also the validation loss's gap in percent), the mean over the seeds that
-    ran, and each scheme's ratio."""
+    ran and each seed's under it, and each scheme's ratio."""
     body = []
     for model in MODELS:
         ddp = [value(r, "test_accuracy_pct") for r in where(rows, model=model, optimizer="sgd", scheme="ddp")]
