@@ -333,24 +333,16 @@ def _diverge(rank, world):
 SKETCH = "count_sketch:method=peel,density=0.05,rows=4,width=4"
 
 
-def _routes(rank, world, sketch_ps_address, dense_ps_address):
+def _routes(rank, world, sketch_ps_address, dense_ps_address, adamw=False):
+    """Each scheme on both routes (adamw: with sketchfuse's AdamW, the moments on each rank for the
+    sketch and of the mean for dense)."""
     out = {}
     # 0.004 MiB buckets: several buckets, rebuilt by DDP; the job's groups are the planner's.
-    out["sketch_ps"] = _train(rank, "sketch_ps", SKETCH, 6, 0.004, coordinator=sketch_ps_address, job="ps")
-    out["sketch_allreduce"] = _train(rank, "sketch_allreduce", SKETCH, 6, 0.004)
-    out["dense_ps"] = _train(rank, "dense_ps", None, 6, 25, coordinator=dense_ps_address, job="dense")
-    out["dense_allreduce"] = _train(rank, "dense_allreduce", None, 6, 25)
-    return {k: (v[0], v[2]) for k, v in out.items()}
-
-
-def _routes_adamw(rank, world, sketch_ps_address, dense_ps_address):
-    """_routes with sketchfuse's AdamW: the moments on each rank (sketch) or of the mean (dense)."""
-    out = {}
     out["sketch_ps"] = _train(rank, "sketch_ps", SKETCH, 6, 0.004, coordinator=sketch_ps_address, job="ps",
-                              adamw=True)
-    out["sketch_allreduce"] = _train(rank, "sketch_allreduce", SKETCH, 6, 0.004, adamw=True)
-    out["dense_ps"] = _train(rank, "dense_ps", None, 6, 25, coordinator=dense_ps_address, job="dense", adamw=True)
-    out["dense_allreduce"] = _train(rank, "dense_allreduce", None, 6, 25, adamw=True)
+                              adamw=adamw)
+    out["sketch_allreduce"] = _train(rank, "sketch_allreduce", SKETCH, 6, 0.004, adamw=adamw)
+    out["dense_ps"] = _train(rank, "dense_ps", None, 6, 25, coordinator=dense_ps_address, job="dense", adamw=adamw)
+    out["dense_allreduce"] = _train(rank, "dense_allreduce", None, 6, 25, adamw=adamw)
     return {k: (v[0], v[2]) for k, v in out.items()}
 
 
@@ -523,41 +515,33 @@ class HookMatchesTheWorkersScheme(unittest.TestCase):
 
 
 class CentralizedRoute(unittest.TestCase):
-    def test_through_the_servers_as_through_the_process_group(self):
-        # Sketches and dense sums are linear: the shard's sum decodes to what
-        # the allreduced sum decodes to, so both routes train alike.
+    def _both_routes(self, adamw, **job_options):
+        """Trains _routes on both routes (servers started here); each rank's results, checked to match."""
         with tempfile.TemporaryDirectory() as tmp:
             torch.manual_seed(0)
             sft.write_job_config(SmallNet(), os.path.join(tmp, "ps.json"), "sketch_ps", SKETCH, world_size=2,
-                                 job="ps", seed=5)
+                                 job="ps", seed=5, **job_options)
             sft.write_job_config(SmallNet(), os.path.join(tmp, "dense.json"), "dense_ps", world_size=2, job="dense",
-                                 seed=5)
-            results = _spawn_with_servers(_routes, 2, tmp, {"ps": "ps.json", "dense": "dense.json"})
-        for r, result in enumerate(results):
-            self.assertNotIn("exception", result, result.get("exception"))
-            for central, decentral in (("sketch_ps", "sketch_allreduce"), ("dense_ps", "dense_allreduce")):
-                for a, b in zip(result[central][0], result[decentral][0]):
-                    torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=f"rank {r}: {central}")
-            stats = result["sketch_ps"][1]
-            self.assertEqual(stats["steps"], 6)
-            self.assertGreater(stats["compression_ratio"], 1.2)  # a sketch of 0.8 times the gradient
-
-    def test_sketchfuse_adamw_through_the_servers_as_through_the_process_group(self):
-        # Adam's moments in the hook on the centralized route: the same updates as on the ring.
-        adamw = {"optimizer": "adamw:beta1=0.9,beta2=0.95,eps=1e-08,weight_decay=0.1", "momentum": 0.0}
-        with tempfile.TemporaryDirectory() as tmp:
-            torch.manual_seed(0)
-            sft.write_job_config(SmallNet(), os.path.join(tmp, "ps.json"), "sketch_ps", SKETCH, world_size=2,
-                                 job="ps", seed=5, **adamw)
-            sft.write_job_config(SmallNet(), os.path.join(tmp, "dense.json"), "dense_ps", world_size=2, job="dense",
-                                 seed=5, **adamw)
-            results = _spawn_with_servers(_routes_adamw, 2, tmp, {"ps": "ps.json", "dense": "dense.json"})
+                                 seed=5, **job_options)
+            results = _spawn_with_servers(functools.partial(_routes, adamw=adamw), 2, tmp,
+                                          {"ps": "ps.json", "dense": "dense.json"})
         for r, result in enumerate(results):
             self.assertNotIn("exception", result, result.get("exception"))
             for central, decentral in (("sketch_ps", "sketch_allreduce"), ("dense_ps", "dense_allreduce")):
                 for a, b in zip(result[central][0], result[decentral][0]):
                     torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=f"rank {r}: {central}")
             self.assertEqual(result["sketch_ps"][1]["steps"], 6)
+        return results
+
+    def test_through_the_servers_as_through_the_process_group(self):
+        # Sketches and dense sums are linear: the shard's sum decodes to what
+        # the allreduced sum decodes to, so both routes train alike.
+        for result in self._both_routes(adamw=False):
+            self.assertGreater(result["sketch_ps"][1]["compression_ratio"], 1.2)  # a sketch of 0.8 times the gradient
+
+    def test_sketchfuse_adamw_through_the_servers_as_through_the_process_group(self):
+        # Adam's moments in the hook on the centralized route: the same updates as on the ring.
+        self._both_routes(adamw=True, optimizer="adamw:beta1=0.9,beta2=0.95,eps=1e-08,weight_decay=0.1", momentum=0.0)
 
     def test_partitions_train_as_whole_groups(self):
         # The job cuts SmallNet's 3,589 elements into 4 partitions: a dense sum per partition is the dense
