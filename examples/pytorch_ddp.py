@@ -353,7 +353,8 @@ def make_optimizer(args, parameters, momentum):
     if args.optimizer in ("adamw", "torch_adamw"):
         if args.optimizer == "adamw" and args.scheme != "ddp":
             return sft.AdamW(parameters, lr=args.learning_rate, betas=(0.9, args.beta2), weight_decay=args.weight_decay,
-                             dense_warmup_steps=args.adam_dense_warmup)
+                             dense_warmup_steps=args.adam_dense_warmup,
+                             second_moment=None if args.adam_dense_warmup else args.adam_second_moment)
         return torch.optim.AdamW(parameters, lr=args.learning_rate, betas=(0.9, args.beta2),
                                  weight_decay=args.weight_decay)
     return torch.optim.SGD(parameters, lr=args.learning_rate, momentum=momentum, weight_decay=args.weight_decay)
@@ -391,6 +392,9 @@ def parse_args(argv=None):
                         help="--optimizer=adamw through the hook: this many dense steps, then the second moment "
                              "frozen and the first kept on each rank (sketchfuse.torch.AdamW's dense_warmup_steps; "
                              "0: both moments on each rank)")
+    parser.add_argument("--adam_second_moment", default="scaled", choices=["scaled", "rank"],
+                        help="--optimizer=adamw through a compressing hook without a dense warm-up: each rank's "
+                             "second moment rescaled to the mean gradient's size (scaled), or its own (rank)")
     parser.add_argument("--weight_decay", type=float, default=0.0)
     parser.add_argument("--lr_schedule", default="constant", choices=["constant", "cosine"],
                         help="after the warm-up: constant, or a cosine to 0 at the last step")
@@ -400,6 +404,9 @@ def parse_args(argv=None):
                              "hook's dense_allreduce, then train the same model (default: cuDNN's fastest, whose "
                              "sums vary in order from run to run)")
     parser.add_argument("--release_cap", type=float, default=1.0)
+    parser.add_argument("--raw_residual", action="store_true",
+                        help="--optimizer=sgd through a compressing hook: keep error feedback's residual in raw "
+                             "gradients (HookState residual_in_rate_units=False) instead of units of the learning rate")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1, help="torch threads per process")
     parser.add_argument("--data_dir", default="/usr/share/datasets/fashion-mnist")
@@ -432,6 +439,9 @@ def parse_args(argv=None):
         parser.error(f"--momentum must be in [0, 1); got {args.momentum}")
     if args.lr_warmup_steps < 0:
         parser.error(f"--lr_warmup_steps must be >= 0; got {args.lr_warmup_steps}")
+    if args.raw_residual and (args.optimizer != "sgd" or args.scheme == "ddp"):
+        parser.error("--raw_residual is for --optimizer=sgd through the hook (sketchfuse AdamW keeps its updates in "
+                     "units of the parameters)")
     if args.adam_dense_warmup < 0:
         parser.error(f"--adam_dense_warmup must be >= 0; got {args.adam_dense_warmup}")
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -571,11 +581,14 @@ def train(parser, args):
         momentum_in_optimizer = 0.0 if compresses else args.momentum
     optimizer = make_optimizer(args, ddp.parameters(), momentum_in_optimizer)
     if args.scheme != "ddp":
-        on_gpu = {"device": "cuda"} if args.hook_device == "cuda" else {}
+        hook_options = {"device": "cuda"} if args.hook_device == "cuda" else {}
         # With AdamW the hook keeps no momentum (the optimizer's first moment is one).
-        momentum = {"momentum": args.momentum} if args.optimizer == "sgd" else {}
+        if args.optimizer == "sgd":
+            hook_options["momentum"] = args.momentum
+        if args.raw_residual:
+            hook_options["residual_in_rate_units"] = False
         state = sft.HookState(args.scheme, args.compressor, coordinator=args.coordinator, seed=args.seed,
-                              release_cap=args.release_cap, optimizer=optimizer, **momentum, **on_gpu)
+                              release_cap=args.release_cap, optimizer=optimizer, **hook_options)
         ddp.register_comm_hook(state, sft.hook)
 
     first_step = 0

@@ -15,7 +15,12 @@ The optimizer: with a compressing scheme (everything but dense_allreduce and
 dense_bf16_allreduce) and SGD the hook keeps the momentum (``momentum=``,
 default 0.9, the worker's) before compression, as DGC's momentum correction
 does, so the optimizer must be plain SGD without momentum; pass ``optimizer=``
-and the hook refuses one with momentum. With a dense scheme the optimizer
+and the hook refuses one with momentum. Handed the SGD, the hook keeps error
+feedback's residual in units of each parameter's learning rate, as the worker
+does (``residual_in_rate_units``, default True with SGD): when a param group's
+lr goes from r to r' the residual of its parameters is multiplied by r / r'
+before the next step adds to it, so under a warm-up or a decay what waited is
+applied at the rate of the steps that made it. With a dense scheme the optimizer
 keeps momentum as usual. With AdamW use ``sketchfuse.torch.AdamW``
 (sketchfuse/adam.py): handed it, the hook keeps Adam's moments of each rank's
 gradients and compresses the update (the current lr times Adam's direction)
@@ -42,6 +47,7 @@ resumed run continues as an uninterrupted one whatever the bucket layout.
 """
 import ctypes
 import json
+import math
 import warnings
 
 import torch
@@ -222,9 +228,12 @@ class HookState:
       join_timeout_s (120),
       push_timeout_s (60), push_attempts (5), probe_every (20),
       partition_elements (unset: the job's partitions; a rank that states
-      another bound than the job's is refused at join); and optimizer (the
+      another bound than the job's is refused at join); optimizer (the
       torch optimizer the caller steps: SGD with momentum is refused where the
-      hook keeps the momentum; sketchfuse.torch.AdamW has the hook keep Adam's
+      hook keeps the momentum; SGD has the residual kept in units of its
+      learning rates, residual_in_rate_units (True; False: raw gradients;
+      refused without SGD or without a residual);
+      sketchfuse.torch.AdamW has the hook keep Adam's
       moments, and refuses a momentum above 0; torch's Adam and AdamW set the
       hook's momentum to 0 unless stated; an Adam-family spec,
       optimizer_spec(), must be the same on every rank and the job's).
@@ -248,10 +257,11 @@ class HookState:
         if compressor is not None and not isinstance(compressor, str):
             raise ValueError(f"compressor must be a spec string or None; got {compressor!r}")
         optimizer = options.pop("optimizer", None)
+        rate_units = options.pop("residual_in_rate_units", None)
         unknown = sorted(set(options) - set(_SETTING_OPTIONS))
         if unknown:
             raise ValueError(f"unknown option(s) {', '.join(unknown)} (known: {', '.join(_SETTING_OPTIONS)}, "
-                             "optimizer)")
+                             "optimizer, residual_in_rate_units)")
         try:
             compresses, needs_parameters = _native.scheme_traits(scheme)
         except _native.NativeError as e:
@@ -271,7 +281,8 @@ class HookState:
                                  "first moment the hook keeps already (leave momentum unset, or 0)")
             self._adam_place = "rank" if compresses else "mean"
             self._moments = RankMoments(*optimizer.hyperparameters(),
-                                        dense_warmup=optimizer.dense_warmup_steps if compresses else 0)
+                                        dense_warmup=optimizer.dense_warmup_steps if compresses else 0,
+                                        scaled=compresses and optimizer.second_moment == "scaled")
         if spec is not None and spec != "sgd":
             options["optimizer"] = spec
             if "momentum" not in options:
@@ -285,8 +296,24 @@ class HookState:
                               "Adam steps a coordinate that error feedback sent after k steps about sqrt(k) times too "
                               "short (through the hook the transformer's validation loss ended 35 to 43% above DDP's at "
                               "10x to 17x); sketchfuse.torch.AdamW keeps Adam's moments on each rank before "
-                              "compression (11 to 13% above): see python/README.md, \"Adam and AdamW\"",
+                              "compression (9 to 11% above): see python/README.md, \"Adam and AdamW\"",
                               stacklevel=2)
+        # torch's SGD: error feedback's residual kept in units of each parameter's learning rate (the worker's
+        # --residual_in_rate_units): rescaled by r / r' when its param group's lr goes from r to r'.
+        if rate_units is not None and not isinstance(rate_units, bool):
+            raise ValueError(f"residual_in_rate_units must be True or False; got {rate_units!r}")
+        sgd = isinstance(optimizer, torch.optim.SGD)
+        if rate_units and not sgd:
+            raise ValueError("sketchfuse hook: residual_in_rate_units reads the learning rates of the torch.optim.SGD "
+                             f"handed as optimizer=; got {type(optimizer).__name__ if optimizer is not None else None}"
+                             " (sketchfuse AdamW keeps its updates in units of the parameters already)")
+        if rate_units and not (compresses and options.get("error_feedback", True)):
+            raise ValueError(f"sketchfuse hook: residual_in_rate_units with scheme {scheme!r} and error_feedback "
+                             f"{options.get('error_feedback', True)}: there is no residual to keep")
+        self._rate_units = (sgd and compresses and bool(options.get("error_feedback", True))
+                            if rate_units is None else rate_units)
+        self._rate_optimizer = optimizer if (self._rate_units or self._moments is not None) else None
+        self._residual_rates = {}  # key -> the lr its residual is in units of (with _rate_units)
         named = {"coordinator": coordinator, "worker_id": worker_id, "token_file": token_file, "tls_ca": tls_ca}
         for key, value in named.items():
             if value is not None and (not isinstance(value, str) or "\n" in value):
@@ -320,6 +347,8 @@ class HookState:
         self._backend = dist.get_backend(self.process_group)
         self._comm_device = torch.device("cuda", torch.cuda.current_device()) if self._backend == "nccl" else None
         lines += [f"rank={self.rank}", f"world_size={self.world_size}"]
+        if self._moments is not None:
+            self._moments.world = self.world_size
         try:
             self.settings = _native.resolved_settings("\n".join(lines))
         except _native.NativeError as e:
@@ -327,7 +356,6 @@ class HookState:
         self._check_ranks_agree()
         if self._moments is not None:
             optimizer.hook_state = self
-            self._adam_optimizer = optimizer
 
         self.scheme = scheme
         self.compresses = compresses
@@ -356,9 +384,9 @@ class HookState:
         self._job_state = None
         # Counters of a run this state was loaded from (state_dict()["stats"]), added to the live ones.
         self._retired = dict(_ZERO_STATS)
-        # The dense allreduces of Adam's warm-up (sketchfuse AdamW with dense_warmup_steps), which the
-        # native session does not see.
-        self._warmup_counts = dict(_ZERO_STATS)
+        # The allreduces of sketchfuse AdamW's dense warm-up and scaled second moment, which the native
+        # session does not see.
+        self._adam_counts = dict(_ZERO_STATS)
 
     # -- settings agreement -------------------------------------------------
 
@@ -366,10 +394,14 @@ class HookState:
         """The settings every rank (and a resumed run) must share: the native ones but the per-rank ones, and
         where Adam's moments are kept when the hook keeps them."""
         mine = {k: v for k, v in _settings_dict(self.settings).items() if k not in _PER_RANK}
+        if self._rate_units:
+            mine["residual_in_rate_units"] = True
         if self._adam_place is not None:
             mine["adam_moments"] = self._adam_place
             if self._moments.dense_warmup:
                 mine["adam_dense_warmup"] = self._moments.dense_warmup
+            if self._moments.scaled:
+                mine["adam_second_moment"] = "scaled"
         return mine
 
     def _check_ranks_agree(self):
@@ -625,18 +657,66 @@ class HookState:
                                 "warm-up) on some rank")
         ring = 4 * grad.numel() * 2 * (self.world_size - 1) // self.world_size  # a ring allreduce's bytes
         for key, n in (("bytes_sent", ring), ("bytes_received", ring), ("dense_bytes", 4 * grad.numel())):
-            self._warmup_counts[key] += n
+            self._adam_counts[key] += n
         return self._moments.update(mean, pieces)
 
+    def _summed_noise(self, grad, pieces):
+        """The ranks' summed RankMoments.noise_summary (the scaled second moment): one allreduce over the
+        process group, counted in stats(); None when the moments are not scaled."""
+        if not self._moments.scaled:
+            return None
+        local = self._moments.noise_summary(grad, pieces)
+        device = self._comm_device or torch.device("cpu")
+        summed = local.to(device, copy=True)
+        dist.all_reduce(summed, group=self.process_group)
+        ring = 4 * summed.numel() * 2 * (self.world_size - 1) // self.world_size
+        self._adam_counts["bytes_sent"] += ring
+        self._adam_counts["bytes_received"] += ring
+        return summed.to(grad.device)
+
     def _rated(self, pieces):
-        """(key, offset, size) pieces with the learning rate of each key's param group now (sketchfuse AdamW)."""
-        rates = self._adam_optimizer.rates()
+        """(key, offset, size) pieces with the learning rate of each key's param group now (the optimizer handed
+        to the hook: sketchfuse AdamW, or SGD with the residual in units of the rate)."""
+        rates = {id(p): float(group["lr"]) for group in self._rate_optimizer.param_groups for p in group["params"]}
         rate_of_key = {key: rates[pid] for pid, key in self._key_of.items() if pid in rates}
         missing = [key for key, _, _ in pieces if key not in rate_of_key]
         if missing:
             raise RuntimeError(f"sketchfuse hook: parameter(s) {', '.join(missing[:5])} of DDP's buckets are in no "
-                               "param group of the sketchfuse AdamW handed to the hook")
+                               f"param group of the {type(self._rate_optimizer).__name__} handed to the hook")
         return [(key, at, n, rate_of_key[key]) for key, at, n in pieces]
+
+    def _rescale_residuals(self, native_groups, pieces):
+        """The residual in units of the rate (residual_in_rate_units): before a step encodes, each parameter's
+        part of the residual is multiplied by r / r', r the lr it is in units of and r' its param group's lr
+        now, as the worker's AggregationScheme::ScaleResiduals does, so what waits is applied at the rate of
+        the steps that made it. native_groups: (native group, offset, size) of consecutive groups laid over
+        the pieces' flat vector. A rate of 0 rescales nothing (the residual stays in units of the last
+        non-zero one); a factor that is not finite is refused (RuntimeError naming the parameter)."""
+        factors = []
+        for key, at, n, rate in self._rated(pieces):
+            last = self._residual_rates.get(key)
+            if rate > 0:
+                self._residual_rates[key] = rate
+            if last is not None and rate > 0 and rate != last:
+                factor = last / rate
+                if not math.isfinite(factor):
+                    raise RuntimeError(f"sketchfuse hook: parameter {key}'s lr went from {last!r} to {rate!r}: its "
+                                       "residual cannot be rescaled by a factor that is not finite")
+                factors.append((at, n, factor))
+        if not factors:
+            return
+        for native_group, begin, size in native_groups:
+            end = begin + size
+            mine = [(max(at, begin) - begin, min(at + n, end) - begin, f) for at, n, f in factors
+                    if at < end and at + n > begin]
+            if not mine:
+                continue
+            arrays = self._native_state(native_group)
+            if not arrays[0].numel():
+                continue
+            for lo, hi, f in mine:
+                arrays[0][lo:hi] *= f
+            self._restore_native(native_group, arrays, f"group {native_group}'s rescaled residual")
 
     def exchange(self, bucket):
         """Aggregates one DDP bucket (decentralized schemes); returns the mean update (a tensor like the bucket's
@@ -657,6 +737,8 @@ class HookState:
         if grad.numel() != sum(group.signature):
             raise RuntimeError(f"sketchfuse hook: bucket {bucket.index()} holds {grad.numel()} elements; its "
                                f"parameters have {sum(group.signature)}")
+        if self._rate_units:
+            self._rescale_residuals([(group.native_group, 0, grad.numel())], group.pieces_in_canonical_order())
         if self._adam_place == "rank" and self._moments.warming(group.keys):
             out = self._dense_adam_step(grad, self._rated(group.pieces_in_canonical_order()),
                                         f"bucket {bucket.index()}")
@@ -664,7 +746,8 @@ class HookState:
             out = group.from_canonical(out)
             return out.to(buffer.device, buffer.dtype).reshape(buffer.shape)
         if self._adam_place == "rank":
-            grad = self._moments.update(grad, self._rated(group.pieces_in_canonical_order()))
+            rated = self._rated(group.pieces_in_canonical_order())
+            grad = self._moments.update(grad, rated, self._summed_noise(grad, rated))
         out = torch.empty_like(grad)
         err = _native.err_buffer()
         if self._on_gpu:
@@ -718,10 +801,16 @@ class HookState:
                     offset = self._layout[key][0]
                     grad[offset:offset + n] = flat[at:at + n]
                     at += n
+            if self._rate_units:
+                lib, at, native_groups = _native.lib(), 0, []
+                for g in range(lib.sf_session_num_groups(self._session)):
+                    native_groups.append((g, at, lib.sf_session_group_dim(self._session, g)))
+                    at += native_groups[-1][2]
+                self._rescale_residuals(native_groups, [(key, offset, n) for key, (offset, n) in self._layout.items()])
             if self._moments is not None:
                 pieces = self._rated([(key, offset, n) for key, (offset, n) in self._layout.items()])
             if self._adam_place == "rank":
-                grad = self._moments.update(grad, pieces)
+                grad = self._moments.update(grad, pieces, self._summed_noise(grad, pieces))
             out = torch.empty_like(grad)
             err = _native.err_buffer()
             if _native.lib().sf_session_exchange_step(self._session, self.step, grad.data_ptr(), total,
@@ -795,6 +884,7 @@ class HookState:
             "settings": self._agreed_settings(),
             "step": self.step,
             "adam_moments": self._moments.state_dict() if self._moments is not None else None,
+            "residual_rates": dict(self._residual_rates),
             "params": {k: {"residual": r, "velocity": v} for k, (r, v) in params.items()},
             "method_state": {i: {"signature": list(sig), "state": m} for i, (sig, m) in method.items()},
             "stats": self.stats(),
@@ -851,8 +941,14 @@ class HookState:
         moments = None
         if self._moments is not None:
             moments = RankMoments(self._moments.beta1, self._moments.beta2, self._moments.eps,
-                                  dense_warmup=self._moments.dense_warmup)
+                                  dense_warmup=self._moments.dense_warmup, scaled=self._moments.scaled,
+                                  world=self._moments.world)
             moments.load_state_dict(state.get("adam_moments") or {})
+        residual_rates = state.get("residual_rates") or {}
+        if not isinstance(residual_rates, dict) or not all(
+                isinstance(k, str) and not isinstance(r, bool) and isinstance(r, (int, float)) and 0 < r < float("inf")
+                for k, r in residual_rates.items()):
+            raise ValueError("sketchfuse hook: saved residual_rates must map parameter keys to finite rates > 0")
         retired = {k: state.get("stats", {}).get(k, v) for k, v in _ZERO_STATS.items()}
         for key, value in retired.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 <= value < float("inf")):
@@ -870,9 +966,10 @@ class HookState:
         self._method_state = method
         if moments is not None:
             self._moments = moments
+        self._residual_rates = {k: float(r) for k, r in residual_rates.items()}
         self.step = step
         self._retired = retired
-        self._warmup_counts = dict(_ZERO_STATS)
+        self._adam_counts = dict(_ZERO_STATS)
         # Parameter keys are assigned in this process's first iteration.
 
     # -- counters ---------------------------------------------------------------
@@ -888,7 +985,7 @@ class HookState:
             out = ctypes.create_string_buffer(size)
             if _native.lib().sf_session_stats_json(self._session, out, size) == 0:
                 live = json.loads(_native.text(out))
-        merged = {k: self._retired[k] + self._warmup_counts[k] + live.get(k, 0) for k in _ZERO_STATS}
+        merged = {k: self._retired[k] + self._adam_counts[k] + live.get(k, 0) for k in _ZERO_STATS}
         merged["steps"] = self.step
         merged["compression_ratio"] = (merged["dense_bytes"] / merged["bytes_sent"]) if merged["bytes_sent"] else None
         merged["scheme"] = self.scheme
