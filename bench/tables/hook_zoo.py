@@ -51,7 +51,11 @@ def _ratio(rows, model, optimizer, scheme, variant=""):
 # Where Adam's moments are through the hook: (optimizer, variant) -> what the row says.
 ADAM_PLACEMENTS = [
     ("torch_adamw", "", "torch's AdamW: Adam on the aggregated update"),
-    ("adamw", "", "sketchfuse AdamW: both moments on each rank"),
+    ("adamw", "second_moment_rank", "sketchfuse AdamW, `second_moment=\"rank\"`: both moments on each rank"),
+    ("adamw", "", "sketchfuse AdamW (default): both moments on each rank, the second scaled to the mean "
+                  "gradient's size"),
+    ("adamw", "100x", "sketchfuse AdamW (default) at about 100x (`topk:density=0.00167`; the sketch's "
+                      "`density=0.00042`)"),
     ("adamw", "density_0.022", "sketchfuse AdamW, both moments on each rank, `topk:density=0.022` (the bytes "
                                "of the row below)"),
     ("adamw", "dense_warmup_30", "sketchfuse AdamW, `dense_warmup_steps=30`: 30 dense steps, then the second "
@@ -105,4 +109,23 @@ def table_zoo(rows):
     return markdown(header, body)
 
 
-TABLES = {"adamw": table_adamw, "zoo": table_zoo}
+def table_rate_units(rows):
+    """docs/BENCHMARKS.md "The zoo through the hook": the char_lm transformer with SGD under a warm-up
+    and a cosine through the hook, error feedback's residual in raw gradients (raw_residual) against
+    units of the rate (the default with SGD), and without the release cap: the validation loss's gap
+    to DDP's in percent (mean, and each seed's), and how many seeds left the unigram plateau (a loss
+    below 3)."""
+    body = []
+    for scheme in SCHEMES:
+        cells = []
+        for variant in ("raw_residual", "", "no_release_cap"):
+            gaps = _gaps(rows, "char_lm", "sgd", scheme, "test_loss", True, variant)
+            runs = _runs(rows, "char_lm", "sgd", scheme, variant)
+            left = sum(1 for r in runs if value(r, "test_loss") < 3.0)
+            cells += [_cell(gaps, "%"), f"{left} of {len(runs)}" if runs else ""]
+        body.append([f"`{scheme}`"] + cells + [_ratio(rows, "char_lm", "sgd", scheme)])
+    return markdown(["scheme", "raw gradients", "off the plateau", "units of the rate (default)", "off the plateau",
+                     "units of the rate, no release cap", "off the plateau", "ratio"], body)
+
+
+TABLES = {"adamw": table_adamw, "zoo": table_zoo, "rate_units": table_rate_units}

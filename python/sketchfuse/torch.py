@@ -296,7 +296,7 @@ class HookState:
                               "Adam steps a coordinate that error feedback sent after k steps about sqrt(k) times too "
                               "short (through the hook the transformer's validation loss ended 35 to 43% above DDP's at "
                               "10x to 17x); sketchfuse.torch.AdamW keeps Adam's moments on each rank before "
-                              "compression (9 to 11% above): see python/README.md, \"Adam and AdamW\"",
+                              "compression (10 to 12% above): see python/README.md, \"Adam and AdamW\"",
                               stacklevel=2)
         # torch's SGD: error feedback's residual kept in units of each parameter's learning rate (the worker's
         # --residual_in_rate_units): rescaled by r / r' when its param group's lr goes from r to r'.
