@@ -109,10 +109,6 @@ class AdamW(torch.optim.Optimizer):
                 p.sub_(p.grad)  # the hook's mean update: lr times Adam's direction
         return loss
 
-    def rates(self):
-        """{id(parameter): the lr of its param group} now."""
-        return {id(p): group["lr"] for group in self.param_groups for p in group["params"]}
-
 
 def _check_hyperparameters(lr, betas, eps, weight_decay):
     try:

@@ -307,11 +307,11 @@ class HookState:
             raise ValueError("sketchfuse hook: residual_in_rate_units reads the learning rates of the torch.optim.SGD "
                              f"handed as optimizer=; got {type(optimizer).__name__ if optimizer is not None else None}"
                              " (sketchfuse AdamW keeps its updates in units of the parameters already)")
-        if rate_units and not (compresses and options.get("error_feedback", True)):
+        keeps_residual = compresses and bool(options.get("error_feedback", True))
+        if rate_units and not keeps_residual:
             raise ValueError(f"sketchfuse hook: residual_in_rate_units with scheme {scheme!r} and error_feedback "
                              f"{options.get('error_feedback', True)}: there is no residual to keep")
-        self._rate_units = (sgd and compresses and bool(options.get("error_feedback", True))
-                            if rate_units is None else rate_units)
+        self._rate_units = (sgd and keeps_residual) if rate_units is None else rate_units
         self._rate_optimizer = optimizer if (self._rate_units or self._moments is not None) else None
         self._residual_rates = {}  # key -> the lr its residual is in units of (with _rate_units)
         named = {"coordinator": coordinator, "worker_id": worker_id, "token_file": token_file, "tls_ca": tls_ca}
@@ -377,10 +377,12 @@ class HookState:
         self._pending = {}  # key -> (residual, velocity): loaded, not yet in a group
         self._method_state = {}  # bucket index -> (signature, method state) of buckets whose method keeps one
         # Centralized: the step's buckets until its last one, the model's
-        # canonical layout (key -> (offset, numel)) once joined, and the job
-        # groups' state loaded before the join.
+        # canonical layout (key -> (offset, numel)) and the job's groups over it
+        # ((group, offset, numel), consecutive) once joined, and the job groups'
+        # state loaded before the join.
         self._step_buckets = []
         self._layout = None
+        self._job_groups = None
         self._job_state = None
         # Counters of a run this state was loaded from (state_dict()["stats"]), added to the live ones.
         self._retired = dict(_ZERO_STATS)
@@ -802,11 +804,7 @@ class HookState:
                     grad[offset:offset + n] = flat[at:at + n]
                     at += n
             if self._rate_units:
-                lib, at, native_groups = _native.lib(), 0, []
-                for g in range(lib.sf_session_num_groups(self._session)):
-                    native_groups.append((g, at, lib.sf_session_group_dim(self._session, g)))
-                    at += native_groups[-1][2]
-                self._rescale_residuals(native_groups, [(key, offset, n) for key, (offset, n) in self._layout.items()])
+                self._rescale_residuals(self._job_groups, [(key, offset, n) for key, (offset, n) in self._layout.items()])
             if self._moments is not None:
                 pieces = self._rated([(key, offset, n) for key, (offset, n) in self._layout.items()])
             if self._adam_place == "rank":
@@ -849,6 +847,10 @@ class HookState:
             self._raise_native(err, "joining the job")
         self._session = session
         self._layout = layout
+        lib, at, self._job_groups = _native.lib(), 0, []
+        for g in range(lib.sf_session_num_groups(session)):
+            self._job_groups.append((g, at, lib.sf_session_group_dim(session, g)))
+            at += self._job_groups[-1][2]
         if self._job_state is not None:
             state, self._job_state = self._job_state, None
             groups = _native.lib().sf_session_num_groups(self._session)

@@ -393,16 +393,17 @@ def _diverge(rank, world):
 SKETCH = "count_sketch:method=peel,density=0.05,rows=4,width=4"
 
 
-def _routes(rank, world, sketch_ps_address, dense_ps_address, adamw=False):
+def _routes(rank, world, sketch_ps_address, dense_ps_address, adamw=False, lr_at=None):
     """Each scheme on both routes (adamw: with sketchfuse's AdamW, the moments on each rank for the
-    sketch and of the mean for dense)."""
+    sketch and of the mean for dense; lr_at: the learning rate of each step)."""
     out = {}
     # 0.004 MiB buckets: several buckets, rebuilt by DDP; the job's groups are the planner's.
     out["sketch_ps"] = _train(rank, "sketch_ps", SKETCH, 6, 0.004, coordinator=sketch_ps_address, job="ps",
-                              adamw=adamw)
-    out["sketch_allreduce"] = _train(rank, "sketch_allreduce", SKETCH, 6, 0.004, adamw=adamw)
-    out["dense_ps"] = _train(rank, "dense_ps", None, 6, 25, coordinator=dense_ps_address, job="dense", adamw=adamw)
-    out["dense_allreduce"] = _train(rank, "dense_allreduce", None, 6, 25, adamw=adamw)
+                              adamw=adamw, lr_at=lr_at)
+    out["sketch_allreduce"] = _train(rank, "sketch_allreduce", SKETCH, 6, 0.004, adamw=adamw, lr_at=lr_at)
+    out["dense_ps"] = _train(rank, "dense_ps", None, 6, 25, coordinator=dense_ps_address, job="dense", adamw=adamw,
+                             lr_at=lr_at)
+    out["dense_allreduce"] = _train(rank, "dense_allreduce", None, 6, 25, adamw=adamw, lr_at=lr_at)
     return {k: (v[0], v[2]) for k, v in out.items()}
 
 
@@ -575,7 +576,7 @@ class HookMatchesTheWorkersScheme(unittest.TestCase):
 
 
 class CentralizedRoute(unittest.TestCase):
-    def _both_routes(self, adamw, **job_options):
+    def _both_routes(self, adamw, lr_at=None, **job_options):
         """Trains _routes on both routes (servers started here); each rank's results, checked to match."""
         with tempfile.TemporaryDirectory() as tmp:
             torch.manual_seed(0)
@@ -583,7 +584,7 @@ class CentralizedRoute(unittest.TestCase):
                                  job="ps", seed=5, **job_options)
             sft.write_job_config(SmallNet(), os.path.join(tmp, "dense.json"), "dense_ps", world_size=2, job="dense",
                                  seed=5, **job_options)
-            results = _spawn_with_servers(functools.partial(_routes, adamw=adamw), 2, tmp,
+            results = _spawn_with_servers(functools.partial(_routes, adamw=adamw, lr_at=lr_at), 2, tmp,
                                           {"ps": "ps.json", "dense": "dense.json"})
         for r, result in enumerate(results):
             self.assertNotIn("exception", result, result.get("exception"))
@@ -598,6 +599,11 @@ class CentralizedRoute(unittest.TestCase):
         # the allreduced sum decodes to, so both routes train alike.
         for result in self._both_routes(adamw=False):
             self.assertGreater(result["sketch_ps"][1]["compression_ratio"], 1.2)  # a sketch of 0.8 times the gradient
+
+    def test_a_changing_rate_through_the_servers_as_through_the_process_group(self):
+        # SGD's residual in units of the rate: rescaled per parameter over the job's groups on one route
+        # and over DDP's buckets on the other, to the same residuals.
+        self._both_routes(adamw=False, lr_at=_falling_rate)
 
     def test_sketchfuse_adamw_through_the_servers_as_through_the_process_group(self):
         # Adam's moments in the hook on the centralized route: the same updates as on the ring.
