@@ -5,20 +5,28 @@ from statistics import mean
 from tables.common import markdown, read_rows, study_rows, value, where
 
 ADAMW = "adamw:beta1=0.9,beta2=0.95,eps=1e-08,weight_decay=0.1"
-SCHEMES = ["topk_allgather", "sketch_allreduce"]
+SCHEMES = ["topk_allgather", "sketch_allreduce", "gtopk", "topk_ps", "fixed_sketch_ps"]
 WORKERS = [4, 16, 64]
+
+
+# Top-k's densities with Adam on the worker (the density table), the default (1%) among them.
+DENSITIES = ["0.0003", "0.0015", "0.003", "0.01", "0.0333"]
 
 
 def rows():
     """This study's runs (Adam on the worker) tagged adam_at=worker, and transformer_schemes' AdamW runs (Adam on
-    the aggregated update, dense_allreduce's among them) tagged adam_at=update."""
+    the aggregated update, dense_allreduce's among them) tagged adam_at=update; each tagged default=yes when it ran
+    its scheme's default compressor (the density table's runs of Top-k at other densities are not)."""
     own = [dict(r, adam_at="worker") for r in study_rows(__file__)]
     update = [dict(r, adam_at="update") for r in read_rows("transformer_schemes") if r["optimizer"] == ADAMW]
-    return own + update
+    defaults = {}
+    for r in update:  # every scheme of transformer_schemes ran its default
+        defaults[r["scheme"]] = r["compressor"]
+    return [dict(r, default="yes" if r["compressor"] == defaults.get(r["scheme"]) else "no") for r in own + update]
 
 
 def _runs(rows, scheme, workers, adam_at):
-    return [r for r in where(rows, scheme=scheme, workers=workers, adam_at=adam_at) if r["test_loss"]]
+    return [r for r in where(rows, scheme=scheme, workers=workers, adam_at=adam_at, default="yes") if r["test_loss"]]
 
 
 def _seed_gaps(rows, scheme, workers, adam_at):
@@ -57,4 +65,29 @@ def table_placement(rows):
     return markdown(["scheme", "W", "Adam on the update", "Adam on the worker", "ratio"], body)
 
 
-TABLES = {"placement": table_placement}
+def table_density(rows):
+    """docs/BENCHMARKS.md "The transformer with AdamW and SGD": Top-k allgather's density with Adam's moments on
+    the worker, 4 virtual workers: the gap of the final validation loss to dense_allreduce's of the same seed on
+    seed 1 (which every density ran), and over the seeds each ran (the mean, then each seed's), with the ratio (the
+    dense gradient's bytes over a worker's sent bytes)."""
+    dense = {r["seed"]: value(r, "test_loss") for r in where(rows, scheme="dense_allreduce", workers=4,
+                                                              adam_at="update") if r["test_loss"]}
+    body = []
+    for density in DENSITIES:
+        runs = [r for r in where(rows, scheme="topk_allgather", workers=4, adam_at="worker",
+                                 compressor=f"topk:density={density}") if r["test_loss"] and r["seed"] in dense]
+        if not runs:
+            continue
+        runs.sort(key=lambda r: int(r["seed"]))
+        gaps = [value(r, "test_loss") / dense[r["seed"]] - 1 for r in runs]
+        label = f"{100 * float(density):g}%" + (" (default)" if density == "0.01" else "")
+        first = [g for r, g in zip(runs, gaps) if r["seed"] == "1"]
+        spread = " / ".join(f"{100 * g:+.1f}" for g in gaps)
+        over = f"{100 * mean(gaps):+.1f}% <br> {spread} (seeds {', '.join(r['seed'] for r in runs)})" \
+            if len(runs) > 1 else ""
+        body.append([label, f"{100 * first[0]:+.1f}%" if first else "", over,
+                     f"{mean(value(r, 'compression_ratio') for r in runs):.1f}x"])
+    return markdown(["density", "seed 1", "over the seeds", "ratio"], body)
+
+
+TABLES = {"placement": table_placement, "density": table_density}

@@ -402,6 +402,29 @@ TEST(HookSessionTest, PlacementIsChecked) {
   for (const absl::Status& s : statuses) EXPECT_TRUE(s.ok()) << s;
 }
 
+// The run's warnings (here: a fixed-size sketch with AdamW) come once in the
+// stats, however many bucket groups the session has, without a group's name.
+TEST(HookSessionTest, TheRunsWarningComesOnceForEveryGroup) {
+  char err[256];
+  std::vector<absl::Status> statuses = RunOnLocalGlooGroup(1, [&](Collective& collective) -> absl::Status {
+    const sf_collective_ops ops = OpsOver(&collective);
+    sf_session* session = sf_session_create(
+        "scheme=fixed_sketch_allreduce\nworld_size=1\nmomentum=0\noptimizer=adamw\n", &ops, err, sizeof(err));
+    if (session == nullptr) return absl::InternalError(err);
+    for (uint64_t dim : {3000, 5000, 7000}) EXPECT_GE(sf_session_add_group(session, dim, err, sizeof(err)), 0) << err;
+    char stats[4096];
+    EXPECT_EQ(sf_session_stats_json(session, stats, sizeof(stats)), 0);
+    const std::string text(stats);
+    const size_t first = text.find("fixed_sketch_allreduce with adamw:");
+    EXPECT_NE(first, std::string::npos) << text;
+    EXPECT_EQ(text.find("fixed_sketch_allreduce with adamw:", first + 1), std::string::npos) << text;
+    EXPECT_THAT(text, Not(HasSubstr("bucket group 0: fixed_sketch_allreduce"))) << text;
+    sf_session_destroy(session);
+    return absl::OkStatus();
+  });
+  for (const absl::Status& s : statuses) EXPECT_TRUE(s.ok()) << s;
+}
+
 TEST(HookSessionTest, RefusesBadGroupsAndSizes) {
   sf_collective_ops none{};
   char err[256];

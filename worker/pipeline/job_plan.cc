@@ -172,8 +172,15 @@ std::vector<std::string> JobFitWarnings(const v1::JobConfig& job) {
     const std::string warning = (*compressor)->FitWarning(group.dim(), job.world_size());
     if (!warning.empty()) warnings.push_back(absl::StrCat("group ", group.group(), " (", group.dim(), " elements): ", warning));
   }
-  const std::string route_warning = SchemeFitWarning(job.run().scheme(), job.world_size());
-  if (!route_warning.empty()) warnings.push_back(route_warning);
+  for (const std::string& warning : RunFitWarnings(job)) warnings.push_back(warning);
+  return warnings;
+}
+
+std::vector<std::string> RunFitWarnings(const v1::JobConfig& job) {
+  std::vector<std::string> warnings;
+  for (std::string warning : {SchemeFitWarning(job.run().scheme(), job.world_size()), OptimizerFitWarning(job.run())}) {
+    if (!warning.empty()) warnings.push_back(std::move(warning));
+  }
   return warnings;
 }
 

@@ -36,10 +36,15 @@ absl::StatusOr<v1::JobConfig> MakeJobConfig(const std::string& job_name, uint32_
 // One line per group whose compressor will serve the job's world size
 // poorly (Compressor::FitWarning: a peeled sketch too small for the
 // workers' selections, with its expected recovery, or larger than the
-// dense gradient), naming the group, then the scheme's own (SchemeFitWarning:
-// a route that serves this many workers poorly); empty when all fit. Workers
-// print them at join and keep them in their summaries.
+// dense gradient), naming the group, then the run's (RunFitWarnings); empty
+// when all fit. Workers print them at join and keep them in their summaries.
 std::vector<std::string> JobFitWarnings(const v1::JobConfig& job);
+
+// The run's own warnings, whatever its groups: the scheme's
+// (SchemeFitWarning: a route that serves this many workers poorly), then
+// its optimizer's (OptimizerFitWarning: a scheme the measurements say loses
+// with it).
+std::vector<std::string> RunFitWarnings(const v1::JobConfig& job);
 
 // MakeJobConfig (keeping 16 finished rounds per group, for resumed workers)
 // written to `path` (JSON, proto/job_config_file.h), with a line naming the

@@ -81,6 +81,40 @@ TEST(JobPlanTest, TheFixedSketchsRingIsWarnedAboutFromSixteenWorkers) {
   EXPECT_EQ(SchemeFitWarning("sketch_allreduce", 64), "");
 }
 
+// A fixed-size sketch with an Adam-family optimizer is warned about by name
+// (the scheme and the optimizer, the schemes to use), on every route and with
+// its compressor given explicitly; with SGD, or Adam with another sketch or a
+// selection, it is not.
+TEST(JobPlanTest, AFixedSketchWithAdamIsWarnedAboutByName) {
+  const std::string fixed = FindScheme("fixed_sketch_ps")->default_compressor_spec;
+  auto adam_run = [](const std::string& scheme, const std::string& compressor, const std::string& optimizer) {
+    v1::RunConfig run = MlpRun(scheme, compressor);
+    run.set_momentum(0);
+    run.set_optimizer(optimizer);
+    return run;
+  };
+  for (const std::string scheme : {"fixed_sketch_ps", "fixed_sketch_allreduce", "fixed_sketch_auto"}) {
+    for (const std::string optimizer : {"adamw:beta2=0.95", "adam"}) {
+      absl::StatusOr<v1::JobConfig> job = MakeJobConfig("j", 4, adam_run(scheme, fixed, optimizer));
+      ASSERT_TRUE(job.ok()) << job.status();
+      const std::vector<std::string> warnings = JobFitWarnings(*job);
+      ASSERT_EQ(warnings.size(), 1u) << scheme << " " << optimizer;
+      EXPECT_EQ(warnings[0].find(scheme + " with " + optimizer.substr(0, optimizer.find(':')) + ":"), 0u)
+          << warnings[0];
+      EXPECT_NE(warnings[0].find("use topk_allgather, or topk_ps or gtopk"), std::string::npos) << warnings[0];
+      EXPECT_EQ(RunFitWarnings(*job), warnings);
+    }
+  }
+  // The scheme's default compressor, unstated, is the fixed sketch too.
+  EXPECT_EQ(OptimizerFitWarning(adam_run("fixed_sketch_ps", "", "adamw")).find("fixed_sketch_ps with adamw:"), 0u);
+  // SGD with the fixed sketch, and Adam with the peel sketch or Top-k: no warning.
+  EXPECT_EQ(OptimizerFitWarning(MlpRun("fixed_sketch_ps", fixed)), "");
+  EXPECT_EQ(OptimizerFitWarning(adam_run("sketch_allreduce", "count_sketch:method=peel,density=0.0042,rows=4", "adamw")),
+            "");
+  EXPECT_EQ(OptimizerFitWarning(adam_run("topk_allgather", "topk:density=0.01", "adamw")), "");
+  EXPECT_EQ(OptimizerFitWarning(adam_run("no_such_scheme", fixed, "adamw")), "");
+}
+
 // FetchSGD's momentum lives with the sum: the job carries the run's.
 TEST(JobPlanTest, FetchSgdCarriesTheRunsMomentum) {
   absl::StatusOr<v1::JobConfig> job =

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "common/compressor_params.h"
 #include "common/compressor_registry.h"
 #include "common/error_text.h"
 #include "common/json_text.h"
@@ -292,6 +293,24 @@ absl::Status CheckRunScheme(const v1::RunConfig& run) {
                                                    " keeps state where the sum is and has no second round"));
   }
   return CheckDevicePlacement(run);
+}
+
+std::string OptimizerFitWarning(const v1::RunConfig& run) {
+  if (!IsAdamFamily(run)) return "";
+  absl::StatusOr<SchemeInfo> info = FindScheme(run.scheme());
+  if (!info.ok()) return "";
+  absl::StatusOr<CompressorSpec> spec =
+      ParseCompressorSpec(run.compressor().empty() ? info->default_compressor_spec : run.compressor());
+  if (!spec.ok() || spec->name != "count_sketch") return "";
+  const auto method = spec->params.find("method");
+  if (method == spec->params.end() || method->second != "candidates") return "";
+  return absl::StrCat(
+      run.scheme(), " with ", OptimizerOf(run).name(),
+      ": the fixed-size sketch's candidates miss Adam's updates, which are all of about one size; it left the "
+      "transformer on its unigram plateau, 26 to 45% above dense AdamW's validation loss at 4 and 16 workers "
+      "with Adam's moments on the worker or on the update (also at density 0.01, 4 candidates a coordinate, a 4x "
+      "table or a hash per step); with Adam use topk_allgather, or topk_ps or gtopk for bytes that stay flat with "
+      "the workers (4 to 10% above at 16 workers; docs/BENCHMARKS.md, \"The transformer with AdamW and SGD\")");
 }
 
 MomentumPlace MomentumPlaceOf(const v1::RunConfig& run) {

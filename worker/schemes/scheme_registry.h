@@ -127,6 +127,16 @@ inline constexpr uint32_t kTwoRoundRingWarningWorkers = 16;
 // JobFitWarnings prints it at join beside the groups' fit warnings.
 std::string SchemeFitWarning(const std::string& scheme, uint32_t world_size);
 
+// A line naming the run's scheme and optimizer when the measurements say the
+// pair loses, empty otherwise (and for a run that does not parse). Today: a
+// fixed-size sketch (a count_sketch spec with method=candidates: the
+// fixed_sketch_* schemes) with adam or adamw, which left the transformer on
+// its unigram plateau, 26 to 45% above dense AdamW's validation loss at 4
+// and 16 workers, with Adam's moments on the worker or on the update
+// (docs/BENCHMARKS.md, "The transformer with AdamW and SGD"). JobFitWarnings
+// prints it at join beside the others.
+std::string OptimizerFitWarning(const v1::RunConfig& run);
+
 // FinalRoundTopK of each group of `job` under its run's scheme, in group
 // order: the collective route's reading of what the shards read from
 // GroupConfig::reselect_top_k.
