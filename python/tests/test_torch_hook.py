@@ -186,7 +186,7 @@ def _resume(rank, world, scheme, compressor, bucket_cap_mb, as_version_1=False, 
     adam = {"adamw": adamw, "dense_warmup": dense_warmup, "lr_at": lr_at}
     whole, _, stats = _train(rank, scheme, compressor, 8, bucket_cap_mb, **adam)
     _, saved, _ = _train(rank, scheme, compressor, 4, bucket_cap_mb, save=True, **adam)
-    saved = torch.load(_roundtrip(saved, rank))
+    saved = _roundtrip(saved, rank)
     if as_version_1:
         saved["hook"] = _as_version_1(saved["hook"])
     resumed, _, resumed_stats = _train(rank, scheme, compressor, 4, bucket_cap_mb, load=saved, **adam)
@@ -243,9 +243,11 @@ def _rate_units(rank, world, rate_units):
 
 
 def _roundtrip(obj, rank):
-    path = os.path.join(tempfile.gettempdir(), f"sketchfuse_hook_state_{os.getpid()}_{rank}.pt")
-    torch.save(obj, path)
-    return path
+    """obj saved with torch.save and loaded back, as a checkpoint would be; the file is removed."""
+    with tempfile.TemporaryDirectory(prefix=f"sketchfuse_hook_state_{rank}_") as folder:
+        path = os.path.join(folder, "state.pt")
+        torch.save(obj, path)
+        return torch.load(path)
 
 
 def _other_model(rank, world):
@@ -422,7 +424,7 @@ def _partitions(rank, world, address):
 def _resume_centralized(rank, world, whole_address, split_address):
     whole, _, _ = _train(rank, "sketch_ps", SKETCH, 8, 0.004, coordinator=whole_address, job="ps")
     _, saved, _ = _train(rank, "sketch_ps", SKETCH, 4, 0.004, save=True, coordinator=split_address, job="ps")
-    saved = torch.load(_roundtrip(saved, rank))
+    saved = _roundtrip(saved, rank)
     # A new DDP, a new hook: the workers restart and join the same job again (the servers keep running).
     resumed, _, stats = _train(rank, "sketch_ps", SKETCH, 4, 0.004, load=saved, coordinator=split_address,
                                job="ps")
