@@ -364,14 +364,12 @@ absl::StatusOr<int> HookSession::AddGroup(uint64_t dim) {
   absl::StatusOr<std::unique_ptr<CollectiveScheme>> scheme = CollectiveScheme::Create(*job, collective_.get());
   if (!scheme.ok()) return scheme.status();
   groups_.push_back(Group{dim, *std::move(scheme)});
-  // The run's warnings once (the first group's), each group's own by its bucket group.
-  const std::vector<std::string> run_warnings = RunFitWarnings(*job);
-  for (const std::string& warning : JobFitWarnings(*job)) {
-    if (std::find(run_warnings.begin(), run_warnings.end(), warning) != run_warnings.end()) {
-      if (groups_.size() == 1) fit_warnings_.push_back(warning);
-      continue;
-    }
+  // Each group's own warnings by its bucket group; the run's once, with the first group.
+  for (const std::string& warning : GroupFitWarnings(*job)) {
     fit_warnings_.push_back(absl::StrCat("bucket group ", groups_.size() - 1, ": ", warning));
+  }
+  if (groups_.size() == 1) {
+    for (std::string& warning : RunFitWarnings(*job)) fit_warnings_.push_back(std::move(warning));
   }
   return static_cast<int>(groups_.size()) - 1;
 }

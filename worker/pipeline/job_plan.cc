@@ -164,7 +164,7 @@ absl::StatusOr<v1::JobConfig> MakeJobConfig(const std::string& job_name, uint32_
   return job;
 }
 
-std::vector<std::string> JobFitWarnings(const v1::JobConfig& job) {
+std::vector<std::string> GroupFitWarnings(const v1::JobConfig& job) {
   std::vector<std::string> warnings;
   for (const v1::GroupConfig& group : job.groups()) {
     absl::StatusOr<std::unique_ptr<Compressor>> compressor = CompressorRegistry::Default().Create(group.compressor());
@@ -172,7 +172,12 @@ std::vector<std::string> JobFitWarnings(const v1::JobConfig& job) {
     const std::string warning = (*compressor)->FitWarning(group.dim(), job.world_size());
     if (!warning.empty()) warnings.push_back(absl::StrCat("group ", group.group(), " (", group.dim(), " elements): ", warning));
   }
-  for (const std::string& warning : RunFitWarnings(job)) warnings.push_back(warning);
+  return warnings;
+}
+
+std::vector<std::string> JobFitWarnings(const v1::JobConfig& job) {
+  std::vector<std::string> warnings = GroupFitWarnings(job);
+  for (std::string& warning : RunFitWarnings(job)) warnings.push_back(std::move(warning));
   return warnings;
 }
 

@@ -36,8 +36,11 @@ absl::StatusOr<v1::JobConfig> MakeJobConfig(const std::string& job_name, uint32_
 // One line per group whose compressor will serve the job's world size
 // poorly (Compressor::FitWarning: a peeled sketch too small for the
 // workers' selections, with its expected recovery, or larger than the
-// dense gradient), naming the group, then the run's (RunFitWarnings); empty
-// when all fit. Workers print them at join and keep them in their summaries.
+// dense gradient), naming the group; empty when all fit.
+std::vector<std::string> GroupFitWarnings(const v1::JobConfig& job);
+
+// GroupFitWarnings, then the run's (RunFitWarnings). Workers print them at
+// join and keep them in their summaries.
 std::vector<std::string> JobFitWarnings(const v1::JobConfig& job);
 
 // The run's own warnings, whatever its groups: the scheme's
