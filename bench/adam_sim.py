@@ -88,6 +88,14 @@ def parse_args(argv):
     for name in ("workers", "train_examples", "validation_examples", "batch_size", "demo_topk"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be >= 1; got {getattr(args, name)}")
+    for name in ("learning_rate", "demo_learning_rate", "weight_decay"):
+        value = getattr(args, name)
+        if not (math.isfinite(value) and value >= 0) or (name == "learning_rate" and value == 0):
+            parser.error(f"--{name} must be a finite number {'> 0' if name == 'learning_rate' else '>= 0'}; "
+                         f"got {value}")
+    for name in ("beta2", "demo_beta"):
+        if not 0 <= getattr(args, name) < 1:
+            parser.error(f"--{name} must be in [0, 1); got {getattr(args, name)}")
     if not 0 < args.density <= 1:
         parser.error(f"--density must be in (0, 1]; got {args.density}")
     if args.demo_topk > CHUNK:

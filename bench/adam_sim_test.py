@@ -60,6 +60,10 @@ class AdamSimTest(unittest.TestCase):
                               (["--density=0"], "--density must be in (0, 1]"),
                               (["--demo_topk=65"], "--demo_topk must be <= 64"),
                               (["--workers=0"], "--workers must be >= 1"),
+                              (["--learning_rate=0"], "--learning_rate must be a finite number > 0; got 0.0"),
+                              (["--weight_decay=nan"], "--weight_decay must be a finite number >= 0; got nan"),
+                              (["--beta2=1"], "--beta2 must be in [0, 1); got 1.0"),
+                              (["--demo_beta=-0.1"], "--demo_beta must be in [0, 1); got -0.1"),
                               (["--train_examples=8", "--workers=2"], "every worker one batch")):
             stderr = io.StringIO()
             with self.assertRaises(SystemExit), contextlib.redirect_stderr(stderr):
