@@ -3,9 +3,9 @@
 // whose key-value store is the Gloo rendezvous) and four sketchfuse_worker
 // processes training the Fashion-MNIST MLP with Gloo collectives.
 //
-//  - Every decentralized scheme reaches a test accuracy within 1.5 points of
+//  - Every decentralized scheme reaches a test accuracy within 2.5 points of
 //    dense_allreduce (same seed, same steps, same optimizer settings, the
-//    scheme's default compressor), and every worker of a run ends with the
+//    scheme's default compressor; one seed, see kOneSeedBound), and every worker of a run ends with the
 //    same model. So does sketch_ps with the servers' second round (two
 //    shards) and a 3-row sketch. importance_allreduce also with plain SGD
 //    (momentum 0, learning rate 0.3) on both sides.
@@ -38,6 +38,14 @@ namespace {
 
 constexpr int kWorld = 4;
 constexpr int kSteps = 2 * (24000 / kWorld / 32);  // 2 epochs of 24000 examples, batch 32
+// How far below dense_allreduce one run of a compressing scheme may end. One
+// seed's gap is noisy: sketch_allreduce ends 0.04, 1.84 and 1.35 points below
+// dense on three seeds of the 4-worker MLP (docs/BENCHMARKS.md, the release_cap
+// table; the three-seed means of every scheme are within 1.5: "Training quality
+// at 4 workers, 10x to 300x"), and the trajectory follows the CPU's BLAS
+// kernels (seed 5: sketch_allreduce 1.72 below on an Intel Xeon, within 1.5 on
+// an AMD EPYC). A scheme that does not train ends far lower.
+constexpr double kOneSeedBound = 0.025;
 
 std::vector<std::string> RunFlags(const std::string& scheme) {
   return {"--job=train", absl::StrCat("--world_size=", kWorld), "--workload=mlp", "--scheme=" + scheme,
@@ -60,7 +68,7 @@ void ExpectOneModel(const std::vector<WorkerResult>& results, const std::string&
   }
 }
 
-TEST(DecentralizedTrainingTest, EverySchemeReachesDenseAllreduceAccuracyWithinOnePointFive) {
+TEST(DecentralizedTrainingTest, EverySchemeEndsNearDenseAllreduceAccuracy) {
   // One shard: it serves the coordinator (and the rendezvous); no gradient
   // goes through it.
   const std::vector<WorkerResult> dense = Cluster("dense_allreduce", "dense_allreduce").Train(kWorld, 1);
@@ -76,7 +84,7 @@ TEST(DecentralizedTrainingTest, EverySchemeReachesDenseAllreduceAccuracyWithinOn
     if (results.empty()) continue;
     std::printf("final test accuracy: %s %.4f\n", scheme.c_str(), results[0].accuracy);
     EXPECT_EQ(results[0].collective_steps, kSteps) << scheme;
-    EXPECT_GE(results[0].accuracy, dense[0].accuracy - 0.015) << scheme;
+    EXPECT_GE(results[0].accuracy, dense[0].accuracy - kOneSeedBound) << scheme;
   }
   // The centralized route's second round, on two shards, with a 3-row sketch
   // whose estimates alone train poorly (docs/BENCHMARKS.md): the servers
@@ -89,7 +97,7 @@ TEST(DecentralizedTrainingTest, EverySchemeReachesDenseAllreduceAccuracyWithinOn
   if (!second.empty()) {
     std::printf("final test accuracy: sketch_ps --second_round (3 rows) %.4f\n", second[0].accuracy);
     EXPECT_EQ(second[0].collective_steps, 0);
-    EXPECT_GE(second[0].accuracy, dense[0].accuracy - 0.015);
+    EXPECT_GE(second[0].accuracy, dense[0].accuracy - kOneSeedBound);
   }
 }
 
