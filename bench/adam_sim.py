@@ -20,6 +20,8 @@ worker, worker w reading windows w, w + W, ... in a shuffled order; AdamW lr 2e-
                 residual), the Top-k taken over the rest with the same k.
   topk_embed    topk, but the two embeddings (token and position) are sent exactly each step.
   topk_small_embed  both: the 1-D tensors and the embeddings sent exactly.
+                With --embedding_density < 1 the two embed recipes send the embeddings' own k largest
+                (that share of their coordinates, under error feedback) instead of all of them.
   sign          each worker's residual as sign times one scale a tensor (its mean magnitude),
                 under error feedback: 1 bit a coordinate (1-bit Adam's kind of compression,
                 without its frozen second moment).
@@ -53,7 +55,7 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 import pytorch_ddp  # noqa: E402  (the model, the corpus and the schedule of the hook's example)
 
 RECIPES = ("dense", "topk", "topk_per_tensor", "topk_small", "topk_embed", "topk_small_embed", "sign", "demo")
-COLUMNS = ["recipe", "workers", "seed", "steps", "density", "demo_topk", "validation_loss",
+COLUMNS = ["recipe", "workers", "seed", "steps", "density", "embedding_density", "demo_topk", "validation_loss",
            "sent_bytes_per_step", "compression_ratio", "wall_s"]
 CHUNK = 64
 
@@ -72,6 +74,8 @@ def parse_args(argv):
     parser.add_argument("--weight_decay", type=float, default=0.1)
     parser.add_argument("--warmup_steps", type=int, default=30)
     parser.add_argument("--density", type=float, default=0.01, help="Top-k's share of the model's coordinates")
+    parser.add_argument("--embedding_density", type=float, default=1,
+                        help="topk_embed, topk_small_embed: the embeddings' own Top-k share (1: sent exactly)")
     parser.add_argument("--demo_topk", type=int, default=4, help="DeMo: coefficients kept of each 64-element chunk")
     parser.add_argument("--demo_beta", type=float, default=0.999, help="DeMo: the momentum's decay")
     parser.add_argument("--demo_learning_rate", type=float, default=0,
@@ -96,8 +100,9 @@ def parse_args(argv):
     for name in ("beta2", "demo_beta"):
         if not 0 <= getattr(args, name) < 1:
             parser.error(f"--{name} must be in [0, 1); got {getattr(args, name)}")
-    if not 0 < args.density <= 1:
-        parser.error(f"--density must be in (0, 1]; got {args.density}")
+    for name in ("density", "embedding_density"):
+        if not 0 < getattr(args, name) <= 1:
+            parser.error(f"--{name} must be in (0, 1]; got {getattr(args, name)}")
     if args.demo_topk > CHUNK:
         parser.error(f"--demo_topk must be <= {CHUNK}; got {args.demo_topk}")
     if args.train_examples < args.workers * args.batch_size:
@@ -137,13 +142,21 @@ class Simulation:
         self.n = sum(self.sizes)
         # Coordinates sent exactly every step (topk_small, topk_embed, topk_small_embed), as a mask of the flat model.
         exact = torch.zeros(self.n, dtype=torch.bool)
+        embeddings = torch.zeros(self.n, dtype=torch.bool)
         offset = 0
         for name, p in zip(self.names, self.params):
-            embedding = name in ("position_embedding", "token_embedding.weight")
-            if ((recipe in ("topk_small", "topk_small_embed") and p.dim() == 1)
-                    or (recipe in ("topk_embed", "topk_small_embed") and embedding)):
+            embeddings[offset:offset + p.numel()] = name in ("position_embedding", "token_embedding.weight")
+            if recipe in ("topk_small", "topk_small_embed") and p.dim() == 1:
                 exact[offset:offset + p.numel()] = True
             offset += p.numel()
+        # The embed recipes: the embeddings exact, or with their own Top-k (embedding_k > 0).
+        self.embeddings = embeddings
+        self.embedding_k = 0
+        if recipe in ("topk_embed", "topk_small_embed"):
+            if args.embedding_density < 1:
+                self.embedding_k = max(1, round(args.embedding_density * int(embeddings.sum())))
+            else:
+                exact |= embeddings
         self.exact = exact
         self.k = max(1, round(args.density * self.n))
         self.tensor_k = [max(1, round(args.density * size)) for size in self.sizes]
@@ -166,7 +179,7 @@ class Simulation:
         if self.recipe == "topk_per_tensor":
             return 8.0 * sum(self.tensor_k)
         if self.recipe.startswith("topk"):
-            return 8.0 * self.k + 4.0 * int(self.exact.sum())
+            return 8.0 * (self.k + self.embedding_k) + 4.0 * int(self.exact.sum())
         if self.recipe == "sign":
             return self.n / 8.0 + 4.0 * len(self.params)
         return 5.0 * self.args.demo_topk * (self.padded // CHUNK)
@@ -224,9 +237,13 @@ class Simulation:
                     sent[offset:offset + size] = keep_largest(e[offset:offset + size], k)
                     offset += size
             else:
-                sent = torch.where(self.exact, e, torch.zeros_like(e))
-                compressible = torch.where(self.exact, torch.zeros_like(e), e)
-                sent.add_(keep_largest(compressible, self.k))
+                zeros = torch.zeros_like(e)
+                sent = torch.where(self.exact, e, zeros)
+                selectable = ~self.exact
+                if self.embedding_k:
+                    selectable &= ~self.embeddings
+                    sent.add_(keep_largest(torch.where(self.embeddings, e, zeros), self.embedding_k))
+                sent.add_(keep_largest(torch.where(selectable, e, zeros), self.k))
             e.sub_(sent)
             update.add_(sent, alpha=1.0 / len(grads))
         self.apply(update, rate)
@@ -265,6 +282,7 @@ def run(args, recipe, seed, train, validation):
         loss = float("nan")
     return {"recipe": recipe, "workers": w, "seed": seed, "steps": steps,
             "density": args.density if recipe.startswith("topk") else "",
+            "embedding_density": args.embedding_density if recipe in ("topk_embed", "topk_small_embed") else "",
             "demo_topk": args.demo_topk if recipe == "demo" else "",
             "validation_loss": round(loss, 4), "sent_bytes_per_step": round(simulation.sent_bytes, 1),
             "compression_ratio": round(4.0 * simulation.n / simulation.sent_bytes, 2),

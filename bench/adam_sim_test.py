@@ -50,6 +50,12 @@ class AdamSimTest(unittest.TestCase):
         n = sum(p.numel() for p in adam_sim.pytorch_ddp.CharTransformer().parameters())
         topk = self._run("topk", ["--density=0.01"])
         self.assertEqual(topk["sent_bytes_per_step"], 8.0 * round(0.01 * n))
+        embed = adam_sim.pytorch_ddp.CharTransformer()
+        embedding = embed.position_embedding.numel() + embed.token_embedding.weight.numel()
+        exact = self._run("topk_embed", ["--density=0.01"])
+        self.assertEqual(exact["sent_bytes_per_step"], 8.0 * round(0.01 * n) + 4.0 * embedding)
+        own = self._run("topk_embed", ["--density=0.01", "--embedding_density=0.1"])
+        self.assertEqual(own["sent_bytes_per_step"], 8.0 * (round(0.01 * n) + round(0.1 * embedding)))
         demo = self._run("demo", ["--demo_topk=4"])
         self.assertEqual(demo["sent_bytes_per_step"], 5.0 * 4 * -(-n // 64))
         self.assertAlmostEqual(demo["compression_ratio"], 4.0 * n / demo["sent_bytes_per_step"], places=2)
@@ -58,6 +64,7 @@ class AdamSimTest(unittest.TestCase):
         for argv, message in ((["--recipes=topk,adam"], "unknown recipe 'adam'"),
                               (["--seeds=1,x"], "--seeds must be comma-separated integers"),
                               (["--density=0"], "--density must be in (0, 1]"),
+                              (["--embedding_density=1.5"], "--embedding_density must be in (0, 1]; got 1.5"),
                               (["--demo_topk=65"], "--demo_topk must be <= 64"),
                               (["--workers=0"], "--workers must be >= 1"),
                               (["--learning_rate=0"], "--learning_rate must be a finite number > 0; got 0.0"),
