@@ -5,7 +5,7 @@ tensors uncompressed, decoupled momentum, a 1-bit update).
 
 The W workers' gradients are computed one after another in one process at the same parameters
 (examples/pytorch_ddp.py's CharTransformer and corpus: one pass over 19,200 windows, batch 8 a
-worker, worker w reading windows w, w + W, ... in a shuffled order; AdamW lr 2e-3, betas
+worker, each worker a W-th of the windows in a shuffled order; AdamW lr 2e-3, betas
 0.9/0.95, weight decay 0.1, 30 warm-up steps then a cosine to 0), then combined by a recipe:
 
   dense         the mean gradient into AdamW (DDP's allreduce).
@@ -292,14 +292,23 @@ def run(args, recipe, seed, train, validation):
 def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(1)
-    windows = pytorch_ddp.load_text(pytorch_ddp.FORTUNES_DIR, "train")
-    validation = pytorch_ddp.load_text(pytorch_ddp.FORTUNES_DIR, "validation")[:args.validation_examples]
+    try:
+        windows = pytorch_ddp.load_text(pytorch_ddp.FORTUNES_DIR, "train")
+        validation = pytorch_ddp.load_text(pytorch_ddp.FORTUNES_DIR, "validation")[:args.validation_examples]
+    except ValueError as e:
+        sys.exit(f"adam_sim: {e}")
     if windows.shape[0] < args.train_examples:
         sys.exit(f"adam_sim: --train_examples {args.train_examples} is past the corpus's {windows.shape[0]} windows")
     train = windows[:args.train_examples]
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "results.csv")
-    new = not os.path.exists(path)
+    new = not os.path.exists(path) or os.path.getsize(path) == 0
+    if not new:
+        with open(path, newline="") as f:
+            header = next(csv.reader(f), [])
+        if header != COLUMNS:
+            sys.exit(f"adam_sim: {path} has the columns {','.join(header)}, not this version's {','.join(COLUMNS)}: "
+                     "write to another --out")
     with open(path, "a", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         if new:

@@ -86,6 +86,12 @@ class AdamSimTest(unittest.TestCase):
                 lines = f.read().splitlines()
             self.assertEqual(lines[0].split(","), adam_sim.COLUMNS)
             self.assertEqual([line.split(",")[0] for line in lines[1:]], ["dense", "topk"])
+            # A results.csv of other columns is refused, not appended to.
+            with open(os.path.join(out, "results.csv"), "w") as f:
+                f.write("recipe,workers,seed\n")
+            with self.assertRaises(SystemExit) as refused, contextlib.redirect_stdout(io.StringIO()):
+                adam_sim.main([f"--out={out}", "--recipes=dense", "--workers=1", "--train_examples=16"])
+            self.assertIn("has the columns recipe,workers,seed", str(refused.exception))
 
 
 if __name__ == "__main__":
