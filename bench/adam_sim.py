@@ -21,7 +21,8 @@ worker, each worker a W-th of the windows in a shuffled order; AdamW lr 2e-3, be
   topk_embed    topk, but the two embeddings (token and position) are sent exactly each step.
   topk_small_embed  both: the 1-D tensors and the embeddings sent exactly.
                 With --embedding_density < 1 the two embed recipes send the embeddings' own k largest
-                (that share of their coordinates, under error feedback) instead of all of them.
+                (that share of their coordinates, under error feedback) instead of all of them;
+                --embeddings=token or position: that embedding only.
   sign          each worker's residual as sign times one scale a tensor (its mean magnitude),
                 under error feedback: 1 bit a coordinate (1-bit Adam's kind of compression,
                 without its frozen second moment).
@@ -55,9 +56,12 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 import pytorch_ddp  # noqa: E402  (the model, the corpus and the schedule of the hook's example)
 
 RECIPES = ("dense", "topk", "topk_per_tensor", "topk_small", "topk_embed", "topk_small_embed", "sign", "demo")
-COLUMNS = ["recipe", "workers", "seed", "steps", "density", "embedding_density", "demo_topk", "validation_loss",
-           "sent_bytes_per_step", "compression_ratio", "wall_s"]
+COLUMNS = ["recipe", "workers", "seed", "steps", "density", "embeddings", "embedding_density", "demo_topk",
+           "validation_loss", "sent_bytes_per_step", "compression_ratio", "wall_s"]
 CHUNK = 64
+# --embeddings: the parameters each choice names.
+EMBEDDINGS = {"both": ("position_embedding", "token_embedding.weight"), "token": ("token_embedding.weight",),
+              "position": ("position_embedding",)}
 
 
 def parse_args(argv):
@@ -74,7 +78,9 @@ def parse_args(argv):
     parser.add_argument("--weight_decay", type=float, default=0.1)
     parser.add_argument("--warmup_steps", type=int, default=30)
     parser.add_argument("--density", type=float, default=0.01, help="Top-k's share of the model's coordinates")
-    parser.add_argument("--embedding_density", type=float, default=1,
+    parser.add_argument("--embeddings", default="both", choices=sorted(EMBEDDINGS),
+                        help="topk_embed, topk_small_embed: which embeddings")
+    parser.add_argument("--embedding_density", type=float, default=1.0,
                         help="topk_embed, topk_small_embed: the embeddings' own Top-k share (1: sent exactly)")
     parser.add_argument("--demo_topk", type=int, default=4, help="DeMo: coefficients kept of each 64-element chunk")
     parser.add_argument("--demo_beta", type=float, default=0.999, help="DeMo: the momentum's decay")
@@ -145,7 +151,7 @@ class Simulation:
         embeddings = torch.zeros(self.n, dtype=torch.bool)
         offset = 0
         for name, p in zip(self.names, self.params):
-            embeddings[offset:offset + p.numel()] = name in ("position_embedding", "token_embedding.weight")
+            embeddings[offset:offset + p.numel()] = name in EMBEDDINGS[args.embeddings]
             if recipe in ("topk_small", "topk_small_embed") and p.dim() == 1:
                 exact[offset:offset + p.numel()] = True
             offset += p.numel()
@@ -282,6 +288,7 @@ def run(args, recipe, seed, train, validation):
         loss = float("nan")
     return {"recipe": recipe, "workers": w, "seed": seed, "steps": steps,
             "density": args.density if recipe.startswith("topk") else "",
+            "embeddings": args.embeddings if recipe in ("topk_embed", "topk_small_embed") else "",
             "embedding_density": args.embedding_density if recipe in ("topk_embed", "topk_small_embed") else "",
             "demo_topk": args.demo_topk if recipe == "demo" else "",
             "validation_loss": round(loss, 4), "sent_bytes_per_step": round(simulation.sent_bytes, 1),

@@ -56,6 +56,9 @@ class AdamSimTest(unittest.TestCase):
         self.assertEqual(exact["sent_bytes_per_step"], 8.0 * round(0.01 * n) + 4.0 * embedding)
         own = self._run("topk_embed", ["--density=0.01", "--embedding_density=0.1"])
         self.assertEqual(own["sent_bytes_per_step"], 8.0 * (round(0.01 * n) + round(0.1 * embedding)))
+        token = self._run("topk_embed", ["--density=0.01", "--embeddings=token"])
+        self.assertEqual(token["sent_bytes_per_step"],
+                         8.0 * round(0.01 * n) + 4.0 * embed.token_embedding.weight.numel())
         demo = self._run("demo", ["--demo_topk=4"])
         self.assertEqual(demo["sent_bytes_per_step"], 5.0 * 4 * -(-n // 64))
         self.assertAlmostEqual(demo["compression_ratio"], 4.0 * n / demo["sent_bytes_per_step"], places=2)
@@ -67,6 +70,7 @@ class AdamSimTest(unittest.TestCase):
                               (["--embedding_density=1.5"], "--embedding_density must be in (0, 1]; got 1.5"),
                               (["--demo_topk=65"], "--demo_topk must be <= 64"),
                               (["--workers=0"], "--workers must be >= 1"),
+                              (["--embeddings=head"], "--embeddings: invalid choice: 'head'"),
                               (["--learning_rate=0"], "--learning_rate must be a finite number > 0; got 0.0"),
                               (["--weight_decay=nan"], "--weight_decay must be a finite number >= 0; got nan"),
                               (["--beta2=1"], "--beta2 must be in [0, 1); got 1.0"),
