@@ -127,9 +127,9 @@ def dct_basis(n):
 
 def keep_largest(x, k):
     """x with all but its k largest-magnitude elements zeroed (x 1-D)."""
-    out = torch.zeros_like(x)
     if k >= x.numel():
         return x.clone()
+    out = torch.zeros_like(x)
     index = x.abs().topk(k, sorted=False).indices
     out[index] = x[index]
     return out
@@ -146,15 +146,14 @@ class Simulation:
         self.names = [name for name, _ in self.model.named_parameters()]
         self.sizes = [p.numel() for p in self.params]
         self.n = sum(self.sizes)
-        # Coordinates sent exactly every step (topk_small, topk_embed, topk_small_embed), as a mask of the flat model.
-        exact = torch.zeros(self.n, dtype=torch.bool)
-        embeddings = torch.zeros(self.n, dtype=torch.bool)
-        offset = 0
-        for name, p in zip(self.names, self.params):
-            embeddings[offset:offset + p.numel()] = name in EMBEDDINGS[args.embeddings]
-            if recipe in ("topk_small", "topk_small_embed") and p.dim() == 1:
-                exact[offset:offset + p.numel()] = True
-            offset += p.numel()
+        def mask(chosen):
+            """The flat model's coordinates of the tensors chosen(name, parameter) names."""
+            return torch.cat([torch.full((p.numel(),), bool(chosen(name, p)))
+                              for name, p in zip(self.names, self.params)])
+
+        # Coordinates sent exactly every step (topk_small, topk_embed, topk_small_embed).
+        exact = mask(lambda name, p: recipe in ("topk_small", "topk_small_embed") and p.dim() == 1)
+        embeddings = mask(lambda name, p: name in EMBEDDINGS[args.embeddings])
         # The embed recipes: the embeddings exact, or with their own Top-k (embedding_k > 0).
         self.embeddings = embeddings
         self.embedding_k = 0
@@ -170,8 +169,9 @@ class Simulation:
         if recipe == "dense":
             self.optimizer = torch.optim.AdamW(self.params, lr=args.learning_rate, betas=(0.9, args.beta2),
                                                weight_decay=args.weight_decay)
-        else:
+        else:  # DeMo's momentum, or Adam's first moment
             self.m = [torch.zeros(self.n) for _ in range(w)]
+        if recipe not in ("dense", "demo"):
             self.v = [torch.zeros(self.n) for _ in range(w)]
             self.residual = [torch.zeros(self.n) for _ in range(w)]
         if recipe == "demo":
@@ -198,10 +198,8 @@ class Simulation:
         args = self.args
         if self.recipe == "dense":
             mean = torch.stack(grads).mean(0)
-            offset = 0
-            for p in self.params:
-                p.grad = mean[offset:offset + p.numel()].view_as(p).clone()
-                offset += p.numel()
+            for p, part in zip(self.params, mean.split(self.sizes)):
+                p.grad = part.view_as(p).clone()
             for group in self.optimizer.param_groups:
                 group["lr"] = rate
             self.optimizer.step()
@@ -230,18 +228,9 @@ class Simulation:
             e = self.residual[w]
             e.add_(direction, alpha=rate)
             if self.recipe == "sign":
-                sent = torch.empty_like(e)
-                offset = 0
-                for size in self.sizes:
-                    part = e[offset:offset + size]
-                    sent[offset:offset + size] = part.sign() * part.abs().mean()
-                    offset += size
+                sent = torch.cat([part.sign() * part.abs().mean() for part in e.split(self.sizes)])
             elif self.recipe == "topk_per_tensor":
-                sent = torch.empty_like(e)
-                offset = 0
-                for size, k in zip(self.sizes, self.tensor_k):
-                    sent[offset:offset + size] = keep_largest(e[offset:offset + size], k)
-                    offset += size
+                sent = torch.cat([keep_largest(part, k) for part, k in zip(e.split(self.sizes), self.tensor_k)])
             else:
                 zeros = torch.zeros_like(e)
                 sent = torch.where(self.exact, e, zeros)
@@ -256,12 +245,10 @@ class Simulation:
 
     def apply(self, update, rate):
         """p -= update + rate * weight_decay * p (AdamW's decoupled decay)."""
-        offset = 0
         with torch.no_grad():
-            for p in self.params:
+            for p, part in zip(self.params, update.split(self.sizes)):
                 p.mul_(1 - rate * self.args.weight_decay)
-                p.sub_(update[offset:offset + p.numel()].view_as(p))
-                offset += p.numel()
+                p.sub_(part.view_as(p))
 
 
 def run(args, recipe, seed, train, validation):
